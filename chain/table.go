@@ -1,0 +1,77 @@
+package chain
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Column is one column of an export table.
+type Column struct {
+	Name string
+	Type string // PostgreSQL type as written in DDL, e.g. "bigint", "bytea", "numeric"
+	Null bool   // nullable
+}
+
+// Index is a secondary index of a table (not its primary key). Secondary
+// indexes may be dropped for a bulk fill and rebuilt afterwards.
+type Index struct {
+	Name    string // unqualified index name, unique within the schema
+	Columns string // the parenthesised part, e.g. "(hash)" or "USING gin (attributes)"
+	Unique  bool
+}
+
+// Table describes one export table: its columns in COPY order, primary key
+// and secondary indexes. Every table carries the block height as a column
+// (HeightColumn) so export can delete or re-check a height range.
+type Table struct {
+	Name         string
+	Columns      []Column
+	PrimaryKey   []string
+	HeightColumn string
+	Indexes      []Index
+}
+
+// ColumnNames returns the column names in COPY order.
+func (t Table) ColumnNames() []string {
+	out := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		out[i] = c.Name
+	}
+	return out
+}
+
+// CreateSQL returns an idempotent CREATE TABLE for the table in schema. The
+// schema must already be a quoted identifier (see QuoteIdent).
+func (t Table) CreateSQL(quotedSchema string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s.%s (\n", quotedSchema, QuoteIdent(t.Name))
+	for _, c := range t.Columns {
+		null := " NOT NULL"
+		if c.Null {
+			null = ""
+		}
+		fmt.Fprintf(&b, "\t%s %s%s,\n", QuoteIdent(c.Name), c.Type, null)
+	}
+	pk := make([]string, len(t.PrimaryKey))
+	for i, c := range t.PrimaryKey {
+		pk[i] = QuoteIdent(c)
+	}
+	fmt.Fprintf(&b, "\tPRIMARY KEY (%s)\n)", strings.Join(pk, ", "))
+	return b.String()
+}
+
+// IndexSQL returns an idempotent CREATE INDEX for ix on table t in schema.
+func (t Table) IndexSQL(quotedSchema string, ix Index) string {
+	u := ""
+	if ix.Unique {
+		u = "UNIQUE "
+	}
+	return fmt.Sprintf("CREATE %sINDEX IF NOT EXISTS %s ON %s.%s %s",
+		u, QuoteIdent(ix.Name), quotedSchema, QuoteIdent(t.Name), ix.Columns)
+}
+
+// QuoteIdent quotes a PostgreSQL identifier: identifiers that come from
+// flags are always quoted, never spliced.
+func QuoteIdent(s string) string {
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}

@@ -1,0 +1,72 @@
+// Package pgtest gives tests a fresh, empty PostgreSQL database of their own.
+//
+// The server is $DATABASE_URL if set, else postgres://postgres@127.0.0.1:5432.
+// A test that cannot reach it fails: tests that need PostgreSQL never skip.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// BaseURL is the server the tests use.
+func BaseURL() string {
+	if u := os.Getenv("DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// NewDatabase creates an empty database, drops it when the test ends, and
+// returns its connection URL.
+func NewDatabase(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg, err := pgx.ParseConfig(BaseURL())
+	if err != nil {
+		t.Fatalf("pgtest: parse DATABASE_URL: %v", err)
+	}
+	admin, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("pgtest: PostgreSQL is required for this test and is not reachable at %s:%d: %v (run `make test`, which starts one)", cfg.Host, cfg.Port, err)
+	}
+	defer admin.Close(ctx)
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	name := "blockhaul_test_" + hex.EncodeToString(rnd[:])
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("pgtest: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			t.Errorf("pgtest: drop database %s: %v", name, err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("pgtest: drop database %s: %v", name, err)
+		}
+	})
+	return WithDatabase(BaseURL(), name)
+}
+
+// WithDatabase returns dsn with its database replaced by name. It accepts
+// both URL and keyword/value DSNs.
+func WithDatabase(dsn, name string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		u.Path = "/" + name
+		return u.String()
+	}
+	return dsn + " dbname=" + name
+}

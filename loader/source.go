@@ -1,0 +1,24 @@
+package loader
+
+import (
+	"context"
+
+	"github.com/blockhaul/blockhaul/chain"
+)
+
+// Source is what the loader fetches blocks from: a synthetic generator or an
+// RPC client of one chain family. Implementations must be safe for
+// concurrent use: the loader calls Fetch from many workers at once.
+type Source interface {
+	// Family is the chain family of the blocks this source produces.
+	Family() chain.Family
+	// ChainID identifies the chain (e.g. "cosmoshub-4", "1" for Ethereum
+	// mainnet). Staging refuses blocks of a chain other than the one it holds.
+	ChainID(ctx context.Context) (string, error)
+	// Tip returns the highest height the source can serve now.
+	Tip(ctx context.Context) (uint64, error)
+	// Fetch returns the blocks of heights from..to inclusive, in height
+	// order, one per height, each checked to be the block that was asked
+	// for. Errors worth retrying implement Retryable() bool returning true.
+	Fetch(ctx context.Context, from, to uint64) ([]chain.Block, error)
+}

@@ -1,0 +1,117 @@
+package staging
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Identity is which chain a store holds. It is recorded by the first Bind
+// and the first committed block, written with sync, and checked on every
+// later Bind and at the first block's height.
+type Identity struct {
+	Family      chain.Family `json:"family"`
+	ChainID     string       `json:"chain_id"`
+	FirstHeight uint64       `json:"first_height"`
+	FirstHash   []byte       `json:"first_hash,omitempty"`
+}
+
+// WrongChainError reports a block or source of another chain than the one
+// the store holds.
+type WrongChainError struct {
+	Dir         string
+	Have, Given string
+}
+
+func (e *WrongChainError) Error() string {
+	return fmt.Sprintf("staging: %s holds %s, refusing %s (use another --staging directory)", e.Dir, e.Have, e.Given)
+}
+
+var identKey = []byte{prefixIdent}
+
+func (s *Store) loadIdentity() (Identity, bool, error) {
+	v, closer, err := s.db.Get(identKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return Identity{}, false, nil
+	}
+	if err != nil {
+		return Identity{}, false, fmt.Errorf("staging: read identity: %w", err)
+	}
+	defer closer.Close()
+	var id Identity
+	if err := json.Unmarshal(v, &id); err != nil {
+		return Identity{}, false, fmt.Errorf("staging: identity record is corrupt: %w", err)
+	}
+	return id, true, nil
+}
+
+func (s *Store) saveIdentity(id Identity) error {
+	v, err := json.Marshal(id)
+	if err != nil {
+		return err
+	}
+	if err := s.db.Set(identKey, v, pebble.Sync); err != nil {
+		return fmt.Errorf("staging: write identity: %w", err)
+	}
+	return nil
+}
+
+// Identity returns the chain the store holds, if it has been bound.
+func (s *Store) Identity() (Identity, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ident, s.bound
+}
+
+// Bind records that the store holds family's chain chainID, or checks that
+// it already does. A store bound to another chain returns *WrongChainError.
+func (s *Store) Bind(family chain.Family, chainID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bound {
+		if s.ident.Family != family || s.ident.ChainID != chainID {
+			return &WrongChainError{Dir: s.dir,
+				Have:  fmt.Sprintf("%s chain %q", s.ident.Family, s.ident.ChainID),
+				Given: fmt.Sprintf("%s chain %q", family, chainID)}
+		}
+		return nil
+	}
+	if s.opts.ReadOnly {
+		return fmt.Errorf("staging: %s is read-only and holds no chain yet", s.dir)
+	}
+	id := Identity{Family: family, ChainID: chainID}
+	if err := s.saveIdentity(id); err != nil {
+		return err
+	}
+	s.ident, s.bound = id, true
+	return nil
+}
+
+// checkFirst checks b against the identity's first block and, for the
+// store's very first block, records it. Called with s.mu unlocked.
+func (s *Store) checkFirst(b *chain.Block) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.bound {
+		return fmt.Errorf("staging: %s: Bind must be called before blocks are written", s.dir)
+	}
+	if s.ident.FirstHash == nil {
+		id := s.ident
+		id.FirstHeight, id.FirstHash = b.Height, bytes.Clone(b.Hash)
+		if err := s.saveIdentity(id); err != nil {
+			return err
+		}
+		s.ident = id
+		return nil
+	}
+	if b.Height == s.ident.FirstHeight && !bytes.Equal(b.Hash, s.ident.FirstHash) {
+		return &WrongChainError{Dir: s.dir,
+			Have:  fmt.Sprintf("block %d with hash %X", b.Height, s.ident.FirstHash),
+			Given: fmt.Sprintf("block %d with hash %X", b.Height, b.Hash)}
+	}
+	return nil
+}

@@ -1,0 +1,255 @@
+// Package staging is blockhaul's durable local copy of every raw block
+// fetched: a Pebble store keyed by height whose values carry a small header
+// (height, hash, parent hash, checksum) and the zstd-compressed raw record as
+// the node sent it. Fetch writes it in any order; export reads it in height
+// order and never needs the network.
+//
+// A Store is safe for concurrent use. Batches and iterators are not; each
+// belongs to one goroutine and must be finished (Commit/Close) before the
+// Store is closed.
+package staging
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/klauspost/compress/zstd"
+)
+
+// ErrNotFound is returned when a height is not staged.
+var ErrNotFound = errors.New("staging: block not found")
+
+// Options configures a Store. The zero value is usable: EnsureDefaults fills
+// every unset field.
+type Options struct {
+	// MemTableSize is Pebble's memtable size. Staging is a bulk, append-ordered
+	// writer; a large memtable means fewer, larger L0 files. Default 64 MiB.
+	MemTableSize uint64
+	// CacheSize is Pebble's block cache. Scans read each block once, so a
+	// large cache buys little. Default 32 MiB.
+	CacheSize int64
+	// Level is the zstd level for raw records. Default SpeedFastest (≈ zstd 1),
+	// the sensible choice on few cores.
+	Level zstd.EncoderLevel
+	// MaxRecordSize caps the uncompressed size of one record when decoding, so
+	// a corrupt header cannot ask for GiBs. Default 256 MiB.
+	MaxRecordSize uint64
+	// ReadOnly opens the store without write access (status).
+	ReadOnly bool
+	// Logger receives Pebble's background errors. Default: discard.
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills unset fields with their defaults.
+func (o *Options) EnsureDefaults() {
+	if o.MemTableSize == 0 {
+		o.MemTableSize = 64 << 20
+	}
+	if o.CacheSize == 0 {
+		o.CacheSize = 32 << 20
+	}
+	if o.Level == 0 {
+		o.Level = zstd.SpeedFastest
+	}
+	if o.MaxRecordSize == 0 {
+		o.MaxRecordSize = 256 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Store is an open staging store.
+type Store struct {
+	dir  string
+	db   *pebble.DB
+	opts Options
+	enc  *zstd.Encoder // EncodeAll is safe for concurrent use
+	dec  *zstd.Decoder // DecodeAll is safe for concurrent use
+
+	closed atomic.Bool
+
+	mu    sync.Mutex // guards ident
+	ident Identity
+	bound bool
+}
+
+// Open opens (creating if needed) the staging store in dir.
+func Open(dir string, opts Options) (*Store, error) {
+	opts.EnsureDefaults()
+	if dir == "" {
+		return nil, errors.New("staging: no directory given")
+	}
+	if opts.ReadOnly {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("staging: open %s: %w", dir, err)
+		}
+	}
+	cache := pebble.NewCache(opts.CacheSize)
+	defer cache.Unref()
+	po := &pebble.Options{
+		Cache:                 cache,
+		MemTableSize:          opts.MemTableSize,
+		FormatMajorVersion:    pebble.FormatNewest,
+		L0CompactionThreshold: 4,
+		L0StopWritesThreshold: 64,
+		ReadOnly:              opts.ReadOnly,
+		Logger:                pebbleLogger{opts.Logger},
+	}
+	// Values are already zstd; compressing them again costs CPU for nothing.
+	for i := range po.Levels {
+		po.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
+	}
+	po.TargetFileSizes[0] = 64 << 20
+	po.EnsureDefaults()
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("staging: open %s: %w", dir, err)
+	}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(opts.Level), zstd.WithEncoderCRC(true))
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("staging: zstd encoder: %w", err)
+	}
+	dec, err := zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(0),
+		zstd.WithDecoderMaxMemory(opts.MaxRecordSize),
+		zstd.WithDecodeAllCapLimit(true))
+	if err != nil {
+		enc.Close()
+		db.Close()
+		return nil, fmt.Errorf("staging: zstd decoder: %w", err)
+	}
+	s := &Store{dir: dir, db: db, opts: opts, enc: enc, dec: dec}
+	if id, ok, err := s.loadIdentity(); err != nil {
+		s.Close()
+		return nil, err
+	} else if ok {
+		s.ident, s.bound = id, true
+	}
+	return s, nil
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Close flushes and closes the store. Every batch and iterator must be
+// finished first.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.enc.Close()
+	s.dec.Close()
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("staging: close: %w", err)
+	}
+	return nil
+}
+
+// Flush makes every committed batch durable (block data is written without
+// sync; see Batch.Commit).
+func (s *Store) Flush() error {
+	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("staging: sync: %w", err)
+	}
+	return nil
+}
+
+// DiskUsage returns the store's size on disk in bytes.
+func (s *Store) DiskUsage() uint64 { return s.db.Metrics().DiskSpaceUsage() }
+
+// Get returns the staged block at height h, decompressed and verified.
+func (s *Store) Get(h uint64) (chain.Block, error) {
+	v, closer, err := s.db.Get(heightKey(prefixBlock, h))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return chain.Block{}, fmt.Errorf("height %d: %w", h, ErrNotFound)
+	}
+	if err != nil {
+		return chain.Block{}, fmt.Errorf("staging: get %d: %w", h, err)
+	}
+	defer closer.Close()
+	b, _, err := s.decodeValue(h, v, nil)
+	return b, err
+}
+
+// Header returns the hash and parent hash of the staged block at h from the
+// index, without reading the record.
+func (s *Store) Header(h uint64) (hash, parent []byte, err error) {
+	v, closer, err := s.db.Get(heightKey(prefixIndex, h))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil, fmt.Errorf("height %d: %w", h, ErrNotFound)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("staging: get index %d: %w", h, err)
+	}
+	defer closer.Close()
+	hash, parent, ok := parseIndexValue(v)
+	if !ok {
+		return nil, nil, &CorruptRecordError{Height: h, Reason: "index entry malformed"}
+	}
+	return bytes.Clone(hash), bytes.Clone(parent), nil
+}
+
+// Delete removes the blocks at heights [from, to] (record and index), e.g. a
+// corrupt record so that fetch stages it again, or a reorged height.
+func (s *Store) Delete(from, to uint64) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	lo, hi := boundsFor(prefixBlock, from, to)
+	if err := b.DeleteRange(lo, hi, nil); err != nil {
+		return err
+	}
+	lo, hi = boundsFor(prefixIndex, from, to)
+	if err := b.DeleteRange(lo, hi, nil); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("staging: delete %d-%d: %w", from, to, err)
+	}
+	return nil
+}
+
+// decodeValue verifies and decompresses a staged value into dst (reused when
+// large enough) and returns the block, whose Raw aliases dst.
+func (s *Store) decodeValue(h uint64, v []byte, dst []byte) (chain.Block, Header, error) {
+	hdr, payload, err := parseValue(h, v)
+	if err != nil {
+		return chain.Block{}, hdr, err
+	}
+	if uint64(hdr.RawLen) > s.opts.MaxRecordSize {
+		return chain.Block{}, hdr, &CorruptRecordError{Height: h, Reason: fmt.Sprintf("raw length %d exceeds the %d-byte limit", hdr.RawLen, s.opts.MaxRecordSize)}
+	}
+	if cap(dst) < int(hdr.RawLen) {
+		dst = make([]byte, 0, hdr.RawLen)
+	}
+	raw, err := s.dec.DecodeAll(payload, dst[:0])
+	if err != nil {
+		return chain.Block{}, hdr, &CorruptRecordError{Height: h, Reason: "zstd: " + err.Error()}
+	}
+	if len(raw) != int(hdr.RawLen) {
+		return chain.Block{}, hdr, &CorruptRecordError{Height: h, Reason: fmt.Sprintf("decompressed %d bytes, header says %d", len(raw), hdr.RawLen)}
+	}
+	return chain.Block{Height: h, Hash: bytes.Clone(hdr.Hash), ParentHash: bytes.Clone(hdr.ParentHash), Raw: raw}, hdr, nil
+}
+
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+	panic(fmt.Sprintf(format, args...))
+}

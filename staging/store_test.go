@@ -1,0 +1,290 @@
+package staging
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"testing"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/cockroachdb/pebble/v2"
+)
+
+func hashOf(h uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], h)
+	s := sha256.Sum256(b[:])
+	return s[:]
+}
+
+func testBlock(h uint64) chain.Block {
+	raw := []byte(fmt.Sprintf(`{"height":"%d","payload":"%s"}`, h, bytes.Repeat([]byte("ab"), int(h%50))))
+	return chain.Block{Height: h, Hash: hashOf(h), ParentHash: hashOf(h - 1), Raw: raw}
+}
+
+func openTest(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Bind(chain.FamilyCometBFT, "test-1"); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func put(t *testing.T, s *Store, heights ...uint64) {
+	t.Helper()
+	b := s.NewBatch()
+	defer b.Close()
+	for _, h := range heights {
+		if err := b.Put(testBlock(h)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	s := openTest(t)
+	put(t, s, 7, 3, 5)
+	for _, h := range []uint64{3, 5, 7} {
+		got, err := s.Get(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := testBlock(h)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("height %d: got %+v want %+v", h, got, want)
+		}
+	}
+	if _, err := s.Get(4); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get(4) = %v, want ErrNotFound", err)
+	}
+}
+
+func TestCodecDetectsEveryFlippedByte(t *testing.T) {
+	b := testBlock(42)
+	s := openTest(t)
+	comp := s.enc.EncodeAll(b.Raw, nil)
+	v, err := appendValue(nil, chain.FamilyCometBFT, &b, comp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.decodeValue(42, v, nil); err != nil {
+		t.Fatalf("intact value: %v", err)
+	}
+	for i := range v {
+		c := bytes.Clone(v)
+		c[i] ^= 0x10
+		_, _, err := s.decodeValue(42, c, nil)
+		var ce *CorruptRecordError
+		if !errors.As(err, &ce) || ce.Height != 42 {
+			t.Fatalf("flip at byte %d: err = %v, want *CorruptRecordError at height 42", i, err)
+		}
+	}
+	// Truncations too.
+	for n := 0; n < len(v); n += 7 {
+		var ce *CorruptRecordError
+		if _, _, err := s.decodeValue(42, v[:n], nil); !errors.As(err, &ce) {
+			t.Fatalf("truncated to %d: err = %v", n, err)
+		}
+	}
+}
+
+func TestCorruptValueOnDiskNamesHeight(t *testing.T) {
+	s := openTest(t)
+	put(t, s, 1, 2, 3)
+	k := heightKey(prefixBlock, 2)
+	v, closer, err := s.db.Get(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := bytes.Clone(v)
+	closer.Close()
+	c[len(c)/2] ^= 1
+	if err := s.db.Set(k, c, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	it, err := s.Scan(1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var seen []uint64
+	for it.Next() {
+		seen = append(seen, it.Block().Height)
+	}
+	var ce *CorruptRecordError
+	if !errors.As(it.Err(), &ce) || ce.Height != 2 {
+		t.Fatalf("scan err = %v, want corrupt record at 2", it.Err())
+	}
+	if !reflect.DeepEqual(seen, []uint64{1}) {
+		t.Fatalf("scan yielded %v before the corrupt record, want [1]", seen)
+	}
+}
+
+func TestKeyOrderIsNumericOrder(t *testing.T) {
+	hs := []uint64{0, 1, 255, 256, 65535, 65536, 1 << 32, 1<<63 + 5, ^uint64(0)}
+	keys := make([][]byte, len(hs))
+	for i, h := range hs {
+		keys[len(hs)-1-i] = heightKey(prefixBlock, h)
+	}
+	sort.Slice(keys, func(i, j int) bool { return bytes.Compare(keys[i], keys[j]) < 0 })
+	for i, k := range keys {
+		if keyHeight(k) != hs[i] {
+			t.Fatalf("position %d holds %d, want %d", i, keyHeight(k), hs[i])
+		}
+	}
+}
+
+func TestMissingAndStaged(t *testing.T) {
+	s := openTest(t)
+	put(t, s, 3, 4, 5, 9, 12, 13)
+	tests := []struct {
+		from, to      uint64
+		missing, have []Range
+	}{
+		{1, 15, []Range{{1, 2}, {6, 8}, {10, 11}, {14, 15}}, []Range{{3, 5}, {9, 9}, {12, 13}}},
+		{3, 5, nil, []Range{{3, 5}}},
+		{6, 8, []Range{{6, 8}}, nil},
+		{4, 12, []Range{{6, 8}, {10, 11}}, []Range{{4, 5}, {9, 9}, {12, 12}}},
+		{13, 13, nil, []Range{{13, 13}}},
+	}
+	for _, tc := range tests {
+		m, err := s.Missing(tc.from, tc.to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(m, tc.missing) {
+			t.Errorf("Missing(%d,%d) = %v, want %v", tc.from, tc.to, m, tc.missing)
+		}
+		st, err := s.Staged(tc.from, tc.to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(st, tc.have) {
+			t.Errorf("Staged(%d,%d) = %v, want %v", tc.from, tc.to, st, tc.have)
+		}
+	}
+	if h, ok, _ := s.ContiguousFrom(3, 100); !ok || h != 5 {
+		t.Errorf("ContiguousFrom(3) = %d,%v want 5,true", h, ok)
+	}
+	if _, ok, _ := s.ContiguousFrom(6, 100); ok {
+		t.Errorf("ContiguousFrom(6) ok, want not staged")
+	}
+}
+
+func TestMissingScanLarge(t *testing.T) {
+	s := openTest(t)
+	b := s.NewBatch()
+	const n = 200_000
+	for h := uint64(1); h <= n; h++ {
+		if h%1000 == 0 {
+			continue // a hole every 1000 heights
+		}
+		if err := b.Put(chain.Block{Height: h, Hash: hashOf(h), ParentHash: hashOf(h - 1), Raw: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		if b.Len() == 10_000 {
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Missing(1, n+10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != n/1000 || m[0] != (Range{1000, 1000}) || m[len(m)-1] != (Range{n, n + 10}) {
+		t.Fatalf("missing: %d ranges, first %v last %v", len(m), m[0], m[len(m)-1])
+	}
+}
+
+func TestRefusesAnotherChain(t *testing.T) {
+	s := openTest(t)
+	var wc *WrongChainError
+	if err := s.Bind(chain.FamilyCometBFT, "other-2"); !errors.As(err, &wc) {
+		t.Fatalf("Bind other chain id: %v", err)
+	}
+	if err := s.Bind(chain.FamilyEVM, "test-1"); !errors.As(err, &wc) {
+		t.Fatalf("Bind other family: %v", err)
+	}
+	put(t, s, 10)
+	b := s.NewBatch()
+	defer b.Close()
+	other := testBlock(10)
+	other.Hash = hashOf(999)
+	if err := b.Put(other); !errors.As(err, &wc) {
+		t.Fatalf("Put of another block 10: %v, want *WrongChainError", err)
+	}
+	other = testBlock(11)
+	put(t, s, 11)
+	other.Hash = hashOf(12345)
+	var ce *ConflictError
+	if err := b.Put(other); !errors.As(err, &ce) || ce.Height != 11 {
+		t.Fatalf("Put of conflicting block 11: %v", err)
+	}
+	// Identity survives reopening.
+	dir := s.Dir()
+	s.Close()
+	s2, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	id, ok := s2.Identity()
+	if !ok || id.ChainID != "test-1" || id.FirstHeight != 10 || !bytes.Equal(id.FirstHash, hashOf(10)) {
+		t.Fatalf("identity after reopen: %+v %v", id, ok)
+	}
+	if err := s2.Bind(chain.FamilyCometBFT, "zzz"); !errors.As(err, &wc) {
+		t.Fatalf("Bind after reopen: %v", err)
+	}
+}
+
+func TestMirror(t *testing.T) {
+	s := openTest(t)
+	if _, ok, err := s.Mirror("db/a"); ok || err != nil {
+		t.Fatalf("empty mirror: %v %v", ok, err)
+	}
+	if err := s.SetMirror("db/a", Checkpoint{Height: 5, Hash: hashOf(5)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetMirror("db/b", Checkpoint{Height: 9}); err != nil {
+		t.Fatal(err)
+	}
+	cp, ok, err := s.Mirror("db/a")
+	if err != nil || !ok || cp.Height != 5 || !bytes.Equal(cp.Hash, hashOf(5)) {
+		t.Fatalf("mirror a: %+v %v %v", cp, ok, err)
+	}
+	all, err := s.Mirrors()
+	if err != nil || len(all) != 2 || all["db/b"].Height != 9 {
+		t.Fatalf("mirrors: %v %v", all, err)
+	}
+}
+
+func TestDelete(t *testing.T) {
+	s := openTest(t)
+	put(t, s, 1, 2, 3, 4)
+	if err := s.Delete(2, 3); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := s.Missing(1, 4)
+	if !reflect.DeepEqual(m, []Range{{2, 3}}) {
+		t.Fatalf("after delete missing = %v", m)
+	}
+	if lo, hi, ok, _ := s.Bounds(); !ok || lo != 1 || hi != 4 {
+		t.Fatalf("bounds %d %d %v", lo, hi, ok)
+	}
+}
