@@ -1,0 +1,33 @@
+# blockhaul — see README.md. The two set-up commands are `make demo` and `make test`.
+GO      ?= go
+BIN     := bin/blockhaul
+PG_URL   = $$(scripts/pg-ensure.sh)
+DEMO_TO ?= 20000
+
+.PHONY: build test demo bench test-nodes vet clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/blockhaul
+
+vet:
+	$(GO) vet ./...
+
+# Tests run against a real PostgreSQL: $DATABASE_URL, the local server, or a
+# throwaway cluster that scripts/pg-ensure.sh starts.
+test:
+	@url=$(PG_URL) && echo "tests use PostgreSQL at $${url%%\?*}" && \
+	DATABASE_URL="$$url" $(GO) test -count=1 -timeout 40m ./...
+
+# Loads $(DEMO_TO) synthetic CometBFT blocks into a fresh database
+# blockhaul_demo, then prints a few rows.
+demo: build
+	@url=$(PG_URL) && scripts/demo.sh "$$url" $(DEMO_TO)
+
+bench: build
+	@url=$(PG_URL) && DATABASE_URL="$$url" $(GO) run ./bench -out bench/results
+
+test-nodes: build
+	scripts/test-nodes.sh
+
+clean:
+	rm -rf bin demo-data

@@ -1,0 +1,119 @@
+package export
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Stream is what one export advances. The head stream keeps its cursor in
+// the checkpoint table; a backfill keeps its own row, keyed by alias, in the
+// backfill table, and never touches the head's cursor.
+type Stream struct {
+	// Alias names a backfill. Empty for the head stream.
+	Alias string
+	// From and To bound a backfill's range (inclusive). For the head stream
+	// From is where it starts when it has no checkpoint and To is the last
+	// height this run exports (the confirmed tip).
+	From, To uint64
+	// Head marks the head stream.
+	Head bool
+}
+
+// Name is the stream's name in logs and mirror targets.
+func (s Stream) Name() string {
+	if s.Head {
+		return HeadStream
+	}
+	return "backfill/" + s.Alias
+}
+
+// DefaultAlias is the alias of a backfill over [from, to] when none is given.
+func DefaultAlias(from, to uint64) string { return fmt.Sprintf("range-%d-%d", from, to) }
+
+// Cursor is a stream's last committed height and that block's hash.
+type Cursor struct {
+	Height uint64
+	Hash   []byte
+	Valid  bool // false when nothing has been committed
+}
+
+// Next is the next height to export: last committed + 1, or from.
+func (c Cursor) Next(from uint64) uint64 {
+	if c.Valid && c.Height+1 > from {
+		return c.Height + 1
+	}
+	return from
+}
+
+// LoadCursor reads the stream's cursor. For a backfill it also registers the
+// alias with its range, refusing an alias that already names another range.
+func LoadCursor(ctx context.Context, q querier, schema string, s Stream) (Cursor, error) {
+	qs := chain.QuoteIdent(schema)
+	var c Cursor
+	var h *int64
+	if s.Head {
+		err := q.QueryRow(ctx, fmt.Sprintf("SELECT height, hash FROM %s.%s WHERE stream = $1", qs, checkpointTable), HeadStream).Scan(&h, &c.Hash)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Cursor{}, nil
+		}
+		if err != nil {
+			return Cursor{}, fmt.Errorf("export: read head checkpoint: %w", err)
+		}
+	} else {
+		var from, to int64
+		_, err := q.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.%s (alias, range_start, range_end) VALUES ($1, $2, $3) ON CONFLICT (alias) DO NOTHING`, qs, backfillTable),
+			s.Alias, int64(s.From), int64(s.To))
+		if err != nil {
+			return Cursor{}, fmt.Errorf("export: register backfill %q: %w", s.Alias, err)
+		}
+		err = q.QueryRow(ctx, fmt.Sprintf("SELECT range_start, range_end, last_height, last_hash FROM %s.%s WHERE alias = $1", qs, backfillTable), s.Alias).
+			Scan(&from, &to, &h, &c.Hash)
+		if err != nil {
+			return Cursor{}, fmt.Errorf("export: read backfill %q: %w", s.Alias, err)
+		}
+		if uint64(from) != s.From || uint64(to) != s.To {
+			return Cursor{}, &AliasRangeError{Alias: s.Alias, HaveFrom: uint64(from), HaveTo: uint64(to), GivenFrom: s.From, GivenTo: s.To}
+		}
+	}
+	if h != nil {
+		c.Height, c.Valid = uint64(*h), true
+	}
+	return c, nil
+}
+
+// saveCursor advances the stream's cursor inside the batch's transaction.
+// It is monotonic: a cursor never moves back, whatever order two writers
+// commit in.
+func saveCursor(ctx context.Context, tx pgx.Tx, schema string, s Stream, height uint64, hash []byte) error {
+	qs := chain.QuoteIdent(schema)
+	var err error
+	if s.Head {
+		_, err = tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %[1]s.%[2]s AS c (stream, height, hash) VALUES ($1, $2, $3)
+ON CONFLICT (stream) DO UPDATE SET
+	hash = CASE WHEN EXCLUDED.height >= c.height THEN EXCLUDED.hash ELSE c.hash END,
+	height = GREATEST(c.height, EXCLUDED.height),
+	updated_at = now()`, qs, checkpointTable), HeadStream, int64(height), hash)
+	} else {
+		_, err = tx.Exec(ctx, fmt.Sprintf(`UPDATE %[1]s.%[2]s AS b SET
+	last_hash = CASE WHEN b.last_height IS NULL OR $2 >= b.last_height THEN $3 ELSE b.last_hash END,
+	last_height = GREATEST(b.last_height, $2),
+	status = CASE WHEN GREATEST(b.last_height, $2) >= b.range_end THEN 'complete' ELSE 'in_progress' END,
+	completed_at = CASE WHEN GREATEST(b.last_height, $2) >= b.range_end THEN COALESCE(b.completed_at, now()) END,
+	updated_at = now()
+WHERE alias = $1`, qs, backfillTable), s.Alias, int64(height), hash)
+	}
+	if err != nil {
+		return fmt.Errorf("export: save %s checkpoint at %d: %w", s.Name(), height, err)
+	}
+	return nil
+}
+
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}

@@ -1,0 +1,83 @@
+package export
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// writeBatch commits one batch: the COPY of every table and the cursor, in
+// one transaction. When the plain COPY collides with rows already present
+// (another stream wrote some of these heights), the batch is retried through
+// temporary tables and INSERT … ON CONFLICT DO NOTHING: the rows already
+// there are kept, the rest added, and the cursor moves the same way.
+func writeBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chain.Table, b batch, last bool) (BatchStats, error) {
+	st := BatchStats{From: b.from, To: b.to, Rows: make([]int, len(tables)), Decode: b.decode}
+	t0 := time.Now()
+	err := commitBatch(ctx, conn, cfg, tables, b, last, false)
+	if isUniqueViolation(err) {
+		st.Conflicted = true
+		cfg.Logger.Info("batch collides with rows already present; merging", "from", b.from, "to", b.to)
+		err = commitBatch(ctx, conn, cfg, tables, b, last, true)
+	}
+	if err != nil {
+		return st, fmt.Errorf("export: batch %d-%d: %w", b.from, b.to, err)
+	}
+	for i := range tables {
+		st.Rows[i] = b.rows.Len(i)
+	}
+	st.Commit = time.Since(t0)
+	return st, nil
+}
+
+func commitBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chain.Table, b batch, last, merge bool) error {
+	qs := chain.QuoteIdent(cfg.Schema)
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if !cfg.SyncCommit && !last {
+			if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
+				return err
+			}
+		}
+		for i, t := range tables {
+			rows := b.rows.Table(i)
+			if len(rows) == 0 {
+				continue
+			}
+			if merge {
+				if err := mergeTable(ctx, tx, qs, t, rows); err != nil {
+					return err
+				}
+				continue
+			}
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{cfg.Schema, t.Name}, t.ColumnNames(), pgx.CopyFromRows(rows)); err != nil {
+				return fmt.Errorf("copy %s: %w", t.Name, err)
+			}
+		}
+		return saveCursor(ctx, tx, cfg.Schema, cfg.Stream, b.to, b.lastHash)
+	})
+}
+
+func mergeTable(ctx context.Context, tx pgx.Tx, qs string, t chain.Table, rows [][]any) error {
+	tmp := "blockhaul_merge_" + t.Name
+	qt := chain.QuoteIdent(tmp)
+	if _, err := tx.Exec(ctx, fmt.Sprintf("CREATE TEMP TABLE %s (LIKE %s.%s) ON COMMIT DROP", qt, qs, chain.QuoteIdent(t.Name))); err != nil {
+		return fmt.Errorf("merge %s: %w", t.Name, err)
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{tmp}, t.ColumnNames(), pgx.CopyFromRows(rows)); err != nil {
+		return fmt.Errorf("merge %s: copy: %w", t.Name, err)
+	}
+	if _, err := tx.Exec(ctx, fmt.Sprintf("INSERT INTO %s.%s SELECT * FROM %s ON CONFLICT DO NOTHING", qs, chain.QuoteIdent(t.Name), qt)); err != nil {
+		return fmt.Errorf("merge %s: insert: %w", t.Name, err)
+	}
+	return nil
+}
+
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}

@@ -1,0 +1,48 @@
+package export
+
+import "fmt"
+
+// GapError reports a height missing from staging inside the range to export.
+type GapError struct{ Height uint64 }
+
+func (e *GapError) Error() string {
+	return fmt.Sprintf("export: height %d is not staged (run fetch for the range first)", e.Height)
+}
+
+// ContinuityError reports a block whose parent hash is not the hash of the
+// block before it: staging holds blocks of two forks, or the checkpoint was
+// written from another chain.
+type ContinuityError struct {
+	Height     uint64
+	ParentHash []byte // what block Height names as its parent
+	PrevHash   []byte // the hash of block Height-1 as staged or checkpointed
+	Source     string // where PrevHash came from
+}
+
+func (e *ContinuityError) Error() string {
+	return fmt.Sprintf("export: continuity break at height %d: its parent hash %X is not the hash %X of block %d (%s)",
+		e.Height, e.ParentHash, e.PrevHash, e.Height-1, e.Source)
+}
+
+// DecodeError reports a staged record the decoder cannot turn into rows.
+type DecodeError struct {
+	Height uint64
+	Err    error
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("export: decode block %d: %v", e.Height, e.Err)
+}
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// AliasRangeError reports a backfill alias reused with another range.
+type AliasRangeError struct {
+	Alias              string
+	HaveFrom, HaveTo   uint64
+	GivenFrom, GivenTo uint64
+}
+
+func (e *AliasRangeError) Error() string {
+	return fmt.Sprintf("export: alias %q already names range %d-%d, not %d-%d (choose another --alias)",
+		e.Alias, e.HaveFrom, e.HaveTo, e.GivenFrom, e.GivenTo)
+}

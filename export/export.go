@@ -1,0 +1,337 @@
+// Package export streams staged blocks into PostgreSQL in height order. It
+// reads a contiguous range from staging, checks that every block's parent
+// is the block before it (across batch boundaries too), decodes blocks into
+// rows and COPYs them, one transaction per batch holding the COPY of every
+// table and the stream's checkpoint. A kill at any point rolls rows and
+// cursor back together. Export never talks to an RPC node.
+package export
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/staging"
+	"github.com/jackc/pgx/v5"
+)
+
+// Config configures an export. Schema and Stream are required.
+type Config struct {
+	// Schema holds the chain's tables and blockhaul's own.
+	Schema string
+	// Stream is what this export advances (head or a backfill alias).
+	Stream Stream
+	// BatchBlocks is the number of blocks per transaction. Default 500.
+	BatchBlocks int
+	// SyncCommit makes every batch commit wait for its WAL flush. By default
+	// batches commit with synchronous_commit=off — a PostgreSQL crash can
+	// lose only the last batches, rows and cursor together, which are then
+	// exported again — and the batch that completes the range commits
+	// synchronously.
+	SyncCommit bool
+	// SkipIndexes leaves secondary indexes uncreated (deferred index builds).
+	SkipIndexes bool
+	// Available, if set, is called before each batch with the batch's last
+	// height and blocks until staging's contiguous prefix reaches it or can
+	// grow no further; it returns the prefix's last height. Nil means the
+	// range is already staged (the export command).
+	Available func(ctx context.Context, h uint64) (last uint64, ok bool, err error)
+	// Logger receives progress logs. Default: discard.
+	Logger *slog.Logger
+	// OnBatch, if set, is called after each committed batch.
+	OnBatch func(BatchStats)
+}
+
+// BatchStats describes one committed batch.
+type BatchStats struct {
+	From, To   uint64
+	Rows       []int // per table, in decoder order
+	Conflicted bool  // the batch collided with rows already present
+	Decode     time.Duration
+	Commit     time.Duration
+}
+
+// Result summarises an export.
+type Result struct {
+	Start     uint64 // first height this run exported (when Blocks > 0)
+	Blocks    uint64
+	Rows      map[string]uint64
+	Batches   uint64
+	Conflicts uint64 // batches that took the conflict path
+	Last      Cursor
+	Complete  bool // the stream's range is entirely in PostgreSQL
+	Duration  time.Duration
+}
+
+func (c *Config) ensureDefaults() {
+	if c.BatchBlocks == 0 {
+		c.BatchBlocks = 500
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports every invalid field at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Schema == "" {
+		errs = append(errs, errors.New("export: schema is empty"))
+	}
+	if c.BatchBlocks < 0 {
+		errs = append(errs, fmt.Errorf("export: batch blocks must be positive, got %d", c.BatchBlocks))
+	}
+	if !c.Stream.Head {
+		if c.Stream.Alias == "" {
+			errs = append(errs, errors.New("export: backfill alias is empty"))
+		}
+		if c.Stream.To < c.Stream.From {
+			errs = append(errs, fmt.Errorf("export: range end %d is below its start %d", c.Stream.To, c.Stream.From))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// batch is a decoded batch on its way from the reader to the writer.
+type batch struct {
+	from, to uint64
+	lastHash []byte
+	rows     *chain.Rows
+	decode   time.Duration
+}
+
+// Run exports the stream's remaining range from store into the database on
+// conn. It resumes at the stream's last committed height + 1 and returns
+// when the range is complete, the context is done, or an error stops it; a
+// batch in flight is then rolled back, never half-committed.
+func Run(ctx context.Context, conn *pgx.Conn, store *staging.Store, dec Decoder, cfg Config) (Result, error) {
+	cfg.ensureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	tables := dec.Tables()
+	res := Result{Rows: make(map[string]uint64, len(tables))}
+	for _, t := range tables {
+		res.Rows[t.Name] = 0
+	}
+	if id, ok := store.Identity(); ok && id.Family != dec.Family() {
+		return res, fmt.Errorf("export: staging %s holds a %s chain, not %s", store.Dir(), id.Family, dec.Family())
+	}
+	if err := EnsureSchema(ctx, conn, cfg.Schema, tables, cfg.SkipIndexes); err != nil {
+		return res, err
+	}
+	cur, err := LoadCursor(ctx, conn, cfg.Schema, cfg.Stream)
+	if err != nil {
+		return res, err
+	}
+	target, err := TargetName(ctx, conn, cfg.Schema, cfg.Stream)
+	if err != nil {
+		return res, err
+	}
+	reconcileMirror(store, target, cur, cfg.Logger)
+	res.Last = cur
+
+	next := cur.Next(cfg.Stream.From)
+	end := cfg.Stream.To
+	if !cfg.Stream.Head && next > end {
+		res.Complete = true
+		res.Duration = time.Since(start)
+		return res, nil
+	}
+	res.Start = next
+
+	// The hash the first block's parent must equal: the cursor's, or the
+	// staged block before the range.
+	prev, prevSrc := []byte(nil), ""
+	if cur.Valid && cur.Height+1 == next {
+		prev, prevSrc = cur.Hash, "the stream's checkpoint"
+	} else if next > 0 {
+		if h, _, err := store.Header(next - 1); err == nil {
+			prev, prevSrc = h, "staging"
+		}
+	}
+
+	cfg.Logger.Info("export starting", "stream", cfg.Stream.Name(), "next", next, "to", end, "target", target)
+	// The reader decodes the next batch while the writer commits this one.
+	// A reader failure does not cancel the writer: batches already decoded
+	// are valid and are committed before the error is returned. A writer
+	// failure stops the reader.
+	rctx, stopReader := context.WithCancel(ctx)
+	defer stopReader()
+	free := make(chan *chain.Rows, 3)
+	for range 3 {
+		free <- chain.NewRows(tables)
+	}
+	decoded := make(chan batch, 1)
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(decoded)
+		readErr <- readBatches(rctx, store, dec, &cfg, next, end, prev, prevSrc, free, decoded)
+	}()
+	werr := func() error {
+		for b := range decoded {
+			last := b.to == end && !cfg.Stream.Head
+			st, err := writeBatch(ctx, conn, &cfg, tables, b, last)
+			if err != nil {
+				return err
+			}
+			res.Blocks += b.to - b.from + 1
+			res.Batches++
+			for i, t := range tables {
+				res.Rows[t.Name] += uint64(st.Rows[i])
+			}
+			if st.Conflicted {
+				res.Conflicts++
+			}
+			res.Last = Cursor{Height: b.to, Hash: b.lastHash, Valid: true}
+			if err := store.SetMirror(target, staging.Checkpoint{Height: b.to, Hash: b.lastHash, Updated: time.Now()}); err != nil {
+				return err
+			}
+			b.rows.Reset()
+			free <- b.rows
+			if cfg.OnBatch != nil {
+				cfg.OnBatch(st)
+			}
+		}
+		return nil
+	}()
+	stopReader()
+	for range decoded { // let a reader blocked on send finish
+	}
+	rerr := <-readErr
+	if werr != nil {
+		err = werr
+	} else if rerr != nil && !(errors.Is(rerr, context.Canceled) && ctx.Err() == nil) {
+		err = rerr
+	}
+	res.Complete = !cfg.Stream.Head && res.Last.Valid && res.Last.Height >= end
+	res.Duration = time.Since(start)
+	if err == nil && ctx.Err() != nil && !res.Complete {
+		err = ctx.Err()
+	}
+	return res, err
+}
+
+// readBatches reads [next, end] from staging in batches, checks contiguity
+// and continuity, decodes, and hands batches to the writer.
+func readBatches(ctx context.Context, store *staging.Store, dec Decoder, cfg *Config, next, end uint64, prev []byte, prevSrc string, free chan *chain.Rows, out chan<- batch) error {
+	for next <= end {
+		to := min(next+uint64(cfg.BatchBlocks)-1, end)
+		if to < next { // overflow
+			to = end
+		}
+		if cfg.Available != nil {
+			last, ok, err := cfg.Available(ctx, to)
+			if !ok || last < next {
+				if err != nil {
+					return err
+				}
+				return &GapError{Height: next}
+			}
+			to = min(to, last)
+		}
+		var rows *chain.Rows
+		select {
+		case rows = <-free:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		t0 := time.Now()
+		b, err := readBatch(store, dec, next, to, prev, prevSrc, rows)
+		if err != nil {
+			return err
+		}
+		b.decode = time.Since(t0)
+		select {
+		case out <- b:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		prev, prevSrc = b.lastHash, "staging"
+		next = to + 1
+		if next == 0 {
+			break
+		}
+	}
+	return nil
+}
+
+func readBatch(store *staging.Store, dec Decoder, from, to uint64, prev []byte, prevSrc string, rows *chain.Rows) (batch, error) {
+	it, err := store.Scan(from, to)
+	if err != nil {
+		return batch{}, err
+	}
+	defer it.Close()
+	want := from
+	for it.Next() {
+		blk := it.Block()
+		if blk.Height != want {
+			return batch{}, &GapError{Height: want}
+		}
+		if prev != nil && !bytes.Equal(blk.ParentHash, prev) {
+			return batch{}, &ContinuityError{Height: blk.Height, ParentHash: blk.ParentHash, PrevHash: prev, Source: prevSrc}
+		}
+		if err := dec.Decode(blk.Height, blk.Raw, rows); err != nil {
+			return batch{}, &DecodeError{Height: blk.Height, Err: err}
+		}
+		prev, prevSrc = blk.Hash, "staging"
+		want++
+	}
+	if err := it.Err(); err != nil {
+		var ce *staging.CorruptRecordError
+		if errors.As(err, &ce) {
+			// Never keep a corrupt record: drop it so fetch stages it again.
+			if derr := store.Delete(ce.Height, ce.Height); derr != nil {
+				return batch{}, errors.Join(err, derr)
+			}
+			return batch{}, fmt.Errorf("%w (the record was removed from staging; fetch the height again)", err)
+		}
+		return batch{}, err
+	}
+	if want != to+1 {
+		return batch{}, &GapError{Height: want}
+	}
+	return batch{from: from, to: to, lastHash: prev, rows: rows}, nil
+}
+
+// TargetName identifies an export target without credentials: the
+// database cluster's system identifier, the database, the schema and the
+// stream. Checkpoint mirrors in staging are keyed by it.
+func TargetName(ctx context.Context, conn *pgx.Conn, schema string, s Stream) (string, error) {
+	var sysid int64
+	var db string
+	err := conn.QueryRow(ctx, "SELECT (SELECT system_identifier FROM pg_control_system()), current_database()").Scan(&sysid, &db)
+	if err != nil {
+		// pg_control_system may be restricted; the host identifies the
+		// cluster well enough.
+		if err2 := conn.QueryRow(ctx, "SELECT current_database()").Scan(&db); err2 != nil {
+			return "", fmt.Errorf("export: identify database: %w", err2)
+		}
+		return fmt.Sprintf("pg:%s:%d/%s/%s/%s", conn.Config().Host, conn.Config().Port, db, schema, s.Name()), nil
+	}
+	return fmt.Sprintf("pg:%d/%s/%s/%s", sysid, db, schema, s.Name()), nil
+}
+
+// reconcileMirror compares PostgreSQL's cursor with the staging mirror and
+// says what it means. PostgreSQL is the truth either way.
+func reconcileMirror(store *staging.Store, target string, cur Cursor, log *slog.Logger) {
+	m, ok, err := store.Mirror(target)
+	switch {
+	case err != nil:
+		log.Warn("checkpoint mirror unreadable; PostgreSQL's checkpoint is used", "err", err)
+	case !ok:
+	case !cur.Valid:
+		log.Warn("target has no checkpoint but staging remembers one: a new or restored database; exporting again from staging",
+			"mirror_height", m.Height)
+	case m.Height > cur.Height:
+		log.Warn("target is behind its mirrored checkpoint (restored database or lost commits); exporting again from PostgreSQL's checkpoint",
+			"mirror_height", m.Height, "pg_height", cur.Height)
+	case m.Height < cur.Height:
+		log.Info("mirror behind PostgreSQL (stopped between commit and mirror); catching up", "mirror_height", m.Height, "pg_height", cur.Height)
+	}
+}

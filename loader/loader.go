@@ -1,0 +1,371 @@
+// Package loader fills staging with the blocks of a height range: it asks
+// the store which heights are missing, fetches only those from a Source with
+// bounded concurrency, in any order, and writes them in group-committed
+// batches. It never touches PostgreSQL.
+package loader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/staging"
+	"golang.org/x/sync/errgroup"
+)
+
+// Config configures a fetch. The zero value is usable after EnsureDefaults.
+type Config struct {
+	// Workers is the number of Fetch calls in flight. Default 8.
+	Workers int
+	// Span is the number of consecutive heights asked of the source in one
+	// Fetch call (one JSON-RPC batch for RPC sources). Default 16.
+	Span int
+	// MaxRetries bounds the retries of one span on a retryable error.
+	// Default 5.
+	MaxRetries int
+	// BaseBackoff and MaxBackoff bound the exponential backoff (full
+	// jitter) between retries. Defaults 200ms and 10s.
+	BaseBackoff, MaxBackoff time.Duration
+	// BatchBytes is the compressed size at which the writer commits a
+	// staging batch. Default 8 MiB.
+	BatchBytes int
+	// Logger receives progress and retry logs. Default: discard.
+	Logger *slog.Logger
+	// OnCommit, if set, is called by the writer after each staging commit.
+	OnCommit func(CommitStats)
+	// OnRetry, if set, is called before each retry of a span.
+	OnRetry func(r staging.Range, err error)
+}
+
+// CommitStats describes one staging commit.
+type CommitStats struct {
+	Blocks      int
+	RawBytes    int64
+	StoredBytes int64
+	Duration    time.Duration
+}
+
+// EnsureDefaults fills unset fields.
+func (c *Config) EnsureDefaults() {
+	if c.Workers == 0 {
+		c.Workers = 8
+	}
+	if c.Span == 0 {
+		c.Span = 16
+	}
+	if c.MaxRetries == 0 {
+		c.MaxRetries = 5
+	}
+	if c.BaseBackoff == 0 {
+		c.BaseBackoff = 200 * time.Millisecond
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = 10 * time.Second
+	}
+	if c.BatchBytes == 0 {
+		c.BatchBytes = 8 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports every invalid field at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Workers < 0 {
+		errs = append(errs, fmt.Errorf("loader: workers must be positive, got %d", c.Workers))
+	}
+	if c.Span < 0 {
+		errs = append(errs, fmt.Errorf("loader: span must be positive, got %d", c.Span))
+	}
+	if c.MaxRetries < 0 {
+		errs = append(errs, fmt.Errorf("loader: max retries must not be negative, got %d", c.MaxRetries))
+	}
+	return errors.Join(errs...)
+}
+
+// Stats summarises a fetch.
+type Stats struct {
+	Planned     uint64 // heights that were missing when the fetch started
+	Blocks      uint64 // blocks staged by this fetch
+	RawBytes    int64
+	StoredBytes int64
+	Retries     uint64
+	Duration    time.Duration
+}
+
+// FetchError is a span the source could not serve.
+type FetchError struct {
+	Range staging.Range
+	Err   error
+}
+
+func (e *FetchError) Error() string {
+	if e.Range.From == e.Range.To {
+		return fmt.Sprintf("fetch block %d: %v", e.Range.From, e.Err)
+	}
+	return fmt.Sprintf("fetch blocks %s: %v", e.Range, e.Err)
+}
+func (e *FetchError) Unwrap() error { return e.Err }
+
+// InvalidBlockError is a block the source returned that is not the one asked
+// for or is malformed. It is never staged.
+type InvalidBlockError struct {
+	Height uint64
+	Reason string
+}
+
+func (e *InvalidBlockError) Error() string {
+	return fmt.Sprintf("loader: block %d is invalid: %s", e.Height, e.Reason)
+}
+
+// Retryable reports whether err is worth retrying: the error says so
+// (Retryable() bool), or it is a network timeout.
+func Retryable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var r interface{ Retryable() bool }
+	if errors.As(err, &r) {
+		return r.Retryable()
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
+}
+
+// Fetch stages every missing height of [from, to] from src into store. It
+// binds the store to the source's chain first (refusing another chain's
+// store). progress, if not nil, is advanced as heights are committed, so an
+// exporter can follow the contiguous staged prefix.
+func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint64, cfg Config, progress *Progress) (Stats, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return Stats{}, err
+	}
+	start := time.Now()
+	chainID, err := src.ChainID(ctx)
+	if err != nil {
+		return Stats{}, fmt.Errorf("loader: chain id: %w", err)
+	}
+	if err := store.Bind(src.Family(), chainID); err != nil {
+		return Stats{}, err
+	}
+	missing, err := store.Missing(from, to)
+	if err != nil {
+		return Stats{}, err
+	}
+	spans := split(missing, uint64(cfg.Span))
+	if progress == nil {
+		progress = NewProgress(from, to)
+	}
+	progress.plan(spans)
+
+	var st Stats
+	for _, r := range missing {
+		st.Planned += r.Len()
+	}
+	if len(spans) == 0 {
+		progress.finish(nil)
+		st.Duration = time.Since(start)
+		return st, nil
+	}
+	cfg.Logger.Info("fetch planned", "from", from, "to", to, "missing", st.Planned, "spans", len(spans))
+
+	g, gctx := errgroup.WithContext(ctx)
+	jobs := make(chan int)
+	fetched := make(chan fetchedSpan, cfg.Workers)
+	g.Go(func() error {
+		defer close(jobs)
+		for i := range spans {
+			select {
+			case jobs <- i:
+			case <-gctx.Done():
+				return nil
+			}
+		}
+		return nil
+	})
+	workers, wctx := errgroup.WithContext(gctx)
+	var retries countingRetries
+	for w := 0; w < cfg.Workers; w++ {
+		workers.Go(func() error {
+			for i := range jobs {
+				blocks, err := fetchSpan(wctx, src, spans[i], &cfg, &retries)
+				if err != nil {
+					return err
+				}
+				select {
+				case fetched <- fetchedSpan{idx: i, blocks: blocks}:
+				case <-wctx.Done():
+					return wctx.Err()
+				}
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		err := workers.Wait()
+		close(fetched)
+		return err
+	})
+	g.Go(func() error {
+		return write(store, fetched, &cfg, progress, &st)
+	})
+	err = g.Wait()
+	st.Retries = retries.n.Load()
+	st.Duration = time.Since(start)
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	progress.finish(err)
+	return st, err
+}
+
+type fetchedSpan struct {
+	idx    int
+	blocks []chain.Block
+}
+
+// write is the only writer of staging: it groups spans into batches and
+// commits when a batch is large enough or nothing else is waiting. It
+// drains fetched even after an error so that no worker blocks forever.
+func write(store *staging.Store, fetched <-chan fetchedSpan, cfg *Config, progress *Progress, st *Stats) error {
+	batch := store.NewBatch()
+	defer batch.Close()
+	var done []int
+	var werr error
+	commit := func() error {
+		t0 := time.Now()
+		n, raw, size := batch.Len(), batch.RawBytes(), int64(batch.Size())
+		if err := batch.Commit(); err != nil {
+			return err
+		}
+		st.Blocks += uint64(n)
+		st.RawBytes += raw
+		st.StoredBytes += size
+		progress.committed(done)
+		done = done[:0]
+		if cfg.OnCommit != nil && n > 0 {
+			cfg.OnCommit(CommitStats{Blocks: n, RawBytes: raw, StoredBytes: size, Duration: time.Since(t0)})
+		}
+		return nil
+	}
+	for fs := range fetched {
+		if werr != nil {
+			continue
+		}
+		for _, b := range fs.blocks {
+			if err := batch.Put(b); err != nil {
+				werr = err
+				break
+			}
+		}
+		if werr != nil {
+			continue
+		}
+		done = append(done, fs.idx)
+		if batch.Size() >= cfg.BatchBytes || len(fetched) == 0 {
+			werr = commit()
+		}
+	}
+	if werr != nil {
+		return werr
+	}
+	return commit()
+}
+
+// fetchSpan fetches one span, retrying retryable errors with exponential
+// backoff and full jitter, and checks that the source returned exactly the
+// blocks asked for.
+func fetchSpan(ctx context.Context, src Source, r staging.Range, cfg *Config, retries *countingRetries) ([]chain.Block, error) {
+	for attempt := 0; ; attempt++ {
+		blocks, err := src.Fetch(ctx, r.From, r.To)
+		if err == nil {
+			err = check(r, blocks)
+			if err == nil {
+				return blocks, nil
+			}
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !Retryable(err) || attempt >= cfg.MaxRetries {
+			if attempt > 0 {
+				err = fmt.Errorf("%w (after %d attempts)", err, attempt+1)
+			}
+			return nil, &FetchError{Range: r, Err: err}
+		}
+		retries.n.Add(1)
+		if cfg.OnRetry != nil {
+			cfg.OnRetry(r, err)
+		}
+		d := backoff(cfg.BaseBackoff, cfg.MaxBackoff, attempt)
+		cfg.Logger.Warn("fetch retry", "range", r.String(), "attempt", attempt+1, "backoff", d, "err", err)
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// check verifies the source answered the span: one block per height, in
+// order, each with a hash, each the parent of the next.
+func check(r staging.Range, blocks []chain.Block) error {
+	if uint64(len(blocks)) != r.Len() {
+		return &InvalidBlockError{Height: r.From, Reason: fmt.Sprintf("source returned %d blocks for %d heights %s", len(blocks), r.Len(), r)}
+	}
+	for i, b := range blocks {
+		h := r.From + uint64(i)
+		if b.Height != h {
+			return &InvalidBlockError{Height: h, Reason: fmt.Sprintf("source returned height %d", b.Height)}
+		}
+		if len(b.Hash) == 0 {
+			return &InvalidBlockError{Height: h, Reason: "no block hash"}
+		}
+		if len(b.Raw) == 0 {
+			return &InvalidBlockError{Height: h, Reason: "empty raw record"}
+		}
+		if i > 0 && string(b.ParentHash) != string(blocks[i-1].Hash) {
+			return &InvalidBlockError{Height: h, Reason: fmt.Sprintf("parent hash %X is not the hash %X of block %d", b.ParentHash, blocks[i-1].Hash, h-1)}
+		}
+	}
+	return nil
+}
+
+func backoff(base, max time.Duration, attempt int) time.Duration {
+	d := base << min(attempt, 30)
+	if d <= 0 || d > max {
+		d = max
+	}
+	return time.Duration(rand.Int64N(int64(d)) + 1)
+}
+
+// split cuts ranges into spans of at most n heights, in height order.
+func split(ranges []staging.Range, n uint64) []staging.Range {
+	var out []staging.Range
+	for _, r := range ranges {
+		for from := r.From; ; from += n {
+			to := from + n - 1
+			if to > r.To || to < from {
+				to = r.To
+			}
+			out = append(out, staging.Range{From: from, To: to})
+			if to == r.To {
+				break
+			}
+		}
+	}
+	return out
+}

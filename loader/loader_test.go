@@ -1,0 +1,229 @@
+package loader
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/staging"
+)
+
+func hashOf(h uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], h)
+	s := sha256.Sum256(b[:])
+	return s[:]
+}
+
+type transient struct{ msg string }
+
+func (e transient) Error() string   { return e.msg }
+func (e transient) Retryable() bool { return true }
+
+// fakeSource serves a hash chain and can fail on chosen heights.
+type fakeSource struct {
+	mu        sync.Mutex
+	asked     map[uint64]int
+	failTimes map[uint64]int   // transient failures before success
+	fatal     map[uint64]error // permanent failure
+	wrong     map[uint64]bool  // returns the wrong height
+}
+
+func newFake() *fakeSource {
+	return &fakeSource{asked: map[uint64]int{}, failTimes: map[uint64]int{}, fatal: map[uint64]error{}, wrong: map[uint64]bool{}}
+}
+
+func (f *fakeSource) Family() chain.Family                    { return chain.FamilyCometBFT }
+func (f *fakeSource) ChainID(context.Context) (string, error) { return "fake-1", nil }
+func (f *fakeSource) Tip(context.Context) (uint64, error)     { return 1 << 20, nil }
+func (f *fakeSource) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []chain.Block
+	for h := from; h <= to; h++ {
+		f.asked[h]++
+		if err := f.fatal[h]; err != nil {
+			return nil, err
+		}
+		if f.failTimes[h] > 0 {
+			f.failTimes[h]--
+			return nil, transient{fmt.Sprintf("timeout at %d", h)}
+		}
+		got := h
+		if f.wrong[h] {
+			got = h + 100
+		}
+		out = append(out, chain.Block{Height: got, Hash: hashOf(h), ParentHash: hashOf(h - 1), Raw: []byte(fmt.Sprintf(`{"h":%d}`, h))})
+	}
+	return out, nil
+}
+
+func openStore(t *testing.T) *staging.Store {
+	s, err := staging.Open(t.TempDir(), staging.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+var fast = Config{Workers: 4, Span: 5, BaseBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
+
+func TestFetchStagesOnlyMissing(t *testing.T) {
+	store := openStore(t)
+	src := newFake()
+	if _, err := Fetch(context.Background(), src, store, 10, 29, fast, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Fetch(context.Background(), src, store, 1, 40, fast, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Planned != 20 || st.Blocks != 20 {
+		t.Fatalf("second fetch planned %d staged %d, want 20 and 20", st.Planned, st.Blocks)
+	}
+	for h := uint64(10); h <= 29; h++ {
+		if src.asked[h] != 1 {
+			t.Fatalf("height %d asked %d times, want once", h, src.asked[h])
+		}
+	}
+	if m, _ := store.Missing(1, 40); len(m) != 0 {
+		t.Fatalf("missing after fetch: %v", m)
+	}
+}
+
+func TestFetchRetriesTransientErrors(t *testing.T) {
+	store := openStore(t)
+	src := newFake()
+	src.failTimes[7] = 3
+	st, err := Fetch(context.Background(), src, store, 1, 20, fast, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Retries != 3 {
+		t.Fatalf("retries = %d, want 3", st.Retries)
+	}
+	if b, err := store.Get(7); err != nil || string(b.Raw) != `{"h":7}` {
+		t.Fatalf("block 7: %v %q", err, b.Raw)
+	}
+}
+
+func TestFetchGivesUpAfterMaxRetries(t *testing.T) {
+	store := openStore(t)
+	src := newFake()
+	src.failTimes[12] = 100
+	cfg := fast
+	cfg.MaxRetries = 2
+	_, err := Fetch(context.Background(), src, store, 11, 15, cfg, nil)
+	var fe *FetchError
+	if !errors.As(err, &fe) || fe.Range.From != 11 {
+		t.Fatalf("err = %v, want FetchError for span 11-15", err)
+	}
+	if src.asked[12] != 3 {
+		t.Fatalf("height 12 asked %d times, want 3 (1 + 2 retries)", src.asked[12])
+	}
+}
+
+func TestFetchPermanentErrorNamesHeight(t *testing.T) {
+	store := openStore(t)
+	src := newFake()
+	src.fatal[33] = errors.New("height 33 is not available, lowest height is 50")
+	_, err := Fetch(context.Background(), src, store, 31, 35, Config{Workers: 1, Span: 1, BaseBackoff: time.Millisecond}, nil)
+	var fe *FetchError
+	if !errors.As(err, &fe) || fe.Range.From != 33 {
+		t.Fatalf("err = %v, want FetchError at 33", err)
+	}
+	if src.asked[33] != 1 {
+		t.Fatalf("permanent error retried: asked %d times", src.asked[33])
+	}
+	if want := "fetch block 33: height 33 is not available"; err.Error()[:len(want)] != want {
+		t.Fatalf("message %q", err.Error())
+	}
+}
+
+func TestFetchRefusesWrongHeight(t *testing.T) {
+	store := openStore(t)
+	src := newFake()
+	src.wrong[18] = true
+	cfg := fast
+	cfg.MaxRetries = 1
+	_, err := Fetch(context.Background(), src, store, 16, 20, cfg, nil)
+	var ib *InvalidBlockError
+	if !errors.As(err, &ib) || ib.Height != 18 {
+		t.Fatalf("err = %v, want InvalidBlockError at 18", err)
+	}
+	if m, _ := store.Missing(16, 20); !reflect.DeepEqual(m, []staging.Range{{From: 16, To: 20}}) {
+		t.Fatalf("a span with an invalid block was partly staged: missing %v", m)
+	}
+}
+
+func TestProgressFollowsContiguousPrefix(t *testing.T) {
+	p := NewProgress(1, 30)
+	p.plan([]staging.Range{{1, 10}, {11, 20}, {21, 30}})
+	ctx := context.Background()
+	p.committed([]int{1})
+	if last, ok, _ := waitNow(p, 1); ok {
+		t.Fatalf("prefix reported %d before height 1 was staged", last)
+	}
+	p.committed([]int{0})
+	if last, ok, err := p.Wait(ctx, 15); !ok || last != 20 || err != nil {
+		t.Fatalf("Wait = %d %v %v, want 20", last, ok, err)
+	}
+	done := make(chan uint64)
+	go func() { l, _, _ := p.Wait(ctx, 30); done <- l }()
+	p.committed([]int{2})
+	if l := <-done; l != 30 {
+		t.Fatalf("Wait(30) = %d", l)
+	}
+	p.finish(errors.New("boom"))
+	q := NewProgress(1, 30)
+	q.plan([]staging.Range{{1, 10}})
+	q.finish(errors.New("boom"))
+	if _, _, err := q.Wait(ctx, 10); err == nil || err.Error() != "boom" {
+		t.Fatalf("Wait after failed fetch: %v", err)
+	}
+}
+
+// waitNow polls Wait with an already-cancelled context.
+func waitNow(p *Progress, h uint64) (uint64, bool, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return p.Wait(ctx, h)
+}
+
+func TestSplit(t *testing.T) {
+	tests := []struct {
+		in   []staging.Range
+		n    uint64
+		want []staging.Range
+	}{
+		{[]staging.Range{{1, 10}}, 4, []staging.Range{{1, 4}, {5, 8}, {9, 10}}},
+		{[]staging.Range{{1, 4}, {9, 9}}, 4, []staging.Range{{1, 4}, {9, 9}}},
+		{[]staging.Range{{^uint64(0) - 2, ^uint64(0)}}, 2, []staging.Range{{^uint64(0) - 2, ^uint64(0) - 1}, {^uint64(0), ^uint64(0)}}},
+		{nil, 3, nil},
+	}
+	for _, tc := range tests {
+		if got := split(tc.in, tc.n); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("split(%v, %d) = %v, want %v", tc.in, tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	if !Retryable(transient{"x"}) || !Retryable(fmt.Errorf("wrap: %w", transient{"x"})) {
+		t.Fatal("transient error not retryable")
+	}
+	if Retryable(errors.New("plain")) || Retryable(context.Canceled) || Retryable(nil) {
+		t.Fatal("non-retryable error classified retryable")
+	}
+	if !Retryable(context.DeadlineExceeded) {
+		t.Fatal("deadline not retryable")
+	}
+}
