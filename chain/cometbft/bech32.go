@@ -1,0 +1,65 @@
+package cometbft
+
+// bech32 encoding (BIP-173) of account and validator addresses, so that the
+// synthetic chain's events carry addresses of the exact form and length a
+// Cosmos SDK chain prints (cosmos1…, cosmosvaloper1…), which matters for how
+// its records compress.
+
+const bech32Charset = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
+
+func bech32Polymod(values []byte) uint32 {
+	gen := [5]uint32{0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3}
+	chk := uint32(1)
+	for _, v := range values {
+		top := chk >> 25
+		chk = (chk&0x1ffffff)<<5 ^ uint32(v)
+		for i := range 5 {
+			if (top>>uint(i))&1 == 1 {
+				chk ^= gen[i]
+			}
+		}
+	}
+	return chk
+}
+
+// bech32Encode returns hrp + "1" + data (8-bit groups) in bech32 with its checksum.
+func bech32Encode(hrp string, data []byte) string {
+	// Regroup 8-bit bytes into 5-bit groups, padding the last one.
+	five := make([]byte, 0, (len(data)*8+4)/5)
+	var acc uint32
+	bits := 0
+	for _, b := range data {
+		acc = acc<<8 | uint32(b)
+		bits += 8
+		for bits >= 5 {
+			bits -= 5
+			five = append(five, byte(acc>>uint(bits))&31)
+		}
+	}
+	if bits > 0 {
+		five = append(five, byte(acc<<uint(5-bits))&31)
+	}
+
+	values := make([]byte, 0, len(hrp)*2+1+len(five)+6)
+	for i := 0; i < len(hrp); i++ {
+		values = append(values, hrp[i]>>5)
+	}
+	values = append(values, 0)
+	for i := 0; i < len(hrp); i++ {
+		values = append(values, hrp[i]&31)
+	}
+	values = append(values, five...)
+	values = append(values, 0, 0, 0, 0, 0, 0)
+	mod := bech32Polymod(values) ^ 1
+
+	out := make([]byte, 0, len(hrp)+1+len(five)+6)
+	out = append(out, hrp...)
+	out = append(out, '1')
+	for _, v := range five {
+		out = append(out, bech32Charset[v])
+	}
+	for i := range 6 {
+		out = append(out, bech32Charset[(mod>>uint(5*(5-i)))&31])
+	}
+	return string(out)
+}

@@ -1,0 +1,774 @@
+package cometbft
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/blockhaul/blockhaul/chain"
+)
+
+// Decoder turns raw CometBFT records (see MarshalRecord) into rows of the
+// blocks, transactions and events tables. It reads the block_results shapes
+// of every CometBFT line found on live networks:
+//
+//   - 0.34: begin_block_events/end_block_events, attribute keys and values
+//     base64-encoded;
+//   - 0.37: begin_block_events/end_block_events, plain strings;
+//   - 0.38 and later: finalize_block_events, plain strings;
+//
+// and stores them in one form: plain text attributes (see Tables).
+//
+// block_results says nothing about its version, and a 0.34 record is told
+// from a 0.37 one per block, by its content. A record is read as 0.34 when
+// it has begin/end_block_events and no finalize_block_events, has at least
+// one non-empty attribute key, every attribute key is valid padded standard
+// base64 that decodes to printable UTF-8, and every value is valid base64.
+// The keys chains use ("spender", "amount", "module", "acc_seq", …) are
+// almost never valid base64 (wrong length, '_'), and the few that are
+// ("receiver") decode to bytes that are not printable text, so a plain block
+// that has any of them is never taken for base64; a 0.34 block always
+// passes. The test is on every attribute of the block at once, so one
+// ambiguous key cannot flip a block either way.
+//
+// A Decoder holds no state: it is safe for concurrent use.
+type Decoder struct{}
+
+// NewDecoder returns a Decoder.
+func NewDecoder() *Decoder { return &Decoder{} }
+
+// Family returns chain.FamilyCometBFT.
+func (*Decoder) Family() chain.Family { return chain.FamilyCometBFT }
+
+// Tables returns the export tables in the order Decode fills them.
+func (*Decoder) Tables() []chain.Table { return slices.Clone(tables) }
+
+// ErrMalformedRecord is wrapped by every decoding error: the raw record is
+// not a CometBFT block this decoder can read.
+var ErrMalformedRecord = errors.New("malformed record")
+
+// DecodeError is a raw record that could not be decoded.
+type DecodeError struct {
+	Height uint64
+	Err    error // wraps ErrMalformedRecord
+}
+
+func (e *DecodeError) Error() string {
+	return "cometbft: decode block " + strconv.FormatUint(e.Height, 10) + ": " + e.Err.Error()
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrMalformedRecord}, args...)...)
+}
+
+// Decode appends the rows of the block at height, whose raw record is raw,
+// to rows. On error rows are left as they were.
+func (*Decoder) Decode(height uint64, raw []byte, rows *chain.Rows) error {
+	st := statePool.Get().(*decodeState)
+	defer st.release()
+	if err := st.parse(raw); err != nil {
+		return &DecodeError{Height: height, Err: fmt.Errorf("%w: %w", ErrMalformedRecord, err)}
+	}
+	if err := st.check(height); err != nil {
+		return &DecodeError{Height: height, Err: err}
+	}
+	lens := rows.Lens()
+	if err := st.emit(height, rows); err != nil {
+		rows.Truncate(lens)
+		return &DecodeError{Height: height, Err: err}
+	}
+	return nil
+}
+
+// BlockIdentity reads a raw record's height, block hash and parent hash
+// (nil for the chain's first block), for a source to fill chain.Block
+// without decoding the rest.
+func BlockIdentity(raw []byte) (hash, parentHash []byte, height uint64, err error) {
+	st := statePool.Get().(*decodeState)
+	defer st.release()
+	s := &st.sc
+	s.b = raw
+	if !s.openObject() && s.err == nil {
+		return nil, nil, 0, fmt.Errorf("cometbft: block identity: %w: record is null", ErrMalformedRecord)
+	}
+	n := 0
+	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+		if string(k) == "block" {
+			st.sawBlock = true
+			st.parseBlockResult()
+			break
+		}
+		s.skip()
+	}
+	if s.err != nil {
+		return nil, nil, 0, fmt.Errorf("cometbft: block identity: %w: %w", ErrMalformedRecord, s.err)
+	}
+	if err := st.checkBlock(); err != nil {
+		return nil, nil, 0, fmt.Errorf("cometbft: block identity: %w", err)
+	}
+	if _, hash, err = st.appendHex(nil, st.hdr.hash, "block_id.hash"); err != nil {
+		return nil, nil, 0, fmt.Errorf("cometbft: block identity at height %d: %w", st.hdr.height, err)
+	}
+	if p := st.hdr.parent; !p.null && p.len() > 0 {
+		if _, parentHash, err = st.appendHex(nil, p, "header.last_block_id.hash"); err != nil {
+			return nil, nil, 0, fmt.Errorf("cometbft: block identity at height %d: %w", st.hdr.height, err)
+		}
+	}
+	return hash, parentHash, uint64(st.hdr.height), nil
+}
+
+// decodeState is the scratch of one Decode call: spans into the raw record
+// collected by parse, turned into rows by emit. Pooled, so that a warm
+// decoder allocates only what the rows keep.
+type decodeState struct {
+	sc scanner
+
+	sawBlock, sawResults     bool
+	sawLegacy, sawFinalize   bool // begin/end_block_events; finalize_block_events
+	hdr                      header
+	txs                      []strRef
+	resHeight                int64
+	sawResHeight             bool
+	results                  []txResult
+	begin, end, finalize     []eventRef
+	txEvents                 []eventRef
+	attrs                    []attrRef
+	scratch, scratch2, clean []byte
+}
+
+type header struct {
+	height    int64
+	sawHeight bool
+	hash      strRef // block_id.hash
+	parent    strRef // header.last_block_id.hash
+	time      strRef
+	chainID   strRef
+	proposer  strRef
+	// Other header hashes, in blocks column order from app_hash on.
+	appHash, lastCommit, dataHash, vals, nextVals, consensus, lastResults, evidence strRef
+}
+
+type txResult struct {
+	code, gasWanted, gasUsed   int64
+	codespace, log, info, data strRef
+	ev0, ev1                   int // its events: txEvents[ev0:ev1]
+}
+
+type eventRef struct {
+	typ      strRef
+	a0, a1   int // its attributes: attrs[a0:a1]
+	hasAttrs bool
+}
+
+type attrRef struct {
+	key, value strRef
+	index      bool
+}
+
+var statePool = sync.Pool{New: func() any { return new(decodeState) }}
+
+// maxPooledScratch keeps one huge record from pinning its scratch forever.
+const maxPooledScratch = 1 << 20
+
+func (st *decodeState) release() {
+	scratch, scratch2, clean := st.scratch[:0], st.scratch2[:0], st.clean[:0]
+	*st = decodeState{
+		txs:      st.txs[:0],
+		results:  st.results[:0],
+		begin:    st.begin[:0],
+		end:      st.end[:0],
+		finalize: st.finalize[:0],
+		txEvents: st.txEvents[:0],
+		attrs:    st.attrs[:0],
+	}
+	// The scratch buffers hold no references into caller memory: reuse them
+	// unless a huge record grew them.
+	if cap(scratch) <= maxPooledScratch && cap(scratch2) <= maxPooledScratch && cap(clean) <= maxPooledScratch {
+		st.scratch, st.scratch2, st.clean = scratch, scratch2, clean
+	}
+	statePool.Put(st)
+}
+
+func (st *decodeState) parse(raw []byte) error {
+	s := &st.sc
+	s.b = raw
+	if !s.openObject() {
+		if s.err == nil {
+			return errors.New("record is null")
+		}
+		return s.err
+	}
+	n := 0
+	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+		switch string(k) {
+		case "block":
+			st.sawBlock = true
+			st.parseBlockResult()
+		case "block_results":
+			st.sawResults = true
+			st.parseResults()
+		default:
+			s.skip()
+		}
+	}
+	s.end()
+	return s.err
+}
+
+// parseBlockResult reads the result of /block.
+func (st *decodeState) parseBlockResult() {
+	s := &st.sc
+	if !s.openObject() {
+		return
+	}
+	n := 0
+	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+		switch string(k) {
+		case "block_id":
+			st.hdr.hash = st.blockIDHash()
+		case "block":
+			st.parseBlock()
+		default:
+			s.skip()
+		}
+	}
+}
+
+// blockIDHash reads a BlockID object and returns its hash.
+func (st *decodeState) blockIDHash() strRef {
+	s := &st.sc
+	var h strRef
+	if !s.openObject() {
+		return h
+	}
+	n := 0
+	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+		if string(k) == "hash" {
+			h = s.str()
+		} else {
+			s.skip()
+		}
+	}
+	return h
+}
+
+func (st *decodeState) parseBlock() {
+	s := &st.sc
+	if !s.openObject() {
+		return
+	}
+	n := 0
+	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+		switch string(k) {
+		case "header":
+			st.parseHeader()
+		case "data":
+			st.parseData()
+		default: // evidence, last_commit
+			s.skip()
+		}
+	}
+}
+
+func (st *decodeState) parseHeader() {
+	s := &st.sc
+	h := &st.hdr
+	if !s.openObject() {
+		return
+	}
+	n := 0
+	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+		switch string(k) {
+		case "height":
+			h.height = s.integer()
+			h.sawHeight = true
+		case "chain_id":
+			h.chainID = s.str()
+		case "time":
+			h.time = s.str()
+		case "last_block_id":
+			h.parent = st.blockIDHash()
+		case "proposer_address":
+			h.proposer = s.str()
+		case "app_hash":
+			h.appHash = s.str()
+		case "last_commit_hash":
+			h.lastCommit = s.str()
+		case "data_hash":
+			h.dataHash = s.str()
+		case "validators_hash":
+			h.vals = s.str()
+		case "next_validators_hash":
+			h.nextVals = s.str()
+		case "consensus_hash":
+			h.consensus = s.str()
+		case "last_results_hash":
+			h.lastResults = s.str()
+		case "evidence_hash":
+			h.evidence = s.str()
+		default: // version
+			s.skip()
+		}
+	}
+}
+
+func (st *decodeState) parseData() {
+	s := &st.sc
+	if !s.openObject() {
+		return
+	}
+	n := 0
+	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+		if string(k) != "txs" {
+			s.skip()
+			continue
+		}
+		st.txs = st.txs[:0]
+		if !s.openArray() {
+			continue
+		}
+		m := 0
+		for s.nextElem(&m) {
+			st.txs = append(st.txs, s.str())
+		}
+	}
+}
+
+// parseResults reads the result of /block_results.
+func (st *decodeState) parseResults() {
+	s := &st.sc
+	if !s.openObject() {
+		return
+	}
+	n := 0
+	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+		switch string(k) {
+		case "height":
+			st.resHeight = s.integer()
+			st.sawResHeight = true
+		case "txs_results":
+			st.results = st.results[:0]
+			if !s.openArray() {
+				continue
+			}
+			m := 0
+			for s.nextElem(&m) {
+				st.parseTxResult()
+			}
+		case "begin_block_events":
+			st.sawLegacy = true
+			st.begin = st.parseEvents(st.begin[:0])
+		case "end_block_events":
+			st.sawLegacy = true
+			st.end = st.parseEvents(st.end[:0])
+		case "finalize_block_events":
+			st.sawFinalize = true
+			st.finalize = st.parseEvents(st.finalize[:0])
+		default: // validator_updates, consensus_param_updates, app_hash
+			s.skip()
+		}
+	}
+}
+
+func (st *decodeState) parseTxResult() {
+	s := &st.sc
+	r := txResult{ev0: len(st.txEvents), ev1: len(st.txEvents)}
+	if s.openObject() {
+		n := 0
+		for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+			switch string(k) {
+			case "code":
+				r.code = s.integer()
+			case "data":
+				r.data = s.str()
+			case "log":
+				r.log = s.str()
+			case "info":
+				r.info = s.str()
+			case "gas_wanted", "gasWanted": // camelCase up to Tendermint 0.33
+				r.gasWanted = s.integer()
+			case "gas_used", "gasUsed":
+				r.gasUsed = s.integer()
+			case "events":
+				r.ev0 = len(st.txEvents)
+				st.txEvents = st.parseEvents(st.txEvents)
+				r.ev1 = len(st.txEvents)
+			case "codespace":
+				r.codespace = s.str()
+			default:
+				s.skip()
+			}
+		}
+	}
+	st.results = append(st.results, r)
+}
+
+// parseEvents appends the events of a JSON array of events to dst.
+func (st *decodeState) parseEvents(dst []eventRef) []eventRef {
+	s := &st.sc
+	if !s.openArray() {
+		return dst
+	}
+	m := 0
+	for s.nextElem(&m) {
+		ev := eventRef{a0: len(st.attrs), a1: len(st.attrs)}
+		if s.openObject() {
+			n := 0
+			for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+				switch string(k) {
+				case "type":
+					ev.typ = s.str()
+				case "attributes":
+					ev.a0 = len(st.attrs)
+					st.parseAttributes()
+					ev.a1 = len(st.attrs)
+				default:
+					s.skip()
+				}
+			}
+		}
+		dst = append(dst, ev)
+	}
+	return dst
+}
+
+func (st *decodeState) parseAttributes() {
+	s := &st.sc
+	if !s.openArray() {
+		return
+	}
+	m := 0
+	for s.nextElem(&m) {
+		var a attrRef
+		if s.openObject() {
+			n := 0
+			for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+				switch string(k) {
+				case "key":
+					a.key = s.str()
+				case "value":
+					a.value = s.str()
+				case "index":
+					a.index = s.boolean()
+				default:
+					s.skip()
+				}
+			}
+		}
+		st.attrs = append(st.attrs, a)
+	}
+}
+
+// checkBlock checks what the /block half must have.
+func (st *decodeState) checkBlock() error {
+	if !st.sawBlock {
+		return malformed("no block in record")
+	}
+	if !st.hdr.sawHeight {
+		return malformed("block header has no height")
+	}
+	if st.hdr.hash.null || st.hdr.hash.len() == 0 {
+		return malformed("block_id.hash is empty")
+	}
+	if st.hdr.height <= 0 {
+		return malformed("block header height %d is not positive", st.hdr.height)
+	}
+	return nil
+}
+
+// check checks the parsed record against the height it was staged under.
+func (st *decodeState) check(height uint64) error {
+	if err := st.checkBlock(); err != nil {
+		return err
+	}
+	if uint64(st.hdr.height) != height {
+		return malformed("block header height is %d", st.hdr.height)
+	}
+	if !st.sawResults {
+		return malformed("no block_results in record")
+	}
+	if !st.sawResHeight {
+		return malformed("block_results has no height")
+	}
+	if st.resHeight != st.hdr.height {
+		return malformed("block_results height is %d", st.resHeight)
+	}
+	if len(st.txs) != len(st.results) {
+		return malformed("block has %d txs but block_results has %d txs_results", len(st.txs), len(st.results))
+	}
+	return nil
+}
+
+// bytesOf returns the bytes of a string value, unescaped (in scratch) when
+// needed; null is empty.
+func (st *decodeState) bytesOf(r strRef) []byte {
+	if r.null {
+		return nil
+	}
+	return st.sc.raw(r, &st.scratch)
+}
+
+// appendHex appends the bytes of a hex string value to arena and returns
+// the grown arena and the value as a capacity-capped slice of it: never nil,
+// so that an empty hash is an empty bytea, not NULL.
+func (st *decodeState) appendHex(arena []byte, r strRef, field string) (grown, val []byte, err error) {
+	start := len(arena)
+	arena, err = hex.AppendDecode(arena, st.bytesOf(r))
+	if err != nil {
+		return arena, nil, malformed("%s: %v", field, err)
+	}
+	if arena == nil {
+		arena = []byte{}
+	}
+	return arena, arena[start:len(arena):len(arena)], nil
+}
+
+// attrsAreBase64 tells a 0.34 record (see Decoder).
+func (st *decodeState) attrsAreBase64() bool {
+	if !st.sawLegacy || st.sawFinalize {
+		return false
+	}
+	sawKey := false
+	for _, a := range st.attrs {
+		if k := st.bytesOf(a.key); len(k) > 0 {
+			var err error
+			st.scratch2, err = base64.StdEncoding.AppendDecode(st.scratch2[:0], k)
+			if err != nil || !isPrintableText(st.scratch2) {
+				return false
+			}
+			sawKey = true
+		}
+		if v := st.bytesOf(a.value); len(v) > 0 {
+			var err error
+			if st.scratch2, err = base64.StdEncoding.AppendDecode(st.scratch2[:0], v); err != nil {
+				return false
+			}
+		}
+	}
+	return sawKey
+}
+
+// text returns a string value as a Go string fit for a text column.
+func (st *decodeState) text(r strRef) string {
+	b := st.bytesOf(r)
+	if len(b) == 0 {
+		return ""
+	}
+	if s, ok := internTable[string(b)]; ok {
+		return s
+	}
+	c := cleanText(st.clean, b)
+	if &c[0] != &b[0] {
+		st.clean = c // keep the grown buffer
+	}
+	return string(c)
+}
+
+// textAny is text for a row cell: interned strings come boxed already, so
+// that the common event types cost no allocation.
+func (st *decodeState) textAny(r strRef) any {
+	if b := st.bytesOf(r); len(b) > 0 {
+		if v, ok := internBoxed[string(b)]; ok {
+			return v
+		}
+	}
+	return st.text(r)
+}
+
+// boxedInt32 holds small int32 values already in interfaces: event and tx
+// indexes would otherwise cost an allocation per row.
+var boxedInt32 = func() (t [4096]any) {
+	for i := range t {
+		t[i] = int32(i)
+	}
+	return t
+}()
+
+func boxInt32(v int32) any {
+	if v >= 0 && int(v) < len(boxedInt32) {
+		return boxedInt32[v]
+	}
+	return v
+}
+
+// appendAttrText appends an attribute key or value as a JSON string.
+func (st *decodeState) appendAttrText(dst []byte, r strRef, b64 bool) []byte {
+	b := st.bytesOf(r)
+	if b64 && len(b) > 0 {
+		// attrsAreBase64 has checked that it decodes.
+		st.scratch2, _ = base64.StdEncoding.AppendDecode(st.scratch2[:0], b)
+		b = st.scratch2
+	}
+	return appendJSONString(dst, b)
+}
+
+// emit appends the rows of the parsed block.
+func (st *decodeState) emit(height uint64, rows *chain.Rows) error {
+	h := &st.hdr
+	hv := any(int64(height)) // boxed once, shared by every row of the block
+
+	// Byte columns are carved from one arena per block; rows keep slices of
+	// it until they are copied out, so it is never reused.
+	size := 12 * 32
+	for _, t := range st.txs {
+		size += t.len()*3/4 + sha256.Size
+	}
+	for _, r := range st.results {
+		size += r.data.len() * 3 / 4
+	}
+	arena := make([]byte, 0, size)
+	var err error
+	hexCol := func(r strRef, field string) []byte {
+		var v []byte
+		if err == nil {
+			arena, v, err = st.appendHex(arena, r, field)
+		}
+		return v
+	}
+
+	numEvents := len(st.begin) + len(st.end) + len(st.finalize)
+	for _, r := range st.results {
+		numEvents += r.ev1 - r.ev0
+	}
+
+	b := rows.Row(tableBlocks)
+	b[bHeight] = hv
+	b[bHash] = hexCol(h.hash, "block_id.hash")
+	if h.parent.null || h.parent.len() == 0 {
+		b[bParentHash] = nil
+	} else {
+		b[bParentHash] = hexCol(h.parent, "header.last_block_id.hash")
+	}
+	t, terr := parseTime(st.bytesOf(h.time))
+	if terr != nil {
+		return malformed("header.time: %v", terr)
+	}
+	b[bTime] = t
+	b[bChainID] = st.text(h.chainID)
+	b[bProposer] = hexCol(h.proposer, "header.proposer_address")
+	b[bNumTxs] = int32(len(st.txs))
+	b[bNumEvents] = int32(numEvents)
+	b[bAppHash] = hexCol(h.appHash, "header.app_hash")
+	b[bLastCommitHash] = hexCol(h.lastCommit, "header.last_commit_hash")
+	b[bDataHash] = hexCol(h.dataHash, "header.data_hash")
+	b[bValidatorsHash] = hexCol(h.vals, "header.validators_hash")
+	b[bNextValidatorsHash] = hexCol(h.nextVals, "header.next_validators_hash")
+	b[bConsensusHash] = hexCol(h.consensus, "header.consensus_hash")
+	b[bLastResultsHash] = hexCol(h.lastResults, "header.last_results_hash")
+	b[bEvidenceHash] = hexCol(h.evidence, "header.evidence_hash")
+	if err != nil {
+		return err
+	}
+
+	for i, txRef := range st.txs {
+		start := len(arena)
+		arena, err = base64.StdEncoding.AppendDecode(arena, st.bytesOf(txRef))
+		if err != nil {
+			return malformed("block.data.txs[%d]: %v", i, err)
+		}
+		tx := arena[start:len(arena):len(arena)]
+		sum := sha256.Sum256(tx)
+		start = len(arena)
+		arena = append(arena, sum[:]...)
+		hash := arena[start:len(arena):len(arena)]
+
+		r := &st.results[i]
+		start = len(arena)
+		arena, err = base64.StdEncoding.AppendDecode(arena, st.bytesOf(r.data))
+		if err != nil {
+			return malformed("block_results.txs_results[%d].data: %v", i, err)
+		}
+		data := arena[start:len(arena):len(arena)]
+
+		row := rows.Row(tableTransactions)
+		row[tHeight] = hv
+		row[tIndex] = boxInt32(int32(i))
+		row[tHash] = hash
+		row[tCode] = r.code
+		row[tCodespace] = st.text(r.codespace)
+		row[tGasWanted] = r.gasWanted
+		row[tGasUsed] = r.gasUsed
+		row[tLog] = st.text(r.log)
+		row[tInfo] = st.text(r.info)
+		row[tData] = data
+		row[tTx] = tx
+	}
+
+	b64 := st.attrsAreBase64()
+	// `[]` per event; `{"key":"","value":"","index":false},` per attribute.
+	jsonSize := 2 * numEvents
+	for _, a := range st.attrs {
+		jsonSize += a.key.len() + a.value.len() + 36
+	}
+	js := make([]byte, 0, jsonSize)
+	idx := int32(0)
+	emitEvents := func(evs []eventRef, source string, txIndex any) {
+		for _, ev := range evs {
+			start := len(js)
+			js = append(js, '[')
+			for j := ev.a0; j < ev.a1; j++ {
+				a := &st.attrs[j]
+				if j > ev.a0 {
+					js = append(js, ',')
+				}
+				js = append(js, `{"key":`...)
+				js = st.appendAttrText(js, a.key, b64)
+				js = append(js, `,"value":`...)
+				js = st.appendAttrText(js, a.value, b64)
+				if a.index {
+					js = append(js, `,"index":true}`...)
+				} else {
+					js = append(js, `,"index":false}`...)
+				}
+			}
+			js = append(js, ']')
+
+			row := rows.Row(tableEvents)
+			row[eHeight] = hv
+			row[eIndex] = boxInt32(idx)
+			row[eTxIndex] = txIndex
+			row[eSource] = source
+			row[eType] = st.textAny(ev.typ)
+			row[eAttributes] = js[start:len(js):len(js)]
+			idx++
+		}
+	}
+	emitEvents(st.begin, SourceBeginBlock, nil)
+	for i, r := range st.results {
+		emitEvents(st.txEvents[r.ev0:r.ev1], SourceTx, boxInt32(int32(i)))
+	}
+	emitEvents(st.end, SourceEndBlock, nil)
+	emitEvents(st.finalize, SourceFinalizeBlock, nil)
+	return nil
+}
+
+// internTable holds the strings most text cells repeat (event types,
+// codespaces), so that decoding them allocates nothing; internBoxed holds
+// them in interfaces.
+var internTable, internBoxed = func() (map[string]string, map[string]any) {
+	m, boxed := map[string]string{}, map[string]any{}
+	for _, s := range []string{
+		"sdk", "wasm", "ibc", "bank", "staking", "distribution", "gov", "slashing",
+		"message", "transfer", "coin_spent", "coin_received", "coinbase", "burn", "tx",
+		"mint", "commission", "rewards", "proposer_reward", "liveness", "slash",
+		"withdraw_rewards", "withdraw_commission", "delegate", "unbond", "redelegate",
+		"complete_unbonding", "complete_redelegation", "create_validator", "edit_validator",
+		"proposal_vote", "proposal_deposit", "submit_proposal", "active_proposal", "inactive_proposal",
+		"send_packet", "recv_packet", "write_acknowledgement", "acknowledge_packet", "timeout_packet",
+		"update_client", "create_client", "ibc_transfer", "fungible_token_packet", "denomination_trace",
+		"denomination", "set_withdraw_address", "use_feegrant", "set_feegrant", "revoke_feegrant",
+		"execute", "instantiate", "store_code", "wasm", "fee_market", "block_gas", "block_bloom",
+		"ethereum_tx", "tx_log",
+	} {
+		m[s] = s
+		boxed[s] = s
+	}
+	return m, boxed
+}()

@@ -1,0 +1,13 @@
+// Package cometbft is blockhaul's CometBFT (Tendermint) chain family: the
+// raw record a source stages for each height, a deterministic synthetic
+// source of such records, and the decoder that turns them into rows of the
+// blocks, transactions and events tables.
+//
+// A raw record is one JSON object holding the result of /block and the
+// result of /block_results for the same height, exactly as the node sent
+// them (see MarshalRecord), so that a later schema can be re-exported from
+// staging without asking a node again.
+//
+// The package implements the loader's Source (Synthetic) and the exporter's
+// Decoder (Decoder) structurally; it imports neither.
+package cometbft

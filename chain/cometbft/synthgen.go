@@ -1,0 +1,450 @@
+package cometbft
+
+import (
+	"encoding/base64"
+	"strconv"
+	"time"
+)
+
+// generator renders one block's record. Rendering appends to a byte slice
+// with hand-written JSON, no maps and no encoding/json: benchmarks generate
+// millions of blocks. Generators are pooled per Synthetic; one is used by
+// one goroutine at a time.
+type generator struct {
+	s       *Synthetic
+	r       rng // content stream of the block being rendered
+	plan    blockPlan
+	content []txContent
+	b       []byte // the record being rendered
+
+	num      []byte    // scratch for one attribute value
+	pb       [5][]byte // scratch for nested protobuf messages, one per depth
+	tx       []byte    // the tx being encoded
+	firstEv  bool
+	firstAtt bool
+}
+
+// Genesis time of every synthetic chain, and its block interval.
+const (
+	genesisUnix   = 1576080000 // 2019-12-11T16:00:00Z, Cosmos Hub's launch day
+	blockInterval = 6          // seconds
+)
+
+// blockTime is block h's header time: a 6 s cadence plus up to 1.5 s of
+// jitter, so times are strictly increasing and any height's is known
+// without its neighbours. Valid (year ≤ 9999) up to height ~4e10.
+func (s *Synthetic) blockTime(h uint64) (sec, nsec int64) {
+	r := newRNG(s.seed, h, streamTime)
+	j := int64(r.next() % 1_500_000_000)
+	return genesisUnix + int64(h-1)*blockInterval + j/1e9, j % 1e9
+}
+
+// Constant hashes: SHA-256 of nothing, what CometBFT prints for an empty
+// merkle tree (no txs, no evidence).
+const emptyHash = "E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855"
+
+func (g *generator) lit(s string) { g.b = append(g.b, s...) }
+
+func (g *generator) hexUpper(v []byte) {
+	const digits = "0123456789ABCDEF"
+	for _, c := range v {
+		g.b = append(g.b, digits[c>>4], digits[c&15])
+	}
+}
+
+func (g *generator) derivedHex(tag byte, n uint64) {
+	sum := g.s.derive(tag, n)
+	g.hexUpper(sum[:])
+}
+
+func (g *generator) randomHex(n int) {
+	var buf [64]byte
+	g.fill(buf[:n])
+	g.hexUpper(buf[:n])
+}
+
+func (g *generator) fill(p []byte) {
+	for i := 0; i < len(p); i += 8 {
+		v := g.r.next()
+		for j := i; j < i+8 && j < len(p); j++ {
+			p[j] = byte(v)
+			v >>= 8
+		}
+	}
+}
+
+func (g *generator) quotedUint(v uint64) {
+	g.b = append(g.b, '"')
+	g.b = strconv.AppendUint(g.b, v, 10)
+	g.b = append(g.b, '"')
+}
+
+func (g *generator) timestamp(sec, nsec int64) {
+	g.b = time.Unix(sec, nsec).UTC().AppendFormat(g.b, time.RFC3339Nano)
+}
+
+// record renders block h's raw record onto dst.
+func (g *generator) record(dst []byte, h uint64) []byte {
+	s := g.s
+	s.plan(h, &g.plan)
+	g.r = newRNG(s.seed, h, streamContent)
+	g.drawContent()
+	g.b = dst
+	g.lit(`{"block":`)
+	g.block(h)
+	g.lit(`,"block_results":`)
+	g.results(h)
+	g.lit(`}`)
+	out := g.b
+	g.b = nil
+	return out
+}
+
+// block renders the result of /block?height=h.
+func (g *generator) block(h uint64) {
+	s := g.s
+	p := &g.plan
+	g.lit(`{"block_id":{"hash":"`)
+	g.derivedHex(tagBlockHash, h)
+	g.lit(`","parts":{"total":1,"hash":"`)
+	g.derivedHex(tagPartsHash, h)
+	g.lit(`"}},"block":{"header":{"version":{"block":"11","app":"1"},"chain_id":"`)
+	g.lit(s.chainID)
+	g.lit(`","height":`)
+	g.quotedUint(h)
+	g.lit(`,"time":"`)
+	g.timestamp(s.blockTime(h))
+	if h == 1 {
+		g.lit(`","last_block_id":{"hash":"","parts":{"total":0,"hash":""}},"last_commit_hash":"` + emptyHash)
+	} else {
+		g.lit(`","last_block_id":{"hash":"`)
+		g.derivedHex(tagBlockHash, h-1)
+		g.lit(`","parts":{"total":1,"hash":"`)
+		g.derivedHex(tagPartsHash, h-1)
+		g.lit(`"}},"last_commit_hash":"`)
+		g.randomHex(32)
+	}
+	g.lit(`","data_hash":"`)
+	if len(p.txs) == 0 {
+		g.lit(emptyHash)
+	} else {
+		g.randomHex(32)
+	}
+	g.lit(`","validators_hash":"`)
+	g.lit(s.valsHash)
+	g.lit(`","next_validators_hash":"`)
+	g.lit(s.valsHash)
+	g.lit(`","consensus_hash":"`)
+	g.lit(s.consHash)
+	g.lit(`","app_hash":"`)
+	if h > 1 {
+		g.derivedHex(tagAppHash, h-1)
+		g.lit(`","last_results_hash":"`)
+		g.derivedHex(tagResultsHash, h-1)
+	} else {
+		g.lit(`","last_results_hash":"` + emptyHash)
+	}
+	g.lit(`","evidence_hash":"` + emptyHash + `","proposer_address":"`)
+	g.lit(s.vals[p.proposer].hexAddr)
+	g.lit(`"},"data":{"txs":[`)
+	for i := range g.content {
+		if i > 0 {
+			g.lit(`,`)
+		}
+		g.lit(`"`)
+		g.tx = g.encodeTx(g.tx[:0], &g.content[i])
+		g.b = base64.StdEncoding.AppendEncode(g.b, g.tx)
+		g.lit(`"`)
+	}
+	g.lit(`]},"evidence":{"evidence":[]},"last_commit":`)
+	g.lastCommit(h)
+	g.lit(`}}`)
+}
+
+func (g *generator) lastCommit(h uint64) {
+	if h == 1 {
+		g.lit(`{"height":"0","round":0,"block_id":{"hash":"","parts":{"total":0,"hash":""}},"signatures":[]}`)
+		return
+	}
+	p := &g.plan
+	g.lit(`{"height":`)
+	g.quotedUint(h - 1)
+	g.lit(`,"round":`)
+	g.b = strconv.AppendInt(g.b, int64(p.round), 10)
+	g.lit(`,"block_id":{"hash":"`)
+	g.derivedHex(tagBlockHash, h-1)
+	g.lit(`","parts":{"total":1,"hash":"`)
+	g.derivedHex(tagPartsHash, h-1)
+	g.lit(`"}},"signatures":[`)
+	sec, nsec := g.s.blockTime(h)
+	base := sec*1e9 + nsec
+	var sig [64]byte
+	for i, v := range g.s.vals {
+		if i > 0 {
+			g.lit(`,`)
+		}
+		if p.absent[i] {
+			g.lit(`{"block_id_flag":1,"validator_address":"","timestamp":"0001-01-01T00:00:00Z","signature":null}`)
+			continue
+		}
+		g.lit(`{"block_id_flag":2,"validator_address":"`)
+		g.lit(v.hexAddr)
+		g.lit(`","timestamp":"`)
+		ts := base - 300_000_000 + int64(g.r.next()%600_000_000)
+		g.timestamp(ts/1e9, ts%1e9)
+		g.lit(`","signature":"`)
+		g.fill(sig[:])
+		g.b = base64.StdEncoding.AppendEncode(g.b, sig[:])
+		g.lit(`"}`)
+	}
+	g.lit(`]}`)
+}
+
+// results renders the result of /block_results?height=h, 0.38 shape.
+func (g *generator) results(h uint64) {
+	g.lit(`{"height":`)
+	g.quotedUint(h)
+	if len(g.content) == 0 {
+		g.lit(`,"txs_results":null`)
+	} else {
+		g.lit(`,"txs_results":[`)
+		for i := range g.content {
+			if i > 0 {
+				g.lit(`,`)
+			}
+			g.txResult(&g.content[i])
+		}
+		g.lit(`]`)
+	}
+	g.lit(`,"finalize_block_events":[`)
+	g.firstEv = true
+	g.blockEvents(h)
+	g.lit(`],"validator_updates":null,"consensus_param_updates":{"block":{"max_bytes":"200000","max_gas":"75000000"},"evidence":{"max_age_num_blocks":"1000000","max_age_duration":"172800000000000","max_bytes":"50000"},"validator":{"pub_key_types":["ed25519"]}},"app_hash":"`)
+	sum := g.s.derive(tagAppHash, h)
+	g.b = base64.StdEncoding.AppendEncode(g.b, sum[:])
+	g.lit(`"}`)
+}
+
+func (g *generator) txResult(c *txContent) {
+	t := c.plan
+	if t.failed {
+		g.lit(`{"code":`)
+		g.b = strconv.AppendUint(g.b, uint64(c.failCode), 10)
+		g.lit(`,"data":null,"log":"`)
+		g.failLog(c)
+		g.lit(`","info":"","gas_wanted":`)
+	} else {
+		g.lit(`{"code":0,"data":"`)
+		g.lit(msgResponses[t.kind][t.msgs-1])
+		g.lit(`","log":"","info":"","gas_wanted":`)
+	}
+	g.quotedUint(c.gasWanted)
+	g.lit(`,"gas_used":`)
+	g.quotedUint(c.gasUsed)
+	g.lit(`,"events":[`)
+	g.firstEv = true
+	g.txEvents(c)
+	g.lit(`],"codespace":"`)
+	if t.failed {
+		g.lit(`sdk`)
+	}
+	g.lit(`"}`)
+}
+
+func (g *generator) failLog(c *txContent) {
+	switch c.failCode {
+	case 11:
+		g.lit(`out of gas in location: WriteFlat; gasWanted: `)
+		g.b = strconv.AppendUint(g.b, c.gasWanted, 10)
+		g.lit(`, gasUsed: `)
+		g.b = strconv.AppendUint(g.b, c.gasUsed, 10)
+		g.lit(`: out of gas`)
+	case 32:
+		g.lit(`account sequence mismatch, expected `)
+		g.b = strconv.AppendUint(g.b, c.seq+1, 10)
+		g.lit(`, got `)
+		g.b = strconv.AppendUint(g.b, c.seq, 10)
+		g.lit(`: incorrect account sequence`)
+	default: // 5
+		g.lit(`failed to execute message; message index: 0: spendable balance `)
+		g.b = strconv.AppendUint(g.b, c.amount/3, 10)
+		g.lit(`uatom is smaller than `)
+		g.b = strconv.AppendUint(g.b, c.amount, 10)
+		g.lit(`uatom: insufficient funds`)
+	}
+}
+
+// Event writing. ev opens an event, attr* add attributes, end closes it;
+// mode, when not empty, is the "mode" attribute a 0.38 application appends
+// to every finalize_block event.
+
+func (g *generator) ev(typ string) {
+	if !g.firstEv {
+		g.lit(`,`)
+	}
+	g.firstEv = false
+	g.firstAtt = true
+	g.lit(`{"type":"`)
+	g.lit(typ)
+	g.lit(`","attributes":[`)
+}
+
+func (g *generator) attrKey(key string) {
+	if !g.firstAtt {
+		g.lit(`,`)
+	}
+	g.firstAtt = false
+	g.lit(`{"key":"`)
+	g.lit(key)
+	g.lit(`","value":`)
+}
+
+// attr adds an attribute whose value needs no JSON escaping.
+func (g *generator) attr(key, value string) {
+	g.attrKey(key)
+	g.lit(`"`)
+	g.lit(value)
+	g.lit(`","index":true}`)
+}
+
+func (g *generator) attrBytes(key string, value []byte) {
+	g.attrKey(key)
+	g.lit(`"`)
+	g.b = append(g.b, value...)
+	g.lit(`","index":true}`)
+}
+
+// attrJSON adds an attribute whose value must be escaped.
+func (g *generator) attrJSON(key string, value []byte) {
+	g.attrKey(key)
+	g.b = appendJSONString(g.b, value)
+	g.lit(`,"index":true}`)
+}
+
+func (g *generator) attrUint(key string, v uint64) {
+	g.num = strconv.AppendUint(g.num[:0], v, 10)
+	g.attrBytes(key, g.num)
+}
+
+func (g *generator) attrCoin(key string, amount uint64, denom string) {
+	g.num = strconv.AppendUint(g.num[:0], amount, 10)
+	g.num = append(g.num, denom...)
+	g.attrBytes(key, g.num)
+}
+
+// attrDec adds a Cosmos SDK decimal (18 fractional digits) with a denom.
+func (g *generator) attrDec(key string, whole uint64, denom string) {
+	g.num = appendDec(g.num[:0], whole, g.r.next())
+	g.num = append(g.num, denom...)
+	g.attrBytes(key, g.num)
+}
+
+func appendDec(dst []byte, whole, frac uint64) []byte {
+	dst = strconv.AppendUint(dst, whole, 10)
+	dst = append(dst, '.')
+	frac %= 1_000_000_000_000_000_000
+	var digits [18]byte
+	for i := 17; i >= 0; i-- {
+		digits[i] = byte('0' + frac%10)
+		frac /= 10
+	}
+	return append(dst, digits[:]...)
+}
+
+func (g *generator) end(mode string) {
+	if mode != "" {
+		g.attr("mode", mode)
+	}
+	g.lit(`]}`)
+}
+
+// blockEvents renders the finalize_block_events of block h: what
+// blockEventCount counts.
+func (g *generator) blockEvents(h uint64) {
+	s := g.s
+	p := &g.plan
+	m := &s.modules
+	const begin = "BeginBlock"
+	minted := g.r.between(4_000_000, 4_600_000)
+
+	g.ev("coin_received")
+	g.attr("receiver", m.mint)
+	g.attrCoin("amount", minted, "uatom")
+	g.end(begin)
+	g.ev("coinbase")
+	g.attr("minter", m.mint)
+	g.attrCoin("amount", minted, "uatom")
+	g.end(begin)
+	g.ev("coin_spent")
+	g.attr("spender", m.mint)
+	g.attrCoin("amount", minted, "uatom")
+	g.end(begin)
+	g.ev("coin_received")
+	g.attr("receiver", m.feeCollector)
+	g.attrCoin("amount", minted, "uatom")
+	g.end(begin)
+	g.ev("transfer")
+	g.attr("recipient", m.feeCollector)
+	g.attr("sender", m.mint)
+	g.attrCoin("amount", minted, "uatom")
+	g.end(begin)
+	g.ev("mint")
+	g.num = appendDec(g.num[:0], 0, 620_000_000_000_000_000+g.r.next()%10_000_000_000_000_000)
+	g.attrBytes("bonded_ratio", g.num)
+	g.num = appendDec(g.num[:0], 0, 100_000_000_000_000_000+g.r.next()%50_000_000_000_000_000)
+	g.attrBytes("inflation", g.num)
+	g.attrDec("annual_provisions", 40_000_000_000_000+g.r.next()%4_000_000_000_000, "")
+	g.attrUint("amount", minted)
+	g.end(begin)
+
+	fees := minted + g.r.between(0, 200_000)
+	g.ev("coin_spent")
+	g.attr("spender", m.feeCollector)
+	g.attrCoin("amount", fees, "uatom")
+	g.end(begin)
+	g.ev("coin_received")
+	g.attr("receiver", m.distribution)
+	g.attrCoin("amount", fees, "uatom")
+	g.end(begin)
+	g.ev("transfer")
+	g.attr("recipient", m.distribution)
+	g.attr("sender", m.feeCollector)
+	g.attrCoin("amount", fees, "uatom")
+	g.end(begin)
+
+	if h > 1 {
+		share := fees / uint64(len(s.vals))
+		for i, v := range s.vals {
+			if p.absent[i] {
+				continue
+			}
+			reward := share/2 + g.r.next()%(share+1)
+			g.ev("commission")
+			g.attrDec("amount", reward/20, "uatom")
+			g.attr("validator", v.operator)
+			g.end(begin)
+			g.ev("rewards")
+			g.attrDec("amount", reward, "uatom")
+			g.attr("validator", v.operator)
+			g.end(begin)
+		}
+		for i, v := range s.vals {
+			if !p.absent[i] {
+				continue
+			}
+			g.ev("liveness")
+			g.attr("address", v.cons)
+			g.attrUint("missed_blocks", g.r.between(1, 500))
+			g.attrUint("height", h)
+			g.end(begin)
+		}
+	}
+
+	for range p.extras {
+		g.ev("complete_unbonding")
+		g.attrCoin("amount", g.r.between(1_000, 50_000_000_000), "uatom")
+		g.attr("validator", s.vals[g.r.intn(len(s.vals))].operator)
+		g.attr("delegator", s.accounts[g.r.intn(len(s.accounts))])
+		g.end("EndBlock")
+	}
+}

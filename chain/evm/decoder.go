@@ -1,0 +1,936 @@
+package evm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/blockhaul/blockhaul/chain"
+)
+
+// ErrReceiptMismatch is wrapped by a DecodeError when a record's receipts
+// are not those of its block: another block's hash or number, another
+// transaction's hash, or a different count.
+var ErrReceiptMismatch = errors.New("evm: receipts do not belong to the block")
+
+// ErrHeightMismatch is wrapped by a DecodeError when a record holds a block
+// of another height than the one it is decoded as.
+var ErrHeightMismatch = errors.New("evm: record holds another height")
+
+// DecodeError reports a raw record that cannot be decoded, naming the
+// height and the field (a path such as "block.transactions[3].value").
+type DecodeError struct {
+	Height uint64
+	Field  string
+	Err    error
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("evm: decode block %d: %s: %v", e.Height, e.Field, e.Err)
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// fieldError carries the path of a failing field up the parse; the path is
+// only built on the way out of an error, never on the hot path.
+type fieldError struct {
+	path string
+	err  error
+}
+
+func (e *fieldError) Error() string { return e.path + ": " + e.err.Error() }
+func (e *fieldError) Unwrap() error { return e.err }
+
+func inField(path string, err error) error {
+	if fe, ok := err.(*fieldError); ok {
+		if strings.HasPrefix(fe.path, "[") {
+			fe.path = path + fe.path
+		} else {
+			fe.path = path + "." + fe.path
+		}
+		return fe
+	}
+	return &fieldError{path: path, err: err}
+}
+
+func inElem(name string, i int, err error) error {
+	return inField(fmt.Sprintf("%s[%d]", name, i), err)
+}
+
+// Decoder turns staged EVM records (see MarshalRecord) into rows of the
+// blocks, transactions and logs tables. It holds no per-call state and is
+// safe for concurrent use.
+//
+// It reads the record with a hand-written scanner that visits only the
+// fields that become columns and hex-decodes byte fields straight into a
+// per-block slab: rows reference the slab until they are copied out.
+type Decoder struct {
+	tables []chain.Table
+	pool   sync.Pool // *decodeState
+}
+
+// NewDecoder returns an EVM decoder.
+func NewDecoder() *Decoder { return &Decoder{tables: Tables()} }
+
+// Family reports chain.FamilyEVM.
+func (d *Decoder) Family() chain.Family { return chain.FamilyEVM }
+
+// Tables returns the export tables in the order Decode fills them.
+func (d *Decoder) Tables() []chain.Table { return Tables() }
+
+// Decode appends the rows of the block at height to rows: one blocks row,
+// one transactions row per transaction (receipt fields joined in) and one
+// logs row per log. A record that is malformed, holds another height, or
+// whose receipts are not the block's returns a *DecodeError and leaves
+// rows as it found them.
+func (d *Decoder) Decode(height uint64, raw []byte, rows *chain.Rows) error {
+	lens := rows.Lens()
+	st, _ := d.pool.Get().(*decodeState)
+	if st == nil {
+		st = &decodeState{}
+	}
+	st.reset(height, raw, rows)
+	err := st.record()
+	st.release()
+	d.pool.Put(st)
+	if err != nil {
+		rows.Truncate(lens)
+		de := &DecodeError{Height: height, Field: "record", Err: err}
+		if fe, ok := err.(*fieldError); ok {
+			de.Field, de.Err = fe.path, fe.err
+		}
+		return de
+	}
+	return nil
+}
+
+// txState is what a transaction's receipt and logs are checked against.
+type txState struct {
+	row         []any
+	hash        [32]byte
+	hashText    []byte // as written in the record, for cheap comparisons
+	hashVal     any    // the hash bytea, shared by the transaction and its logs
+	indexVal    any
+	blockHash   []byte // as written; checked once the block's hash is known
+	blockNumber uint64
+	index       uint64
+	seen        uint8 // seenBlockHash | seenBlockNumber | seenIndex
+}
+
+const (
+	seenBlockHash = 1 << iota
+	seenBlockNumber
+	seenIndex
+)
+
+type decodeState struct {
+	height    uint64
+	sc        scanner
+	rows      *chain.Rows
+	slab      slab
+	heightVal any
+	blockRow  []any
+	blockHash [32]byte
+	hashText  []byte // as written in the record, for cheap comparisons
+	haveHash  bool
+	txs       []txState
+	nLogs     int
+	lastLog   int64
+}
+
+func (st *decodeState) reset(height uint64, raw []byte, rows *chain.Rows) {
+	st.height = height
+	st.sc = scanner{b: raw}
+	st.rows = rows
+	st.slab = newSlab(len(raw))
+	st.heightVal = int64(height)
+	st.blockRow = nil
+	st.hashText = nil
+	st.haveHash = false
+	st.txs = st.txs[:0]
+	st.nLogs = 0
+	st.lastLog = -1
+}
+
+// release drops references into the caller's rows and input before the
+// state goes back to the pool.
+func (st *decodeState) release() {
+	clear(st.txs)
+	st.txs = st.txs[:0]
+	st.sc = scanner{}
+	st.rows = nil
+	st.slab = slab{}
+	st.blockRow = nil
+	st.heightVal = nil
+}
+
+func (st *decodeState) record() error {
+	s := &st.sc
+	if err := s.beginObject(); err != nil {
+		return err
+	}
+	var (
+		n           int
+		haveBlock   bool
+		haveRcpts   bool
+		receiptsPos = -1
+	)
+	for {
+		key, done, err := s.nextKey(&n)
+		if err != nil {
+			return err
+		}
+		if done {
+			break
+		}
+		switch string(key) {
+		case "block":
+			if haveBlock {
+				return &fieldError{path: "block", err: errors.New("duplicate field")}
+			}
+			haveBlock = true
+			if err := st.block(); err != nil {
+				return inField("block", err)
+			}
+			if receiptsPos >= 0 {
+				// The receipts came first; go back for them now that the
+				// block they are checked against is known.
+				resume := s.i
+				s.i = receiptsPos
+				if err := st.receipts(); err != nil {
+					return inField("receipts", err)
+				}
+				s.i = resume
+			}
+		case "receipts":
+			if haveRcpts {
+				return &fieldError{path: "receipts", err: errors.New("duplicate field")}
+			}
+			haveRcpts = true
+			if haveBlock {
+				if err := st.receipts(); err != nil {
+					return inField("receipts", err)
+				}
+			} else {
+				receiptsPos = s.i
+				if err := s.skip(); err != nil {
+					return inField("receipts", err)
+				}
+			}
+		default:
+			if err := s.skip(); err != nil {
+				return inField(string(key), err)
+			}
+		}
+	}
+	if !haveBlock {
+		return &fieldError{path: "block", err: errMissing}
+	}
+	if !haveRcpts {
+		return &fieldError{path: "receipts", err: errMissing}
+	}
+	return s.end()
+}
+
+var errMissing = errors.New("missing")
+
+// Required fields of a block.
+const (
+	reqNumber = 1 << iota
+	reqHash
+	reqParentHash
+	reqTimestamp
+	reqMiner
+	reqGasLimit
+	reqGasUsed
+	reqTransactions
+	reqAllBlock = 1<<iota - 1
+)
+
+var blockRequired = []string{"number", "hash", "parentHash", "timestamp", "miner", "gasLimit", "gasUsed", "transactions"}
+
+func missingField(names []string, have, all int) error {
+	for i, n := range names {
+		if all&(1<<i) != 0 && have&(1<<i) == 0 {
+			return &fieldError{path: n, err: errMissing}
+		}
+	}
+	return errMissing
+}
+
+func (st *decodeState) block() error {
+	s := &st.sc
+	if s.null() {
+		return errors.New("block is null (not found on the node?)")
+	}
+	if err := s.beginObject(); err != nil {
+		return err
+	}
+	row := st.rows.Row(TableBlocks)
+	clear(row)
+	st.blockRow = row
+	row[colBlockNumber] = st.heightVal
+	var have, n int
+	for {
+		key, done, err := s.nextKey(&n)
+		if err != nil {
+			return err
+		}
+		if done {
+			break
+		}
+		if string(key) == "transactions" {
+			if err := st.transactions(); err != nil {
+				return inField("transactions", err)
+			}
+			have |= reqTransactions
+			continue
+		}
+		if s.null() {
+			continue
+		}
+		if s.peek() != '"' {
+			// uncles, withdrawals: not exported.
+			if err := s.skip(); err != nil {
+				return inField(string(key), err)
+			}
+			continue
+		}
+		if err := st.blockField(key, row, &have); err != nil {
+			return inField(string(key), err)
+		}
+	}
+	if have != reqAllBlock {
+		return missingField(blockRequired, have, reqAllBlock)
+	}
+	row[colBlockTxCount] = int32(len(st.txs))
+	// Transactions may precede the block hash in the object; check them now.
+	for i := range st.txs {
+		t := &st.txs[i]
+		if t.seen&seenBlockHash != 0 {
+			if err := st.checkBlockHash(t.blockHash); err != nil {
+				return inElem("transactions", i, inField("blockHash", err))
+			}
+		}
+		if t.seen&seenBlockNumber != 0 && t.blockNumber != st.height {
+			return inElem("transactions", i, inField("blockNumber", fmt.Errorf("%w: %d is not the block's number %d",
+				ErrReceiptMismatch, t.blockNumber, st.height)))
+		}
+	}
+	return nil
+}
+
+func (st *decodeState) blockField(key []byte, row []any, have *int) error {
+	s := &st.sc
+	v, err := s.str()
+	if err != nil {
+		return err
+	}
+	switch string(key) {
+	case "number":
+		h, err := parseUint(v)
+		if err != nil {
+			return err
+		}
+		if h != st.height {
+			return fmt.Errorf("%w: block %d", ErrHeightMismatch, h)
+		}
+		*have |= reqNumber
+	case "hash":
+		if err := parseFixed(st.blockHash[:], v); err != nil {
+			return err
+		}
+		st.haveHash = true
+		st.hashText = v
+		row[colBlockHash] = st.slab.alloc(32)
+		copy(row[colBlockHash].([]byte), st.blockHash[:])
+		*have |= reqHash
+	case "parentHash":
+		return st.putFixed(row, colBlockParentHash, v, 32, have, reqParentHash)
+	case "timestamp":
+		ts, err := parseInt64(v)
+		if err != nil {
+			return err
+		}
+		row[colBlockTimestamp] = time.Unix(ts, 0).UTC()
+		*have |= reqTimestamp
+	case "miner":
+		return st.putFixed(row, colBlockMiner, v, 20, have, reqMiner)
+	case "gasLimit":
+		return putInt64(row, colBlockGasLimit, v, have, reqGasLimit)
+	case "gasUsed":
+		return putInt64(row, colBlockGasUsed, v, have, reqGasUsed)
+	case "baseFeePerGas":
+		return putNumeric(row, colBlockBaseFee, v)
+	case "size":
+		return putInt64(row, colBlockSize, v, nil, 0)
+	case "extraData":
+		return st.putBytes(row, colBlockExtraData, v)
+	case "nonce":
+		return st.putBytes(row, colBlockNonce, v)
+	case "difficulty":
+		return putNumeric(row, colBlockDifficulty, v)
+	case "sha3Uncles":
+		return st.putFixed(row, colBlockSha3Uncles, v, 32, nil, 0)
+	case "logsBloom":
+		return st.putFixed(row, colBlockLogsBloom, v, 256, nil, 0)
+	case "stateRoot":
+		return st.putFixed(row, colBlockStateRoot, v, 32, nil, 0)
+	case "transactionsRoot":
+		return st.putFixed(row, colBlockTxRoot, v, 32, nil, 0)
+	case "receiptsRoot":
+		return st.putFixed(row, colBlockReceiptsRoot, v, 32, nil, 0)
+	case "mixHash":
+		return st.putFixed(row, colBlockMixHash, v, 32, nil, 0)
+	case "withdrawalsRoot":
+		return st.putFixed(row, colBlockWithdrawalsRoot, v, 32, nil, 0)
+	case "blobGasUsed":
+		return putInt64(row, colBlockBlobGasUsed, v, nil, 0)
+	case "excessBlobGas":
+		return putInt64(row, colBlockExcessBlobGas, v, nil, 0)
+	case "parentBeaconBlockRoot":
+		return st.putFixed(row, colBlockParentBeaconRoot, v, 32, nil, 0)
+	case "requestsHash":
+		return st.putFixed(row, colBlockRequestsHash, v, 32, nil, 0)
+	}
+	return nil
+}
+
+func (st *decodeState) putFixed(row []any, col int, v []byte, n int, have *int, bit int) error {
+	b, err := st.slab.fixed(v, n)
+	if err != nil {
+		return err
+	}
+	row[col] = b
+	if have != nil {
+		*have |= bit
+	}
+	return nil
+}
+
+func (st *decodeState) putBytes(row []any, col int, v []byte) error {
+	b, err := st.slab.bytes(v)
+	if err != nil {
+		return err
+	}
+	row[col] = b
+	return nil
+}
+
+func putInt64(row []any, col int, v []byte, have *int, bit int) error {
+	x, err := parseInt64(v)
+	if err != nil {
+		return err
+	}
+	row[col] = x
+	if have != nil {
+		*have |= bit
+	}
+	return nil
+}
+
+func putNumeric(row []any, col int, v []byte) error {
+	x, err := parseNumeric(v)
+	if err != nil {
+		return err
+	}
+	row[col] = x
+	return nil
+}
+
+func (st *decodeState) transactions() error {
+	s := &st.sc
+	if s.null() {
+		return nil
+	}
+	if err := s.beginArray(); err != nil {
+		return err
+	}
+	n := 0
+	for {
+		done, err := s.nextElem(&n)
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		i := len(st.txs)
+		if i >= math.MaxInt32 {
+			return errRange
+		}
+		if err := st.transaction(i); err != nil {
+			return inElem("", i, err)
+		}
+	}
+}
+
+// Required fields of a transaction.
+const (
+	reqTxHash = 1 << iota
+	reqTxFrom
+	reqTxValue
+	reqTxInput
+	reqTxNonce
+	reqTxGas
+	reqAllTx = 1<<iota - 1
+)
+
+var txRequired = []string{"hash", "from", "value", "input", "nonce", "gas"}
+
+func (st *decodeState) transaction(i int) error {
+	s := &st.sc
+	if s.peek() != '{' {
+		return errors.New("want a transaction object (fetch blocks with full transactions)")
+	}
+	if err := s.beginObject(); err != nil {
+		return err
+	}
+	st.txs = append(st.txs, txState{})
+	t := &st.txs[i]
+	row := st.rows.Row(TableTransactions)
+	clear(row)
+	t.row = row
+	t.indexVal = int32(i)
+	row[colTxBlockNumber] = st.heightVal
+	row[colTxIndex] = t.indexVal
+	row[colTxType] = int16(0)
+	var have, n int
+	for {
+		key, done, err := s.nextKey(&n)
+		if err != nil {
+			return err
+		}
+		if done {
+			break
+		}
+		if s.null() {
+			continue // to of a creation, fields a client sends as null
+		}
+		if string(key) == "blobVersionedHashes" {
+			hs, err := st.hashList()
+			if err != nil {
+				return inField("blobVersionedHashes", err)
+			}
+			row[colTxBlobHashes] = hs
+			continue
+		}
+		if s.peek() != '"' {
+			// accessList, authorizationList: not exported.
+			if err := s.skip(); err != nil {
+				return inField(string(key), err)
+			}
+			continue
+		}
+		if err := st.txField(t, key, row, &have); err != nil {
+			return inField(string(key), err)
+		}
+	}
+	if have != reqAllTx {
+		return missingField(txRequired, have, reqAllTx)
+	}
+	if t.seen&seenIndex != 0 && t.index != uint64(i) {
+		return inField("transactionIndex", fmt.Errorf("%d at position %d", t.index, i))
+	}
+	return nil
+}
+
+func (st *decodeState) txField(t *txState, key []byte, row []any, have *int) error {
+	v, err := st.sc.str()
+	if err != nil {
+		return err
+	}
+	switch string(key) {
+	case "hash":
+		if err := parseFixed(t.hash[:], v); err != nil {
+			return err
+		}
+		b := st.slab.alloc(32)
+		copy(b, t.hash[:])
+		t.hashVal = b
+		t.hashText = v
+		row[colTxHash] = t.hashVal
+		*have |= reqTxHash
+	case "from":
+		return st.putFixed(row, colTxFrom, v, 20, have, reqTxFrom)
+	case "to":
+		return st.putFixed(row, colTxTo, v, 20, nil, 0)
+	case "value":
+		*have |= reqTxValue
+		return putNumeric(row, colTxValue, v)
+	case "input":
+		*have |= reqTxInput
+		return st.putBytes(row, colTxInput, v)
+	case "nonce":
+		return putInt64(row, colTxNonce, v, have, reqTxNonce)
+	case "gas":
+		return putInt64(row, colTxGas, v, have, reqTxGas)
+	case "gasPrice":
+		return putNumeric(row, colTxGasPrice, v)
+	case "maxFeePerGas":
+		return putNumeric(row, colTxMaxFee, v)
+	case "maxPriorityFeePerGas":
+		return putNumeric(row, colTxMaxPriorityFee, v)
+	case "maxFeePerBlobGas":
+		return putNumeric(row, colTxMaxFeePerBlobGas, v)
+	case "type":
+		x, err := parseUint(v)
+		if err != nil {
+			return err
+		}
+		if x > math.MaxInt16 {
+			return badHex(v, errRange)
+		}
+		row[colTxType] = int16(x)
+	case "blockHash":
+		t.blockHash = v
+		t.seen |= seenBlockHash
+	case "blockNumber":
+		x, err := parseUint(v)
+		if err != nil {
+			return err
+		}
+		t.blockNumber = x
+		t.seen |= seenBlockNumber
+	case "transactionIndex":
+		x, err := parseUint(v)
+		if err != nil {
+			return err
+		}
+		t.index = x
+		t.seen |= seenIndex
+	}
+	return nil
+}
+
+// hashList reads an array of 32-byte hashes.
+func (st *decodeState) hashList() ([][]byte, error) {
+	s := &st.sc
+	if err := s.beginArray(); err != nil {
+		return nil, err
+	}
+	out := make([][]byte, 0, 6)
+	n := 0
+	for {
+		done, err := s.nextElem(&n)
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			return out, nil
+		}
+		v, err := s.str()
+		if err != nil {
+			return nil, err
+		}
+		b, err := st.slab.fixed(v, 32)
+		if err != nil {
+			return nil, inElem("", len(out), err)
+		}
+		out = append(out, b)
+	}
+}
+
+func (st *decodeState) receipts() error {
+	s := &st.sc
+	n := 0
+	if !s.null() {
+		if err := s.beginArray(); err != nil {
+			return err
+		}
+		for {
+			done, err := s.nextElem(&n)
+			if err != nil {
+				return err
+			}
+			if done {
+				break
+			}
+			i := n - 1
+			if i >= len(st.txs) {
+				return fmt.Errorf("%w: more receipts than the block's %d transactions", ErrReceiptMismatch, len(st.txs))
+			}
+			if err := st.receipt(i); err != nil {
+				return inElem("", i, err)
+			}
+		}
+	}
+	if n != len(st.txs) {
+		return fmt.Errorf("%w: %d receipts for %d transactions", ErrReceiptMismatch, n, len(st.txs))
+	}
+	return nil
+}
+
+// Required fields of a receipt.
+const (
+	reqRcptTxHash = 1 << iota
+	reqRcptGasUsed
+	reqRcptCumulative
+	reqAllRcpt = 1<<iota - 1
+)
+
+var rcptRequired = []string{"transactionHash", "gasUsed", "cumulativeGasUsed"}
+
+func (st *decodeState) receipt(i int) error {
+	s := &st.sc
+	if err := s.beginObject(); err != nil {
+		return err
+	}
+	t := &st.txs[i]
+	row := t.row
+	var have, n int
+	var h [32]byte
+	for {
+		key, done, err := s.nextKey(&n)
+		if err != nil {
+			return err
+		}
+		if done {
+			break
+		}
+		if s.null() {
+			continue
+		}
+		if string(key) == "logs" {
+			if err := st.logs(t, i); err != nil {
+				return inField("logs", err)
+			}
+			continue
+		}
+		if s.peek() != '"' {
+			if err := s.skip(); err != nil {
+				return inField(string(key), err)
+			}
+			continue
+		}
+		v, err := s.str()
+		if err != nil {
+			return inField(string(key), err)
+		}
+		switch string(key) {
+		case "transactionHash":
+			have |= reqRcptTxHash
+			if bytes.Equal(v, t.hashText) {
+				break
+			}
+			if err := parseFixed(h[:], v); err != nil {
+				return inField("transactionHash", err)
+			}
+			if h != t.hash {
+				return inField("transactionHash", fmt.Errorf("%w: 0x%x is not the hash of transaction %d (0x%x)",
+					ErrReceiptMismatch, h, i, t.hash))
+			}
+		case "blockHash":
+			err = st.checkBlockHash(v)
+		case "blockNumber":
+			err = st.checkBlockNumber(v)
+		case "transactionIndex":
+			err = checkIndex(v, i)
+		case "status":
+			var x uint64
+			if x, err = parseUint(v); err == nil {
+				if x > 1 {
+					err = badHex(v, errRange)
+				}
+				row[colTxStatus] = int16(x)
+			}
+		case "gasUsed":
+			err = putInt64(row, colTxGasUsed, v, &have, reqRcptGasUsed)
+		case "cumulativeGasUsed":
+			err = putInt64(row, colTxCumulativeGasUsed, v, &have, reqRcptCumulative)
+		case "effectiveGasPrice":
+			err = putNumeric(row, colTxEffectiveGasPrice, v)
+		case "contractAddress":
+			err = st.putFixed(row, colTxContractAddress, v, 20, nil, 0)
+		case "blobGasUsed":
+			err = putInt64(row, colTxBlobGasUsed, v, nil, 0)
+		case "blobGasPrice":
+			err = putNumeric(row, colTxBlobGasPrice, v)
+		}
+		if err != nil {
+			return inField(string(key), err)
+		}
+	}
+	if have != reqAllRcpt {
+		return missingField(rcptRequired, have, reqAllRcpt)
+	}
+	return nil
+}
+
+func (st *decodeState) checkBlockHash(v []byte) error {
+	if bytes.Equal(v, st.hashText) {
+		return nil
+	}
+	var h [32]byte
+	if err := parseFixed(h[:], v); err != nil {
+		return err
+	}
+	if h != st.blockHash {
+		return fmt.Errorf("%w: block hash 0x%x is not 0x%x", ErrReceiptMismatch, h, st.blockHash)
+	}
+	return nil
+}
+
+func (st *decodeState) checkBlockNumber(v []byte) error {
+	x, err := parseUint(v)
+	if err != nil {
+		return err
+	}
+	if x != st.height {
+		return fmt.Errorf("%w: block number %d is not %d", ErrReceiptMismatch, x, st.height)
+	}
+	return nil
+}
+
+func checkIndex(v []byte, i int) error {
+	x, err := parseUint(v)
+	if err != nil {
+		return err
+	}
+	if x != uint64(i) {
+		return fmt.Errorf("%w: transaction index %d is not %d", ErrReceiptMismatch, x, i)
+	}
+	return nil
+}
+
+func (st *decodeState) logs(t *txState, txIndex int) error {
+	s := &st.sc
+	if err := s.beginArray(); err != nil {
+		return err
+	}
+	n := 0
+	for {
+		done, err := s.nextElem(&n)
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		if err := st.log(t, txIndex); err != nil {
+			return inElem("", n-1, err)
+		}
+	}
+}
+
+// Required fields of a log.
+const (
+	reqLogAddress = 1 << iota
+	reqLogTopics
+	reqLogData
+	reqLogIndex
+	reqAllLog = 1<<iota - 1
+)
+
+var logRequired = []string{"address", "topics", "data", "logIndex"}
+
+func (st *decodeState) log(t *txState, txIndex int) error {
+	s := &st.sc
+	if err := s.beginObject(); err != nil {
+		return err
+	}
+	row := st.rows.Row(TableLogs)
+	clear(row)
+	row[colLogBlockNumber] = st.heightVal
+	row[colLogTxIndex] = t.indexVal
+	row[colLogTxHash] = t.hashVal
+	var have, n int
+	for {
+		key, done, err := s.nextKey(&n)
+		if err != nil {
+			return err
+		}
+		if done {
+			break
+		}
+		if string(key) == "topics" {
+			if err := st.topics(row); err != nil {
+				return inField("topics", err)
+			}
+			have |= reqLogTopics
+			continue
+		}
+		if s.peek() != '"' {
+			if err := s.skip(); err != nil { // removed, and anything new
+				return inField(string(key), err)
+			}
+			continue
+		}
+		v, err := s.str()
+		if err != nil {
+			return inField(string(key), err)
+		}
+		switch string(key) {
+		case "address":
+			err = st.putFixed(row, colLogAddress, v, 20, &have, reqLogAddress)
+		case "data":
+			err = st.putBytes(row, colLogData, v)
+			have |= reqLogData
+		case "logIndex":
+			var x uint64
+			if x, err = parseUint(v); err == nil {
+				if int64(x) <= st.lastLog || x > math.MaxInt32 {
+					err = fmt.Errorf("log index %d does not follow %d", x, st.lastLog)
+				}
+				st.lastLog = int64(x)
+				row[colLogIndex] = int32(x)
+				have |= reqLogIndex
+			}
+		case "transactionHash":
+			var h [32]byte
+			if bytes.Equal(v, t.hashText) {
+				break
+			}
+			if err = parseFixed(h[:], v); err == nil && h != t.hash {
+				err = fmt.Errorf("%w: 0x%x is not the hash of transaction %d (0x%x)", ErrReceiptMismatch, h, txIndex, t.hash)
+			}
+		case "transactionIndex":
+			err = checkIndex(v, txIndex)
+		case "blockHash":
+			err = st.checkBlockHash(v)
+		case "blockNumber":
+			err = st.checkBlockNumber(v)
+		}
+		if err != nil {
+			return inField(string(key), err)
+		}
+	}
+	if have != reqAllLog {
+		return missingField(logRequired, have, reqAllLog)
+	}
+	st.nLogs++
+	return nil
+}
+
+func (st *decodeState) topics(row []any) error {
+	s := &st.sc
+	if err := s.beginArray(); err != nil {
+		return err
+	}
+	n := 0
+	for {
+		done, err := s.nextElem(&n)
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		if n > 4 {
+			return errors.New("more than 4 topics")
+		}
+		v, err := s.str()
+		if err != nil {
+			return inElem("", n-1, err)
+		}
+		b, err := st.slab.fixed(v, 32)
+		if err != nil {
+			return inElem("", n-1, err)
+		}
+		row[colLogTopic0+n-1] = b
+	}
+}

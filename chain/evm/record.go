@@ -1,0 +1,133 @@
+// Package evm is blockhaul's Ethereum-family chain: the raw record format
+// staged for one block, a deterministic synthetic source of such records,
+// and the decoder that turns them into rows of the blocks, transactions and
+// logs tables (whose DDL it also owns).
+//
+// A raw record is one JSON object holding what an execution client returns
+// for a block, byte for byte:
+//
+//	{"block": <eth_getBlockByNumber(h, true)>, "receipts": <eth_getBlockReceipts(h)>}
+//
+// Keeping the node's own JSON lets a schema change be re-exported from
+// staging without refetching anything.
+package evm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// MarshalRecord builds the raw record of one block from the result of
+// eth_getBlockByNumber (with full transactions) and the result of
+// eth_getBlockReceipts (a JSON array). Both are embedded unchanged; a nil
+// or empty receipts stands for an empty list.
+func MarshalRecord(block, receipts json.RawMessage) []byte {
+	if len(receipts) == 0 {
+		receipts = json.RawMessage("[]")
+	}
+	out := make([]byte, 0, len(block)+len(receipts)+len(`{"block":,"receipts":}`))
+	out = append(out, `{"block":`...)
+	out = append(out, block...)
+	out = append(out, `,"receipts":`...)
+	out = append(out, receipts...)
+	return append(out, '}')
+}
+
+// MarshalRecordReceipts is MarshalRecord for receipts fetched one by one
+// (eth_getTransactionReceipt), given in transaction order.
+func MarshalRecordReceipts(block json.RawMessage, receipts []json.RawMessage) []byte {
+	n := 2
+	for _, r := range receipts {
+		n += len(r) + 1
+	}
+	arr := make([]byte, 0, n)
+	arr = append(arr, '[')
+	for i, r := range receipts {
+		if i > 0 {
+			arr = append(arr, ',')
+		}
+		arr = append(arr, r...)
+	}
+	arr = append(arr, ']')
+	return MarshalRecord(block, arr)
+}
+
+// BlockIdentity reads the height, hash and parent hash of the block in a
+// raw record without decoding the rest, for sources that must check that a
+// node returned the block that was asked for.
+func BlockIdentity(raw []byte) (hash, parentHash []byte, height uint64, err error) {
+	hash, parentHash, height, err = blockIdentity(raw)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("evm: block identity: %w", err)
+	}
+	return hash, parentHash, height, nil
+}
+
+func blockIdentity(raw []byte) (hash, parentHash []byte, height uint64, err error) {
+	s := &scanner{b: raw}
+	if err := s.beginObject(); err != nil {
+		return nil, nil, 0, err
+	}
+	n := 0
+	for {
+		key, done, err := s.nextKey(&n)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		if done {
+			return nil, nil, 0, errors.New("record has no block")
+		}
+		if string(key) != "block" {
+			if err := s.skip(); err != nil {
+				return nil, nil, 0, err
+			}
+			continue
+		}
+		if s.null() {
+			return nil, nil, 0, errors.New("block is null (not found on the node?)")
+		}
+		if err := s.beginObject(); err != nil {
+			return nil, nil, 0, err
+		}
+		const all = 7
+		seen, m := 0, 0
+		hash, parentHash = make([]byte, 32), make([]byte, 32)
+		for seen != all {
+			key, done, err := s.nextKey(&m)
+			if err != nil {
+				return nil, nil, 0, err
+			}
+			if done {
+				return nil, nil, 0, missingField([]string{"number", "hash", "parentHash"}, seen, all)
+			}
+			var v []byte
+			switch string(key) {
+			case "number", "hash", "parentHash":
+				if v, err = s.str(); err != nil {
+					return nil, nil, 0, inField(string(key), err)
+				}
+			default:
+				if err := s.skip(); err != nil {
+					return nil, nil, 0, err
+				}
+				continue
+			}
+			switch string(key) {
+			case "number":
+				height, err = parseUint(v)
+				seen |= 1
+			case "hash":
+				err = parseFixed(hash, v)
+				seen |= 2
+			case "parentHash":
+				err = parseFixed(parentHash, v)
+				seen |= 4
+			}
+			if err != nil {
+				return nil, nil, 0, inField(string(key), err)
+			}
+		}
+		return hash, parentHash, height, nil
+	}
+}

@@ -1,0 +1,186 @@
+package evm
+
+import "github.com/blockhaul/blockhaul/chain"
+
+// Table positions in Tables() and Rows.
+const (
+	TableBlocks = iota
+	TableTransactions
+	TableLogs
+)
+
+// Column positions of the blocks table.
+const (
+	colBlockNumber = iota
+	colBlockHash
+	colBlockParentHash
+	colBlockTimestamp
+	colBlockMiner
+	colBlockGasLimit
+	colBlockGasUsed
+	colBlockBaseFee
+	colBlockTxCount
+	colBlockSize
+	colBlockExtraData
+	colBlockNonce
+	colBlockDifficulty
+	colBlockSha3Uncles
+	colBlockLogsBloom
+	colBlockStateRoot
+	colBlockTxRoot
+	colBlockReceiptsRoot
+	colBlockMixHash
+	colBlockWithdrawalsRoot
+	colBlockBlobGasUsed
+	colBlockExcessBlobGas
+	colBlockParentBeaconRoot
+	colBlockRequestsHash
+	numBlockCols
+)
+
+// Column positions of the transactions table.
+const (
+	colTxBlockNumber = iota
+	colTxIndex
+	colTxHash
+	colTxType
+	colTxNonce
+	colTxFrom
+	colTxTo
+	colTxValue
+	colTxInput
+	colTxGas
+	colTxGasPrice
+	colTxMaxFee
+	colTxMaxPriorityFee
+	colTxMaxFeePerBlobGas
+	colTxBlobHashes
+	colTxStatus
+	colTxGasUsed
+	colTxCumulativeGasUsed
+	colTxEffectiveGasPrice
+	colTxContractAddress
+	colTxBlobGasUsed
+	colTxBlobGasPrice
+	numTxCols
+)
+
+// Column positions of the logs table.
+const (
+	colLogBlockNumber = iota
+	colLogIndex
+	colLogTxIndex
+	colLogTxHash
+	colLogAddress
+	colLogTopic0
+	colLogTopic1
+	colLogTopic2
+	colLogTopic3
+	colLogData
+	numLogCols
+)
+
+// Tables returns the export tables of the EVM family, in the order Decode
+// fills them. Column names follow ethereum-etl where it has one
+// (transaction_count, from_address, to_address, topic0..3); receipt fields
+// are joined into transactions without a receipt_ prefix.
+//
+// Hashes and addresses are bytea; wei amounts, which exceed int64 routinely,
+// are numeric; gas quantities are bigint. A column is nullable when a real
+// chain can lack the field: a fork not yet active (base fee before London,
+// blob gas before Cancun), a transaction type without it (max fees of
+// legacy transactions), or a creation (to_address). timestamp is a
+// timestamptz: it is what queries compare against, and there is one per
+// block, so its encoding cost does not matter.
+func Tables() []chain.Table {
+	bigint := func(n string) chain.Column { return chain.Column{Name: n, Type: "bigint"} }
+	integer := func(n string) chain.Column { return chain.Column{Name: n, Type: "integer"} }
+	bytea := func(n string) chain.Column { return chain.Column{Name: n, Type: "bytea"} }
+	null := func(c chain.Column) chain.Column { c.Null = true; return c }
+	numeric := func(n string) chain.Column { return chain.Column{Name: n, Type: "numeric"} }
+
+	blocks := chain.Table{
+		Name:         "blocks",
+		HeightColumn: "number",
+		PrimaryKey:   []string{"number"},
+		Columns: []chain.Column{
+			colBlockNumber:           bigint("number"),
+			colBlockHash:             bytea("hash"),
+			colBlockParentHash:       bytea("parent_hash"),
+			colBlockTimestamp:        {Name: "timestamp", Type: "timestamptz"},
+			colBlockMiner:            bytea("miner"),
+			colBlockGasLimit:         bigint("gas_limit"),
+			colBlockGasUsed:          bigint("gas_used"),
+			colBlockBaseFee:          null(numeric("base_fee_per_gas")),
+			colBlockTxCount:          integer("transaction_count"),
+			colBlockSize:             null(bigint("size")),
+			colBlockExtraData:        null(bytea("extra_data")),
+			colBlockNonce:            null(bytea("nonce")),
+			colBlockDifficulty:       null(numeric("difficulty")),
+			colBlockSha3Uncles:       null(bytea("sha3_uncles")),
+			colBlockLogsBloom:        null(bytea("logs_bloom")),
+			colBlockStateRoot:        null(bytea("state_root")),
+			colBlockTxRoot:           null(bytea("transactions_root")),
+			colBlockReceiptsRoot:     null(bytea("receipts_root")),
+			colBlockMixHash:          null(bytea("mix_hash")),
+			colBlockWithdrawalsRoot:  null(bytea("withdrawals_root")),
+			colBlockBlobGasUsed:      null(bigint("blob_gas_used")),
+			colBlockExcessBlobGas:    null(bigint("excess_blob_gas")),
+			colBlockParentBeaconRoot: null(bytea("parent_beacon_block_root")),
+			colBlockRequestsHash:     null(bytea("requests_hash")),
+		},
+		Indexes: []chain.Index{{Name: "blocks_hash_idx", Columns: "(hash)"}},
+	}
+	txs := chain.Table{
+		Name:         "transactions",
+		HeightColumn: "block_number",
+		PrimaryKey:   []string{"block_number", "transaction_index"},
+		Columns: []chain.Column{
+			colTxBlockNumber:       bigint("block_number"),
+			colTxIndex:             integer("transaction_index"),
+			colTxHash:              bytea("hash"),
+			colTxType:              {Name: "type", Type: "smallint"},
+			colTxNonce:             bigint("nonce"),
+			colTxFrom:              bytea("from_address"),
+			colTxTo:                null(bytea("to_address")),
+			colTxValue:             numeric("value"),
+			colTxInput:             bytea("input"),
+			colTxGas:               bigint("gas"),
+			colTxGasPrice:          null(numeric("gas_price")),
+			colTxMaxFee:            null(numeric("max_fee_per_gas")),
+			colTxMaxPriorityFee:    null(numeric("max_priority_fee_per_gas")),
+			colTxMaxFeePerBlobGas:  null(numeric("max_fee_per_blob_gas")),
+			colTxBlobHashes:        {Name: "blob_versioned_hashes", Type: "bytea[]", Null: true},
+			colTxStatus:            {Name: "status", Type: "smallint", Null: true},
+			colTxGasUsed:           bigint("gas_used"),
+			colTxCumulativeGasUsed: bigint("cumulative_gas_used"),
+			colTxEffectiveGasPrice: null(numeric("effective_gas_price")),
+			colTxContractAddress:   null(bytea("contract_address")),
+			colTxBlobGasUsed:       null(bigint("blob_gas_used")),
+			colTxBlobGasPrice:      null(numeric("blob_gas_price")),
+		},
+		Indexes: []chain.Index{{Name: "transactions_hash_idx", Columns: "(hash)"}},
+	}
+	logs := chain.Table{
+		Name:         "logs",
+		HeightColumn: "block_number",
+		PrimaryKey:   []string{"block_number", "log_index"},
+		Columns: []chain.Column{
+			colLogBlockNumber: bigint("block_number"),
+			colLogIndex:       integer("log_index"),
+			colLogTxIndex:     integer("transaction_index"),
+			colLogTxHash:      bytea("transaction_hash"),
+			colLogAddress:     bytea("address"),
+			colLogTopic0:      null(bytea("topic0")),
+			colLogTopic1:      null(bytea("topic1")),
+			colLogTopic2:      null(bytea("topic2")),
+			colLogTopic3:      null(bytea("topic3")),
+			colLogData:        bytea("data"),
+		},
+		Indexes: []chain.Index{
+			{Name: "logs_address_idx", Columns: "(address)"},
+			{Name: "logs_topic0_idx", Columns: "(topic0)"},
+		},
+	}
+	return []chain.Table{TableBlocks: blocks, TableTransactions: txs, TableLogs: logs}
+}

@@ -1,0 +1,157 @@
+// Command blockhaul rebuilds blockchain history into PostgreSQL.
+//
+//	blockhaul run|fetch|export|status [flags]
+//
+// Every flag can also be set through an environment variable
+// (BLOCKHAUL_<FLAG>, see --help); flags win over the environment.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/blockhaul/blockhaul/pipeline"
+	"github.com/spf13/pflag"
+)
+
+const usage = `blockhaul rebuilds blockchain history into PostgreSQL.
+
+Usage:
+  blockhaul run     --pg DSN --from N --to M   fetch and export at once
+  blockhaul fetch   --from N --to M            stage blocks only
+  blockhaul export  --pg DSN --from N --to M   export staged blocks; no network but the database
+  blockhaul status  [--pg DSN]                 staged ranges, gaps and checkpoints
+
+With no --rpc, blocks come from a deterministic synthetic chain (--synthetic-seed).
+
+Exit status: 0 range complete; 1 runtime failure; 2 invalid configuration;
+3 interrupted part way (resumable); 4 fatal data error (continuity break,
+corrupt record, wrong chain).
+
+Flags (environment variable in brackets):
+`
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			fs, _ := newFlags("run")
+			fs.SetOutput(os.Stdout)
+			fs.Usage()
+			return 0
+		}
+		fmt.Fprint(os.Stderr, usage)
+		return pipeline.ExitConfig
+	}
+	cmd := args[0]
+	fs, cfg := newFlags(cmd)
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(os.Stderr, "blockhaul:", err)
+		return pipeline.ExitConfig
+	}
+	if err := applyEnv(fs); err != nil {
+		fmt.Fprintln(os.Stderr, "blockhaul:", err)
+		return pipeline.ExitConfig
+	}
+	cfg.Command = cmd
+	cfg.ToSet = fs.Changed("to")
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "blockhaul:", err)
+		return pipeline.ExitConfig
+	}
+	log := newLogger(cfg)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	_, err := pipeline.Run(ctx, *cfg, os.Stdout, log)
+	code := pipeline.ExitCode(err)
+	if err != nil {
+		log.Error(cmd+" failed", "err", err, "exit", code)
+	}
+	return code
+}
+
+func newLogger(cfg *pipeline.Config) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler
+	if cfg.LogFormat == "json" {
+		h = slog.NewJSONHandler(os.Stderr, opts)
+	} else {
+		h = slog.NewTextHandler(os.Stderr, opts)
+	}
+	return slog.New(h).With("cmd", cfg.Command, "chain", cfg.Chain)
+}
+
+func newFlags(cmd string) (*pflag.FlagSet, *pipeline.Config) {
+	cfg := &pipeline.Config{}
+	fs := pflag.NewFlagSet("blockhaul "+cmd, pflag.ContinueOnError)
+	fs.StringVar(&cfg.Chain, "chain", "cometbft", "chain family: cometbft or evm")
+	fs.StringSliceVar(&cfg.RPC, "rpc", nil, "RPC endpoint URL(s), comma separated; empty means the synthetic chain")
+	fs.Int64Var(&cfg.SyntheticSeed, "synthetic-seed", 1, "seed of the synthetic chain")
+	fs.Uint64Var(&cfg.SyntheticTip, "synthetic-tip", 0, "tip height of the synthetic chain (0: unbounded)")
+	fs.Uint64Var(&cfg.From, "from", 1, "first height (inclusive)")
+	fs.Uint64Var(&cfg.To, "to", 0, "last height (inclusive); default: the chain tip (fetch, run) or the staged prefix (export)")
+	fs.StringVar(&cfg.PG, "pg", "", "PostgreSQL DSN (URL or key=value)")
+	fs.StringVar(&cfg.Staging, "staging", "blockhaul-staging", "staging directory")
+	fs.StringVar(&cfg.Schema, "schema", "", "PostgreSQL schema (default: the chain family's name)")
+	fs.StringVar(&cfg.Alias, "alias", "", "name of this backfill (default: range-FROM-TO)")
+	fs.IntVar(&cfg.FetchWorkers, "fetch-workers", 8, "concurrent fetches")
+	fs.IntVar(&cfg.FetchSpan, "fetch-span", 16, "heights per fetch request")
+	fs.IntVar(&cfg.BatchBlocks, "batch-blocks", 500, "blocks per export transaction")
+	fs.Float64Var(&cfg.RPS, "rps", 0, "requests per second per RPC endpoint (0: unlimited)")
+	fs.DurationVar(&cfg.RPCTimeout, "rpc-timeout", 30*time.Second, "timeout of one RPC request")
+	fs.BoolVar(&cfg.SyncCommit, "sync-commit", false, "wait for WAL flush on every batch commit")
+	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.DurationVar(&cfg.Progress, "progress-interval", 10*time.Second, "interval of progress log lines (0: none)")
+	fs.SortFlags = false
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.VisitAll(func(f *pflag.Flag) {
+			fmt.Fprintf(fs.Output(), "  --%-18s %s [%s] (default %q)\n", f.Name, f.Usage, pipeline.EnvName(f.Name), f.DefValue)
+		})
+	}
+	return fs, cfg
+}
+
+// applyEnv sets every flag not given on the command line from its
+// environment variable. A value that does not parse is an error naming both.
+func applyEnv(fs *pflag.FlagSet) error {
+	var errs []error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed {
+			return
+		}
+		v, ok := os.LookupEnv(pipeline.EnvName(f.Name))
+		if !ok {
+			return
+		}
+		if err := fs.Set(f.Name, v); err != nil {
+			errs = append(errs, fmt.Errorf("--%s (%s): %q: %v", f.Name, pipeline.EnvName(f.Name), redactValue(f.Name, v), err))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func redactValue(flag, v string) string {
+	if flag == "pg" || flag == "rpc" {
+		return "<redacted>"
+	}
+	return v
+}

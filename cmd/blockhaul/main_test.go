@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/jackc/pgx/v5"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "blockhaul-bin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "blockhaul")
+	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build blockhaul: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// blockhaul runs the binary and returns its exit code and combined output.
+func blockhaul(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), string(out)
+	}
+	if err != nil {
+		t.Fatalf("run blockhaul: %v", err)
+	}
+	return 0, string(out)
+}
+
+// cleanEnv drops BLOCKHAUL_* variables so the tests' flags alone count.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "BLOCKHAUL_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+const seed = "7"
+
+func runArgs(cmd, dsn, staging string, from, to int) []string {
+	return []string{cmd, "--pg", dsn, "--staging", staging, "--from", fmt.Sprint(from), "--to", fmt.Sprint(to),
+		"--synthetic-seed", seed, "--batch-blocks", "200", "--progress-interval", "0", "--log-level", "warn"}
+}
+
+func connect(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+var tableKeys = map[string]string{
+	"blocks":       "height",
+	"transactions": "height, tx_index",
+	"events":       "height, event_index",
+}
+
+// fingerprint returns, per table, the row count and an md5 over every row
+// in primary-key order.
+func fingerprint(t *testing.T, dsn string) map[string]string {
+	t.Helper()
+	c := connect(t, dsn)
+	out := map[string]string{}
+	for table, key := range tableKeys {
+		var n int64
+		var sum *string
+		q := fmt.Sprintf(`SELECT count(*), md5(string_agg(md5(t::text), '' ORDER BY %s)) FROM cometbft.%s t`, key, table)
+		if err := c.QueryRow(context.Background(), q).Scan(&n, &sum); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		s := "<empty>"
+		if sum != nil {
+			s = *sum
+		}
+		out[table] = fmt.Sprintf("%d rows %s", n, s)
+	}
+	return out
+}
+
+func sameFingerprint(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	for table := range tableKeys {
+		if got[table] != want[table] {
+			t.Errorf("%s: table %s: %s, want %s", what, table, got[table], want[table])
+		}
+	}
+}
+
+func TestRunMatchesSyntheticChainAndRerunIsNoOp(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	stg := filepath.Join(t.TempDir(), "staging")
+	const from, to = 1, 3000
+	code, out := blockhaul(t, runArgs("run", dsn, stg, from, to)...)
+	if code != 0 {
+		t.Fatalf("run exited %d:\n%s", code, out)
+	}
+	// Every height's counts equal the synthetic chain's own.
+	src := cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: 7})
+	c := connect(t, dsn)
+	rows, err := c.Query(context.Background(), `
+SELECT b.height, b.num_txs,
+	(SELECT count(*) FROM cometbft.transactions t WHERE t.height = b.height),
+	(SELECT count(*) FROM cometbft.events e WHERE e.height = b.height)
+FROM cometbft.blocks b ORDER BY b.height`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := uint64(from)
+	for rows.Next() {
+		var h, numTxs, txs, events int64
+		if err := rows.Scan(&h, &numTxs, &txs, &events); err != nil {
+			t.Fatal(err)
+		}
+		if uint64(h) != want {
+			t.Fatalf("height %d present where %d was expected (gap or duplicate)", h, want)
+		}
+		wt, we := src.ExpectedCounts(uint64(h))
+		if txs != int64(wt) || numTxs != int64(wt) || events != int64(we) {
+			t.Fatalf("height %d: %d txs (num_txs %d), %d events; synthetic chain has %d txs, %d events", h, txs, numTxs, events, wt, we)
+		}
+		want++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want != to+1 {
+		t.Fatalf("blocks end at %d, want %d", want-1, to)
+	}
+
+	before := fingerprint(t, dsn)
+	code, out = blockhaul(t, runArgs("run", dsn, stg, from, to)...)
+	if code != 0 {
+		t.Fatalf("rerun exited %d:\n%s", code, out)
+	}
+	sameFingerprint(t, "after rerun", fingerprint(t, dsn), before)
+
+	// Re-export into a second, empty database from staging alone: export
+	// never builds a source, so an RPC endpoint that does not exist is
+	// irrelevant to it.
+	dsn2 := pgtest.NewDatabase(t)
+	args := runArgs("export", dsn2, stg, from, to)
+	code, out = blockhaul(t, append(args, "--rpc", "http://127.0.0.1:1/unreachable")...)
+	if code != 0 {
+		t.Fatalf("re-export exited %d:\n%s", code, out)
+	}
+	sameFingerprint(t, "re-export", fingerprint(t, dsn2), before)
+}
+
+func TestKilledRunsResumeToIdenticalContents(t *testing.T) {
+	const from, to = 1, 4000
+	ref := pgtest.NewDatabase(t)
+	if code, out := blockhaul(t, runArgs("run", ref, filepath.Join(t.TempDir(), "ref"), from, to)...); code != 0 {
+		t.Fatalf("reference run exited %d:\n%s", code, out)
+	}
+	want := fingerprint(t, ref)
+
+	dsn := pgtest.NewDatabase(t)
+	stg := filepath.Join(t.TempDir(), "staging")
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	kills := 0
+	for attempt := 0; attempt < 5; attempt++ {
+		cmd := exec.Command(binary, append(runArgs("run", dsn, stg, from, to), "--fetch-workers", "2", "--batch-blocks", "100")...)
+		cmd.Env = cleanEnv()
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// The kill moment is the test's random input, not synchronisation.
+		delay := time.Duration(50+rng.IntN(700)) * time.Millisecond
+		timer := time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
+		err := cmd.Wait()
+		timer.Stop()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ProcessState.Sys().(syscall.WaitStatus).Signaled() {
+			kills++
+			t.Logf("killed after %s", delay)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("run exited with %v:\n%s", err, out.String())
+		}
+		break
+	}
+	if kills == 0 {
+		t.Fatal("no run was killed part way; the test proved nothing")
+	}
+	code, out := blockhaul(t, runArgs("run", dsn, stg, from, to)...)
+	if code != 0 {
+		t.Fatalf("resume exited %d:\n%s", code, out)
+	}
+	sameFingerprint(t, fmt.Sprintf("after %d kills and a resume", kills), fingerprint(t, dsn), want)
+}

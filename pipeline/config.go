@@ -1,0 +1,254 @@
+// Package pipeline wires blockhaul's engines into the jobs its commands run:
+// fetch (source → staging), export (staging → PostgreSQL), run (both at
+// once, export following the staged prefix) and status. cmd/blockhaul only
+// binds flags to a Config and calls Run.
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/jackc/pgx/v5"
+)
+
+// Commands.
+const (
+	CmdRun    = "run"
+	CmdFetch  = "fetch"
+	CmdExport = "export"
+	CmdStatus = "status"
+)
+
+// Config is everything one blockhaul invocation needs. Field comments name
+// the flag that sets each field.
+type Config struct {
+	Command string
+
+	Chain         string   // --chain: cometbft or evm
+	RPC           []string // --rpc: endpoints; empty means the synthetic chain
+	SyntheticSeed int64    // --synthetic-seed
+	SyntheticTip  uint64   // --synthetic-tip: the synthetic chain's tip height
+
+	From  uint64 // --from (inclusive)
+	To    uint64 // --to (inclusive)
+	ToSet bool   // whether --to was given
+
+	PG      string // --pg: PostgreSQL DSN
+	Staging string // --staging: staging directory
+	Schema  string // --schema (default: the chain family's name)
+	Alias   string // --alias (default: derived from the range)
+
+	FetchWorkers int           // --fetch-workers
+	FetchSpan    int           // --fetch-span
+	BatchBlocks  int           // --batch-blocks
+	RPS          float64       // --rps per endpoint
+	RPCTimeout   time.Duration // --rpc-timeout
+	SyncCommit   bool          // --sync-commit
+
+	LogFormat string        // --log-format: text or json
+	LogLevel  string        // --log-level
+	Progress  time.Duration // --progress-interval
+}
+
+// FieldError is one invalid configuration field.
+type FieldError struct {
+	Flag, Env string
+	Msg       string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("--%s (%s): %s", e.Flag, e.Env, e.Msg)
+}
+
+// ConfigError lists every invalid field of a Config.
+type ConfigError struct{ Fields []*FieldError }
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString("invalid configuration:")
+	for _, f := range e.Fields {
+		b.WriteString("\n  ")
+		b.WriteString(f.Error())
+	}
+	return b.String()
+}
+
+// EnvName is the environment variable that sets a flag.
+func EnvName(flag string) string {
+	switch flag {
+	case "from":
+		return "BLOCKHAUL_FROM_HEIGHT"
+	case "to":
+		return "BLOCKHAUL_TO_HEIGHT"
+	}
+	return "BLOCKHAUL_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// EnsureDefaults fills fields left unset.
+func (c *Config) EnsureDefaults() {
+	if c.Chain == "" {
+		c.Chain = "cometbft"
+	}
+	if c.Schema == "" {
+		if f, err := chain.ParseFamily(c.Chain); err == nil {
+			c.Schema = f.String()
+		}
+	}
+	if c.Staging == "" {
+		c.Staging = "blockhaul-staging"
+	}
+	if c.LogFormat == "" {
+		c.LogFormat = "text"
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+}
+
+// Validate checks every field and reports all problems at once as a
+// *ConfigError.
+func (c *Config) Validate() error {
+	var fs []*FieldError
+	bad := func(flag, format string, args ...any) {
+		fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: fmt.Sprintf(format, args...)})
+	}
+	switch c.Command {
+	case CmdRun, CmdFetch, CmdExport, CmdStatus:
+	default:
+		fs = append(fs, &FieldError{Flag: "command", Env: "-", Msg: fmt.Sprintf("unknown command %q (want run, fetch, export or status)", c.Command)})
+	}
+	if _, err := chain.ParseFamily(c.Chain); err != nil {
+		bad("chain", "unknown chain %q (want cometbft or evm)", c.Chain)
+	}
+	if c.ToSet && c.To < c.From {
+		bad("to", "%d is below --from %d", c.To, c.From)
+	}
+	for i, u := range c.RPC {
+		if err := validRPCURL(u); err != nil {
+			bad("rpc", "endpoint %d (%s): %v", i+1, RedactURL(u), err)
+		}
+	}
+	needPG := c.Command == CmdRun || c.Command == CmdExport
+	if needPG && c.PG == "" {
+		bad("pg", "a PostgreSQL DSN is required for %s", c.Command)
+	}
+	if c.PG != "" {
+		if _, err := pgx.ParseConfig(c.PG); err != nil {
+			bad("pg", "does not parse as a PostgreSQL DSN: %s", redactPGError(err, c.PG))
+		}
+	}
+	if c.Staging == "" {
+		bad("staging", "a staging directory is required")
+	}
+	if c.Schema == "" {
+		bad("schema", "must not be empty")
+	} else if len(c.Schema) > 63 {
+		bad("schema", "%q is longer than PostgreSQL's 63-byte identifier limit", c.Schema)
+	}
+	if c.FetchWorkers <= 0 {
+		bad("fetch-workers", "must be positive, got %d", c.FetchWorkers)
+	}
+	if c.FetchSpan <= 0 {
+		bad("fetch-span", "must be positive, got %d", c.FetchSpan)
+	}
+	if c.BatchBlocks <= 0 {
+		bad("batch-blocks", "must be positive, got %d", c.BatchBlocks)
+	}
+	if c.RPS < 0 {
+		bad("rps", "must not be negative, got %g", c.RPS)
+	}
+	if c.RPCTimeout <= 0 {
+		bad("rpc-timeout", "must be positive, got %s", c.RPCTimeout)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("log-format", "want text or json, got %q", c.LogFormat)
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		bad("log-level", "want debug, info, warn or error, got %q", c.LogLevel)
+	}
+	if len(fs) > 0 {
+		return &ConfigError{Fields: fs}
+	}
+	return nil
+}
+
+func validRPCURL(u string) error {
+	p, err := url.Parse(u)
+	if err != nil {
+		return errors.New("does not parse as a URL")
+	}
+	if p.Scheme != "http" && p.Scheme != "https" {
+		return errors.New("needs an http:// or https:// scheme")
+	}
+	if p.Host == "" {
+		return errors.New("has no host")
+	}
+	return nil
+}
+
+// redactPGError returns err's text with the DSN's password removed, since
+// pgx's parse errors may quote the DSN.
+func redactPGError(err error, dsn string) string {
+	s := err.Error()
+	if u, perr := url.Parse(dsn); perr == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			s = strings.ReplaceAll(s, pw, "xxxxx")
+		}
+	}
+	if i := strings.Index(dsn, "password="); i >= 0 {
+		pw := dsn[i+len("password="):]
+		if j := strings.IndexAny(pw, " &"); j >= 0 {
+			pw = pw[:j]
+		}
+		if pw != "" {
+			s = strings.ReplaceAll(s, pw, "xxxxx")
+		}
+	}
+	return s
+}
+
+// RedactURL removes credentials from an RPC URL for logs: userinfo, query
+// values and long path segments that look like API keys.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparsable url>"
+	}
+	if u.User != nil {
+		u.User = url.User("xxxxx")
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			q.Set(k, "xxxxx")
+		}
+		u.RawQuery = q.Encode()
+	}
+	segs := strings.Split(u.Path, "/")
+	for i, s := range segs {
+		if looksLikeKey(s) {
+			segs[i] = "xxxxx"
+		}
+	}
+	u.Path = strings.Join(segs, "/")
+	u.RawPath = ""
+	return u.String()
+}
+
+func looksLikeKey(s string) bool {
+	if len(s) < 16 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}

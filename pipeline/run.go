@@ -1,0 +1,351 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/blockhaul/blockhaul/export"
+	"github.com/blockhaul/blockhaul/loader"
+	"github.com/blockhaul/blockhaul/staging"
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
+)
+
+// Exit statuses, documented in the README. A Kubernetes Job retries any
+// non-zero status; the distinction tells an operator what happened.
+const (
+	ExitComplete    = 0 // the requested range is complete
+	ExitFailed      = 1 // a runtime failure (network, database, source)
+	ExitConfig      = 2 // invalid configuration; nothing was started
+	ExitInterrupted = 3 // stopped by a signal part way; resumable
+	ExitData        = 4 // fatal data error: continuity break, corrupt record, wrong chain
+)
+
+// ErrIncomplete is returned when a job ended without completing its range.
+var ErrIncomplete = errors.New("range not complete")
+
+// ExitCode maps a job's error to the process exit status.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitComplete
+	}
+	var ce *ConfigError
+	var cont *export.ContinuityError
+	var corrupt *staging.CorruptRecordError
+	var wrong *staging.WrongChainError
+	var conflict *staging.ConflictError
+	var dec *export.DecodeError
+	var alias *export.AliasRangeError
+	var inv *loader.InvalidBlockError
+	switch {
+	case errors.As(err, &ce), errors.As(err, &alias):
+		return ExitConfig
+	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &wrong), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv):
+		return ExitData
+	case errors.Is(err, context.Canceled), errors.Is(err, ErrInterrupted):
+		return ExitInterrupted
+	}
+	return ExitFailed
+}
+
+// ErrInterrupted is returned when a signal stopped a job part way.
+var ErrInterrupted = errors.New("interrupted")
+
+// Summary is what a job did.
+type Summary struct {
+	Command  string
+	From, To uint64
+	Fetch    loader.Stats
+	Export   export.Result
+	Complete bool
+	Duration time.Duration
+}
+
+// counters feed the progress log.
+type counters struct {
+	staged   atomic.Uint64
+	exported atomic.Uint64
+	rows     atomic.Uint64
+}
+
+// Run runs cfg.Command. It validates cfg first; the returned error maps to
+// an exit status through ExitCode. out receives the summary.
+func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summary, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return Summary{}, err
+	}
+	if cfg.Command == CmdStatus {
+		return Summary{Command: CmdStatus}, Status(ctx, cfg, out)
+	}
+	start := time.Now()
+	sum := Summary{Command: cfg.Command, From: cfg.From, To: cfg.To}
+	store, err := staging.Open(cfg.Staging, staging.Options{Logger: log})
+	if err != nil {
+		return sum, err
+	}
+	defer store.Close()
+
+	var tip func() uint64
+	if cfg.SyntheticTip > 0 {
+		t := cfg.SyntheticTip
+		tip = func() uint64 { return t }
+	}
+	var c counters
+	stopProgress := logProgress(log, cfg.Progress, &c)
+	defer stopProgress()
+
+	switch cfg.Command {
+	case CmdFetch:
+		err = runFetch(ctx, &cfg, store, tip, log, &sum, &c)
+	case CmdExport:
+		err = runExport(ctx, &cfg, store, nil, log, &sum, &c)
+	case CmdRun:
+		err = runBoth(ctx, &cfg, store, tip, log, &sum, &c)
+	}
+	sum.Duration = time.Since(start)
+	stopProgress()
+	if ferr := store.Flush(); ferr != nil && err == nil {
+		err = ferr
+	}
+	printSummary(out, &sum, store)
+	if err == nil && !sum.Complete {
+		if ctx.Err() != nil {
+			err = ErrInterrupted
+		} else {
+			err = ErrIncomplete
+		}
+	}
+	if err != nil && ctx.Err() != nil && ExitCode(err) == ExitFailed {
+		err = fmt.Errorf("%w: %v", ErrInterrupted, err)
+	}
+	return sum, err
+}
+
+// resolveTo fixes the range end: --to if given (refused when above the
+// tip), else the source's tip.
+func resolveTo(ctx context.Context, cfg *Config, src loader.Source) error {
+	tip, err := src.Tip(ctx)
+	if err != nil {
+		return fmt.Errorf("read chain tip: %w", err)
+	}
+	if !cfg.ToSet {
+		cfg.To, cfg.ToSet = tip, true
+		if cfg.To < cfg.From {
+			return fmt.Errorf("--from %d is above the chain tip %d", cfg.From, tip)
+		}
+		return nil
+	}
+	if cfg.To > tip {
+		return fmt.Errorf("range end %d is above the chain tip %d: refusing rather than clamping (lower --to, or wait for the chain)", cfg.To, tip)
+	}
+	return nil
+}
+
+func runFetch(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
+	src, err := newSource(cfg, tip)
+	if err != nil {
+		return err
+	}
+	if cfg.ToSet {
+		if m, err := store.Missing(cfg.From, cfg.To); err == nil && len(m) == 0 {
+			if id, ok := store.Identity(); ok && id.Family.String() == cfg.Chain {
+				sum.Complete, sum.To = true, cfg.To
+				log.Info("range already staged", "from", cfg.From, "to", cfg.To)
+				return nil
+			}
+		}
+	}
+	if err := resolveTo(ctx, cfg, src); err != nil {
+		return err
+	}
+	sum.To = cfg.To
+	lc := loaderConfig(cfg, log, c)
+	st, err := loader.Fetch(ctx, src, store, cfg.From, cfg.To, lc, nil)
+	sum.Fetch = st
+	if err != nil {
+		return err
+	}
+	m, err := store.Missing(cfg.From, cfg.To)
+	if err != nil {
+		return err
+	}
+	sum.Complete = len(m) == 0
+	return nil
+}
+
+func loaderConfig(cfg *Config, log *slog.Logger, c *counters) loader.Config {
+	return loader.Config{
+		Workers: cfg.FetchWorkers,
+		Span:    cfg.FetchSpan,
+		Logger:  log,
+		OnCommit: func(s loader.CommitStats) {
+			c.staged.Add(uint64(s.Blocks))
+		},
+	}
+}
+
+func exportConfig(cfg *Config, log *slog.Logger, c *counters) export.Config {
+	alias := cfg.Alias
+	if alias == "" {
+		alias = export.DefaultAlias(cfg.From, cfg.To)
+	}
+	return export.Config{
+		Schema:      cfg.Schema,
+		Stream:      export.Stream{Alias: alias, From: cfg.From, To: cfg.To},
+		BatchBlocks: cfg.BatchBlocks,
+		SyncCommit:  cfg.SyncCommit,
+		Logger:      log,
+		OnBatch: func(b export.BatchStats) {
+			c.exported.Add(b.To - b.From + 1)
+			n := 0
+			for _, r := range b.Rows {
+				n += r
+			}
+			c.rows.Add(uint64(n))
+		},
+	}
+}
+
+func connect(ctx context.Context, cfg *Config) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, cfg.PG)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL: %s", redactPGError(err, cfg.PG))
+	}
+	return conn, nil
+}
+
+// runExport exports [from, to] from staging alone; it never builds a source.
+func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
+	dec, err := newDecoder(cfg)
+	if err != nil {
+		return err
+	}
+	if !cfg.ToSet {
+		// Without --to, export what is staged contiguously from --from.
+		last, ok, err := store.ContiguousFrom(cfg.From, ^uint64(0))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return &export.GapError{Height: cfg.From}
+		}
+		cfg.To, cfg.ToSet = last, true
+	}
+	sum.To = cfg.To
+	conn, err := connect(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	res, err := export.Run(ctx, conn, store, dec, exportConfig(cfg, log, c))
+	sum.Export = res
+	sum.Complete = res.Complete
+	return err
+}
+
+// runBoth fetches and exports at once: export follows the contiguous prefix
+// that fetch has staged. A range the alias already completed returns at once
+// without contacting the source.
+func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
+	dec, err := newDecoder(cfg)
+	if err != nil {
+		return err
+	}
+	src, err := newSource(cfg, tip)
+	if err != nil {
+		return err
+	}
+	conn, err := connect(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if cfg.ToSet {
+		ecfg := exportConfig(cfg, log, c)
+		if err := export.EnsureSchema(ctx, conn, cfg.Schema, dec.Tables(), false); err != nil {
+			return err
+		}
+		cur, err := export.LoadCursor(ctx, conn, cfg.Schema, ecfg.Stream)
+		if err != nil {
+			return err
+		}
+		if cur.Valid && cur.Height >= cfg.To {
+			sum.Complete, sum.Export.Last = true, cur
+			log.Info("range already complete", "alias", ecfg.Stream.Alias, "from", cfg.From, "to", cfg.To)
+			return nil
+		}
+	}
+	if err := resolveTo(ctx, cfg, src); err != nil {
+		return err
+	}
+	sum.To = cfg.To
+	ecfg := exportConfig(cfg, log, c)
+	cur, err := export.LoadCursor(ctx, conn, cfg.Schema, ecfg.Stream)
+	if err != nil {
+		// The schema may not exist yet when --to was not given.
+		if err2 := export.EnsureSchema(ctx, conn, cfg.Schema, dec.Tables(), false); err2 != nil {
+			return err2
+		}
+		if cur, err = export.LoadCursor(ctx, conn, cfg.Schema, ecfg.Stream); err != nil {
+			return err
+		}
+	}
+	next := cur.Next(cfg.From)
+	progress := loader.NewProgress(next, cfg.To)
+	ecfg.Available = progress.Wait
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		st, err := loader.Fetch(gctx, src, store, next, cfg.To, loaderConfig(cfg, log, c), progress)
+		sum.Fetch = st
+		return err
+	})
+	g.Go(func() error {
+		res, err := export.Run(gctx, conn, store, dec, ecfg)
+		sum.Export = res
+		sum.Complete = res.Complete
+		return err
+	})
+	return g.Wait()
+}
+
+func logProgress(log *slog.Logger, every time.Duration, c *counters) (stop func()) {
+	if every <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		var lastStaged, lastExported, lastRows uint64
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				s, e, r := c.staged.Load(), c.exported.Load(), c.rows.Load()
+				sec := every.Seconds()
+				log.Info("progress", "staged", s, "exported", e, "rows", r,
+					"staged_per_s", int(float64(s-lastStaged)/sec),
+					"exported_per_s", int(float64(e-lastExported)/sec),
+					"rows_per_s", int(float64(r-lastRows)/sec))
+				lastStaged, lastExported, lastRows = s, e, r
+			}
+		}
+	}()
+	var stopped atomic.Bool
+	return func() {
+		if stopped.Swap(true) {
+			return
+		}
+		close(done)
+		<-finished
+	}
+}

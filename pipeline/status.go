@@ -1,0 +1,151 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/staging"
+)
+
+// Status prints what staging holds (chain, staged ranges, gaps, mirrored
+// checkpoints) and, when --pg is given, the checkpoints PostgreSQL holds.
+func Status(ctx context.Context, cfg Config, out io.Writer) error {
+	if _, err := os.Stat(cfg.Staging); err != nil {
+		fmt.Fprintf(out, "staging %s: none (%v)\n", cfg.Staging, err)
+	} else if err := stagingStatus(cfg, out); err != nil {
+		return err
+	}
+	if cfg.PG == "" {
+		return nil
+	}
+	return pgStatus(ctx, cfg, out)
+}
+
+func stagingStatus(cfg Config, out io.Writer) error {
+	store, err := staging.Open(cfg.Staging, staging.Options{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	fmt.Fprintf(out, "staging %s (%.1f MB on disk)\n", store.Dir(), float64(store.DiskUsage())/1e6)
+	if id, ok := store.Identity(); ok {
+		fmt.Fprintf(out, "  chain:    %s %q, first block %d %X\n", id.Family, id.ChainID, id.FirstHeight, id.FirstHash)
+	} else {
+		fmt.Fprintln(out, "  chain:    none yet")
+	}
+	lo, hi, ok, err := store.Bounds()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		fmt.Fprintln(out, "  staged:   nothing")
+	} else {
+		from, to := lo, hi
+		if cfg.ToSet {
+			from, to = cfg.From, cfg.To
+		}
+		staged, err := store.Staged(from, to)
+		if err != nil {
+			return err
+		}
+		missing, err := store.Missing(from, to)
+		if err != nil {
+			return err
+		}
+		var n uint64
+		for _, r := range staged {
+			n += r.Len()
+		}
+		fmt.Fprintf(out, "  staged:   %d blocks in %d-%d, ranges %s\n", n, from, to, ranges(staged, 8))
+		if len(missing) > 0 {
+			var m uint64
+			for _, r := range missing {
+				m += r.Len()
+			}
+			fmt.Fprintf(out, "  gaps:     %d heights, %s\n", m, ranges(missing, 8))
+		} else {
+			fmt.Fprintln(out, "  gaps:     none")
+		}
+	}
+	mirrors, err := store.Mirrors()
+	if err != nil {
+		return err
+	}
+	targets := make([]string, 0, len(mirrors))
+	for t := range mirrors {
+		targets = append(targets, t)
+	}
+	sort.Strings(targets)
+	for _, t := range targets {
+		m := mirrors[t]
+		fmt.Fprintf(out, "  mirror:   %s at %d (%s)\n", t, m.Height, m.Updated.Format("2006-01-02 15:04:05"))
+	}
+	return nil
+}
+
+func ranges(rs []staging.Range, max int) string {
+	s := ""
+	for i, r := range rs {
+		if i == max {
+			return s + fmt.Sprintf(" … (%d more)", len(rs)-max)
+		}
+		if i > 0 {
+			s += ", "
+		}
+		s += r.String()
+	}
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func pgStatus(ctx context.Context, cfg Config, out io.Writer) error {
+	conn, err := connect(ctx, &cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	qs := chain.QuoteIdent(cfg.Schema)
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", qs+".blockhaul_backfills").Scan(&exists); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "postgresql schema %s\n", cfg.Schema)
+	if !exists {
+		fmt.Fprintln(out, "  no blockhaul tables yet")
+		return nil
+	}
+	rows, err := conn.Query(ctx, fmt.Sprintf("SELECT stream, height, updated_at::text FROM %s.blockhaul_checkpoints ORDER BY stream", qs))
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var s, at string
+		var h int64
+		if err := rows.Scan(&s, &h, &at); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "  stream %-20s at %d (updated %s)\n", s, h, at)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows, err = conn.Query(ctx, fmt.Sprintf("SELECT alias, range_start, range_end, coalesce(last_height::text, '-'), status, updated_at::text FROM %s.blockhaul_backfills ORDER BY alias", qs))
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var a, last, st, at string
+		var from, to int64
+		if err := rows.Scan(&a, &from, &to, &last, &st, &at); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "  backfill %-18s %d-%d at %s, %s (updated %s)\n", a, from, to, last, st, at)
+	}
+	return rows.Err()
+}

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# Integration check against real chain nodes: builds CometBFT and geth from the Go module proxy
+# (cached), runs each on 127.0.0.1 with a throwaway home, drives a small varied chain into it and
+# writes the node's own per-height expectations (hash, parent hash, tx and event/log counts) to a
+# JSON file. load_and_check is where blockhaul is run against the node and compared.
+#
+# Usage: scripts/test-nodes.sh [cometbft|evm|all]     (default: all)
+#
+# Environment:
+#   BLOCKHAUL_NODES_DIR   build cache for node binaries   (default ~/.cache/blockhaul-nodes)
+#   COMETBFT_VERSION      cometbft module version          (default v0.38.26)
+#   GETH_VERSION          go-ethereum module version       (default v1.17.10)
+#   COMETBFT_RPC_PORT     26657    COMETBFT_P2P_PORT  26656
+#   GETH_HTTP_PORT        8545
+#   COMETBFT_BLOCKS       40       EVM_BLOCKS         30
+#   KEEP_WORKDIR=1        also keep the node homes (the expectations and logs are always kept)
+#
+# Needs go and python3 (standard library only). Everything listens on 127.0.0.1 only.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+helpers="$here/nodes"
+
+nodes_dir="${BLOCKHAUL_NODES_DIR:-$HOME/.cache/blockhaul-nodes}"
+cometbft_version="${COMETBFT_VERSION:-v0.38.26}"
+geth_version="${GETH_VERSION:-v1.17.10}"
+comet_rpc_port="${COMETBFT_RPC_PORT:-26657}"
+comet_p2p_port="${COMETBFT_P2P_PORT:-26656}"
+geth_http_port="${GETH_HTTP_PORT:-8545}"
+comet_blocks="${COMETBFT_BLOCKS:-40}"
+evm_blocks="${EVM_BLOCKS:-30}"
+which_nodes="${1:-all}"
+
+case "$which_nodes" in
+cometbft | evm | all) ;;
+*)
+	echo "usage: $0 [cometbft|evm|all]" >&2
+	exit 2
+	;;
+esac
+
+workdir="$(mktemp -d "${TMPDIR:-/tmp}/blockhaul-nodes.XXXXXX")"
+node_pids=()
+
+log() { printf 'test-nodes: %s\n' "$*" >&2; }
+
+cleanup() {
+	local rc=$?
+	local pid
+	for pid in "${node_pids[@]}"; do
+		if kill -0 "$pid" 2>/dev/null; then
+			kill "$pid" 2>/dev/null || true
+			# give the node up to 10 s to flush its databases, then force it
+			for _ in $(seq 1 100); do
+				kill -0 "$pid" 2>/dev/null || break
+				sleep 0.1
+			done
+			kill -9 "$pid" 2>/dev/null || true
+		fi
+	done
+	if [[ "${KEEP_WORKDIR:-}" == 1 || $rc -ne 0 ]]; then
+		log "work dir kept with node homes: $workdir"
+	else
+		rm -rf "$workdir/cometbft" "$workdir/geth"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# build_node NAME MODULE_PATH VERSION -> prints the binary path; builds once per version.
+build_node() {
+	local name=$1 pkg=$2 version=$3
+	local bin="$nodes_dir/$name-$version"
+	if [[ ! -x "$bin" ]]; then
+		log "building $name $version into $nodes_dir (a few minutes the first time)"
+		local gobin
+		gobin="$(mktemp -d "$nodes_dir/.build.XXXXXX")"
+		GOBIN="$gobin" go install "$pkg@$version" >&2
+		mv "$gobin/$name" "$bin"
+		rmdir "$gobin"
+	fi
+	printf '%s\n' "$bin"
+}
+
+# wait_http URL BODY SECONDS: poll until the node answers (bounded).
+wait_http() {
+	local url=$1 body=$2 secs=$3
+	local deadline=$((SECONDS + secs))
+	until curl -sf -o /dev/null -H 'Content-Type: application/json' ${body:+-d "$body"} "$url"; do
+		if ((SECONDS >= deadline)); then
+			log "no answer from $url after ${secs}s"
+			return 1
+		fi
+		sleep 0.2
+	done
+}
+
+# port_free PORT: refuse to start when something already listens there, or the readiness poll
+# below would talk to that other process.
+port_free() {
+	if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+		log "127.0.0.1:$1 is already in use"
+		return 1
+	fi
+}
+
+start_cometbft() {
+	local bin=$1 home="$workdir/cometbft"
+	port_free "$comet_rpc_port"
+	port_free "$comet_p2p_port"
+	"$bin" init --home "$home" >/dev/null 2>&1
+	# Fast blocks, loopback only, no peer exchange.
+	sed -i \
+		-e 's|^timeout_commit = .*|timeout_commit = "200ms"|' \
+		-e "s|^laddr = \"tcp://127.0.0.1:26657\"|laddr = \"tcp://127.0.0.1:$comet_rpc_port\"|" \
+		-e "s|^laddr = \"tcp://0.0.0.0:26656\"|laddr = \"tcp://127.0.0.1:$comet_p2p_port\"|" \
+		-e 's|^pex = true|pex = false|' \
+		-e 's|^prometheus = true|prometheus = false|' \
+		-e 's|^prometheus_listen_addr = .*|prometheus_listen_addr = "127.0.0.1:26660"|' \
+		"$home/config/config.toml"
+	grep -q "^laddr = \"tcp://127.0.0.1:$comet_rpc_port\"" "$home/config/config.toml"
+	grep -q "^laddr = \"tcp://127.0.0.1:$comet_p2p_port\"" "$home/config/config.toml"
+	"$bin" node --proxy_app=persistent_kvstore --home "$home" >"$workdir/cometbft.log" 2>&1 &
+	node_pids+=($!)
+	wait_http "http://127.0.0.1:$comet_rpc_port/status" "" 60
+}
+
+start_geth() {
+	local bin=$1
+	port_free "$geth_http_port"
+	"$bin" --dev --dev.period 1 --datadir "$workdir/geth" \
+		--http --http.addr 127.0.0.1 --http.port "$geth_http_port" --http.api eth,net,web3,debug \
+		--authrpc.addr 127.0.0.1 --port 0 --nodiscover --maxpeers 0 --ipcdisable \
+		>"$workdir/geth.log" 2>&1 &
+	node_pids+=($!)
+	wait_http "http://127.0.0.1:$geth_http_port" '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}' 60
+}
+
+# ---------------------------------------------------------------------------------------------
+# load_and_check FAMILY RPC_URL FROM TO EXPECTED_JSON
+#
+# TODO(blockhaul CLI): not wired yet. Once cmd/blockhaul exists this runs, against the live node,
+#   go run ./cmd/blockhaul fetch --family "$family" --rpc "$rpc" --from "$from" --to "$to" ...
+#   go run ./cmd/blockhaul run   ... (export into a fresh PostgreSQL database)
+# and compares per height: hash, parent hash, tx count and event (CometBFT) / log (EVM) count
+# with EXPECTED_JSON (layout: {"from","to","heights":[{"height","hash","parent_hash",
+# "num_txs","tx_events","finalize_block_events",...} | {... "num_logs" ...}]}).
+# Until then it only reports where the expectations are and fails nothing.
+# ---------------------------------------------------------------------------------------------
+load_and_check() {
+	local family=$1 rpc=$2 from=$3 to=$4 expected=$5
+	log "load_and_check($family): not implemented yet; node $rpc, heights $from..$to"
+	log "load_and_check($family): expectations in $expected"
+}
+
+run_cometbft() {
+	local bin
+	bin="$(build_node cometbft github.com/cometbft/cometbft/cmd/cometbft "$cometbft_version")"
+	log "starting cometbft $cometbft_version (persistent_kvstore) on 127.0.0.1:$comet_rpc_port"
+	start_cometbft "$bin"
+	local rpc="http://127.0.0.1:$comet_rpc_port"
+	python3 "$helpers/cometbft_gen.py" --rpc "$rpc" --blocks "$comet_blocks" >/dev/null
+	local expected="$workdir/cometbft-expected.json"
+	python3 "$helpers/cometbft_fixtures.py" expected --rpc "$rpc" --to "$comet_blocks" --out "$expected"
+	log "cometbft: chain 1..$comet_blocks generated; expectations: $expected"
+	load_and_check cometbft "$rpc" 1 "$comet_blocks" "$expected"
+}
+
+run_evm() {
+	local bin
+	bin="$(build_node geth github.com/ethereum/go-ethereum/cmd/geth "$geth_version")"
+	log "starting geth $geth_version --dev on 127.0.0.1:$geth_http_port"
+	start_geth "$bin"
+	local rpc="http://127.0.0.1:$geth_http_port"
+	python3 "$helpers/evm_gen.py" --rpc "$rpc" --blocks "$evm_blocks" >/dev/null
+	local expected="$workdir/evm-expected.json"
+	python3 "$helpers/evm_fixtures.py" expected --rpc "$rpc" --to "$evm_blocks" --out "$expected"
+	log "evm: chain 0..$evm_blocks generated; expectations: $expected"
+	load_and_check evm "$rpc" 0 "$evm_blocks" "$expected"
+}
+
+mkdir -p "$nodes_dir"
+cd "$repo"
+command -v go >/dev/null || { log "go not found"; exit 1; }
+command -v python3 >/dev/null || { log "python3 not found"; exit 1; }
+command -v curl >/dev/null || { log "curl not found"; exit 1; }
+
+# Build both first (in parallel) so a node isn't left idling while the other compiles.
+if [[ "$which_nodes" == all ]]; then
+	build_node cometbft github.com/cometbft/cometbft/cmd/cometbft "$cometbft_version" >/dev/null &
+	comet_build=$!
+	build_node geth github.com/ethereum/go-ethereum/cmd/geth "$geth_version" >/dev/null
+	wait "$comet_build"
+fi
+
+if [[ "$which_nodes" == cometbft || "$which_nodes" == all ]]; then
+	run_cometbft
+fi
+if [[ "$which_nodes" == evm || "$which_nodes" == all ]]; then
+	run_evm
+fi
+
+log "done; expectations and node logs in $workdir"
+echo "$workdir"
