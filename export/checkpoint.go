@@ -89,15 +89,15 @@ func LoadCursor(ctx context.Context, q querier, schema string, s Stream) (Cursor
 // saveCursor advances the stream's cursor inside the batch's transaction.
 // It is monotonic: a cursor never moves back, whatever order two writers
 // commit in.
-func saveCursor(ctx context.Context, tx pgx.Tx, schema string, s Stream, height uint64, hash []byte) error {
+func saveCursor(ctx context.Context, tx pgx.Tx, schema string, s Stream, from, height uint64, hash []byte) error {
 	qs := chain.QuoteIdent(schema)
 	var err error
 	if s.Head {
-		_, err = tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %[1]s.%[2]s AS c (stream, height, hash) VALUES ($1, $2, $3)
+		_, err = tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %[1]s.%[2]s AS c (stream, height, hash, start_height) VALUES ($1, $2, $3, $4)
 ON CONFLICT (stream) DO UPDATE SET
 	hash = CASE WHEN EXCLUDED.height >= c.height THEN EXCLUDED.hash ELSE c.hash END,
 	height = GREATEST(c.height, EXCLUDED.height),
-	updated_at = now()`, qs, checkpointTable), HeadStream, int64(height), hash)
+	updated_at = now()`, qs, checkpointTable), HeadStream, int64(height), hash, int64(from))
 	} else {
 		_, err = tx.Exec(ctx, fmt.Sprintf(`UPDATE %[1]s.%[2]s AS b SET
 	last_hash = CASE WHEN b.last_height IS NULL OR $2 >= b.last_height THEN $3 ELSE b.last_hash END,
@@ -116,4 +116,43 @@ WHERE alias = $1`, qs, backfillTable), s.Alias, int64(height), hash)
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// HeadStart returns the height the head stream started at, if it has
+// started. A backfill without an end runs up to just below it.
+func HeadStart(ctx context.Context, q querier, schema string) (uint64, bool, error) {
+	var h int64
+	err := q.QueryRow(ctx, fmt.Sprintf("SELECT start_height FROM %s.%s WHERE stream = $1", chain.QuoteIdent(schema), checkpointTable), HeadStream).Scan(&h)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42P01" { // no such table yet
+			return 0, false, nil
+		}
+		return 0, false, fmt.Errorf("export: read head start: %w", err)
+	}
+	return uint64(h), true, nil
+}
+
+// Rollback removes every row above height from the chain's tables and moves
+// the head stream's cursor back to height and hash, in one transaction. It
+// is how the head stream undoes blocks of a fork the chain abandoned; it is
+// the only way a cursor ever moves back.
+func Rollback(ctx context.Context, conn *pgx.Conn, schema string, tables []chain.Table, height uint64, hash []byte) error {
+	qs := chain.QuoteIdent(schema)
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		for _, t := range tables {
+			if _, err := tx.Exec(ctx, fmt.Sprintf("DELETE FROM %s.%s WHERE %s > $1", qs, chain.QuoteIdent(t.Name), chain.QuoteIdent(t.HeightColumn)), int64(height)); err != nil {
+				return fmt.Errorf("export: roll back %s above %d: %w", t.Name, height, err)
+			}
+		}
+		_, err := tx.Exec(ctx, fmt.Sprintf("UPDATE %s.%s SET height = $2, hash = $3, updated_at = now() WHERE stream = $1 AND height > $2", qs, checkpointTable),
+			HeadStream, int64(height), hash)
+		if err != nil {
+			return fmt.Errorf("export: roll back head checkpoint to %d: %w", height, err)
+		}
+		return nil
+	})
 }

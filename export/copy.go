@@ -20,7 +20,7 @@ func writeBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chain
 	st := BatchStats{From: b.from, To: b.to, Rows: make([]int, len(tables)), Decode: b.decode}
 	t0 := time.Now()
 	err := commitBatch(ctx, conn, cfg, tables, b, last, false)
-	if isUniqueViolation(err) {
+	if isUniqueViolation(err) || isDeadlock(err) {
 		st.Conflicted = true
 		cfg.Logger.Info("batch collides with rows already present; merging", "from", b.from, "to", b.to)
 		err = commitBatch(ctx, conn, cfg, tables, b, last, true)
@@ -58,7 +58,7 @@ func commitBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chai
 				return fmt.Errorf("copy %s: %w", t.Name, err)
 			}
 		}
-		return saveCursor(ctx, tx, cfg.Schema, cfg.Stream, b.to, b.lastHash)
+		return saveCursor(ctx, tx, cfg.Schema, cfg.Stream, b.from, b.to, b.lastHash)
 	})
 }
 
@@ -80,4 +80,11 @@ func mergeTable(ctx context.Context, tx pgx.Tx, qs string, t chain.Table, rows [
 func isUniqueViolation(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// isDeadlock reports a deadlock PostgreSQL broke by aborting this batch: two
+// streams inserting overlapping heights can wait on each other's rows.
+func isDeadlock(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }

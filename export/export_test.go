@@ -352,7 +352,7 @@ func TestCursorNeverMovesBack(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := saveCursor(e.ctx, tx, "chain x", s, h, hashOf(h)); err != nil {
+			if err := saveCursor(e.ctx, tx, "chain x", s, 1, h, hashOf(h)); err != nil {
 				t.Fatal(err)
 			}
 			if err := tx.Commit(e.ctx); err != nil {

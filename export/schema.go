@@ -21,10 +21,11 @@ const HeadStream = "head"
 func ownTablesSQL(qs string) []string {
 	return []string{
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
-	stream     text PRIMARY KEY,
-	height     bigint NOT NULL,
-	hash       bytea,
-	updated_at timestamptz NOT NULL DEFAULT now()
+	stream       text PRIMARY KEY,
+	height       bigint NOT NULL,
+	hash         bytea,
+	start_height bigint NOT NULL,
+	updated_at   timestamptz NOT NULL DEFAULT now()
 )`, qs, checkpointTable),
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
 	alias        text PRIMARY KEY,

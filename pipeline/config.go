@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/loader"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -22,6 +23,7 @@ const (
 	CmdFetch  = "fetch"
 	CmdExport = "export"
 	CmdStatus = "status"
+	CmdFollow = "follow"
 )
 
 // Config is everything one blockhaul invocation needs. Field comments name
@@ -49,6 +51,14 @@ type Config struct {
 	RPS          float64       // --rps per endpoint
 	RPCTimeout   time.Duration // --rpc-timeout
 	SyncCommit   bool          // --sync-commit
+
+	Confirmations uint64        // --confirmations: follow exports blocks at least this far below the tip
+	PollInterval  time.Duration // --poll-interval: follow's tip polling
+	ReorgWindow   uint64        // --reorg-window: exported heights follow may roll back on a reorg
+	DeferIndexes  bool          // --defer-indexes
+
+	// Source, if set, replaces the source the flags describe (tests, bench).
+	Source loader.Source
 
 	LogFormat string        // --log-format: text or json
 	LogLevel  string        // --log-level
@@ -89,7 +99,28 @@ func EnvName(flag string) string {
 	return "BLOCKHAUL_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
-// EnsureDefaults fills fields left unset.
+// DefaultConfig returns a Config holding every default; the CLI's flags
+// start from it.
+func DefaultConfig() Config {
+	return Config{
+		Chain:         "cometbft",
+		SyntheticSeed: 1,
+		From:          1,
+		Staging:       "blockhaul-staging",
+		FetchWorkers:  8,
+		FetchSpan:     16,
+		BatchBlocks:   500,
+		RPCTimeout:    30 * time.Second,
+		PollInterval:  2 * time.Second,
+		ReorgWindow:   64,
+		LogFormat:     "text",
+		LogLevel:      "info",
+		Progress:      10 * time.Second,
+	}
+}
+
+// EnsureDefaults fills fields derived from others (the schema from the
+// chain) and empty strings that have defaults.
 func (c *Config) EnsureDefaults() {
 	if c.Chain == "" {
 		c.Chain = "cometbft"
@@ -118,9 +149,9 @@ func (c *Config) Validate() error {
 		fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: fmt.Sprintf(format, args...)})
 	}
 	switch c.Command {
-	case CmdRun, CmdFetch, CmdExport, CmdStatus:
+	case CmdRun, CmdFetch, CmdExport, CmdStatus, CmdFollow:
 	default:
-		fs = append(fs, &FieldError{Flag: "command", Env: "-", Msg: fmt.Sprintf("unknown command %q (want run, fetch, export or status)", c.Command)})
+		fs = append(fs, &FieldError{Flag: "command", Env: "-", Msg: fmt.Sprintf("unknown command %q (want run, fetch, export, follow or status)", c.Command)})
 	}
 	if _, err := chain.ParseFamily(c.Chain); err != nil {
 		bad("chain", "unknown chain %q (want cometbft or evm)", c.Chain)
@@ -133,7 +164,7 @@ func (c *Config) Validate() error {
 			bad("rpc", "endpoint %d (%s): %v", i+1, RedactURL(u), err)
 		}
 	}
-	needPG := c.Command == CmdRun || c.Command == CmdExport
+	needPG := c.Command == CmdRun || c.Command == CmdExport || c.Command == CmdFollow
 	if needPG && c.PG == "" {
 		bad("pg", "a PostgreSQL DSN is required for %s", c.Command)
 	}
@@ -164,6 +195,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RPCTimeout <= 0 {
 		bad("rpc-timeout", "must be positive, got %s", c.RPCTimeout)
+	}
+	if c.Command == CmdFollow && c.PollInterval <= 0 {
+		bad("poll-interval", "must be positive, got %s", c.PollInterval)
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		bad("log-format", "want text or json, got %q", c.LogFormat)

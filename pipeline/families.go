@@ -14,6 +14,9 @@ import (
 // given, else the family's synthetic chain. Building a source contacts
 // nothing.
 func newSource(cfg *Config, tip func() uint64) (loader.Source, error) {
+	if cfg.Source != nil {
+		return cfg.Source, nil
+	}
 	fam, err := chain.ParseFamily(cfg.Chain)
 	if err != nil {
 		return nil, err

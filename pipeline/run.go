@@ -35,6 +35,7 @@ func ExitCode(err error) int {
 		return ExitComplete
 	}
 	var ce *ConfigError
+	var reorg *ReorgError
 	var cont *export.ContinuityError
 	var corrupt *staging.CorruptRecordError
 	var wrong *staging.WrongChainError
@@ -45,7 +46,7 @@ func ExitCode(err error) int {
 	switch {
 	case errors.As(err, &ce), errors.As(err, &alias):
 		return ExitConfig
-	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &wrong), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv):
+	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &wrong), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv), errors.As(err, &reorg):
 		return ExitData
 	case errors.Is(err, context.Canceled), errors.Is(err, ErrInterrupted):
 		return ExitInterrupted
@@ -63,6 +64,7 @@ type Summary struct {
 	Fetch    loader.Stats
 	Export   export.Result
 	Complete bool
+	Reorgs   uint64 // reorganisations the head stream repaired
 	Duration time.Duration
 }
 
@@ -107,6 +109,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 		err = runExport(ctx, &cfg, store, nil, log, &sum, &c)
 	case CmdRun:
 		err = runBoth(ctx, &cfg, store, tip, log, &sum, &c)
+	case CmdFollow:
+		err = runFollow(ctx, &cfg, store, tip, log, &sum, &c)
 	}
 	sum.Duration = time.Since(start)
 	stopProgress()
@@ -279,6 +283,15 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 			sum.Complete, sum.Export.Last = true, cur
 			log.Info("range already complete", "alias", ecfg.Stream.Alias, "from", cfg.From, "to", cfg.To)
 			return nil
+		}
+	}
+	if !cfg.ToSet {
+		// A backfill without an end stops where the head stream started.
+		if start, ok, err := export.HeadStart(ctx, conn, cfg.Schema); err != nil {
+			return err
+		} else if ok && start > cfg.From {
+			cfg.To, cfg.ToSet = start-1, true
+			log.Info("backfill runs up to where the head stream started", "to", cfg.To)
 		}
 	}
 	if err := resolveTo(ctx, cfg, src); err != nil {

@@ -175,3 +175,29 @@ func (i *Iterator) Err() error { return i.err }
 
 // Close releases the iterator.
 func (i *Iterator) Close() error { return i.it.Close() }
+
+// FirstBreak returns the first height h in (from, to] whose staged parent
+// hash is not the staged hash of h-1, scanning the index only. ok is false
+// when every staged pair in the range links up (gaps are not breaks).
+func (s *Store) FirstBreak(from, to uint64) (h uint64, ok bool, err error) {
+	lo, hi := boundsFor(prefixIndex, from, to)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return 0, false, err
+	}
+	defer it.Close()
+	var prevH uint64
+	var prevHash []byte
+	for valid := it.First(); valid; valid = it.Next() {
+		k := keyHeight(it.Key())
+		hash, parent, good := parseIndexValue(it.Value())
+		if !good {
+			return k, true, &CorruptRecordError{Height: k, Reason: "index entry malformed"}
+		}
+		if prevHash != nil && k == prevH+1 && string(parent) != string(prevHash) {
+			return k, true, nil
+		}
+		prevH, prevHash = k, append(prevHash[:0], hash...)
+	}
+	return 0, false, it.Error()
+}

@@ -288,3 +288,26 @@ func TestDelete(t *testing.T) {
 		t.Fatalf("bounds %d %d %v", lo, hi, ok)
 	}
 }
+
+func TestFirstBreak(t *testing.T) {
+	s := openTest(t)
+	put(t, s, 1, 2, 3, 4, 5, 7, 8)
+	if h, ok, err := s.FirstBreak(1, 8); ok || err != nil {
+		t.Fatalf("linked chain reported a break at %d (%v)", h, err)
+	}
+	s.Delete(4, 4)
+	b := s.NewBatch()
+	defer b.Close()
+	if err := b.Put(chain.Block{Height: 4, Hash: hashOf(4), ParentHash: hashOf(77), Raw: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if h, ok, _ := s.FirstBreak(1, 8); !ok || h != 4 {
+		t.Fatalf("break at %d %v, want 4", h, ok)
+	}
+	if _, ok, _ := s.FirstBreak(5, 8); ok {
+		t.Fatal("break reported outside the scanned range")
+	}
+}

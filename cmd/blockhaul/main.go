@@ -15,7 +15,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/blockhaul/blockhaul/pipeline"
 	"github.com/spf13/pflag"
@@ -27,6 +26,7 @@ Usage:
   blockhaul run     --pg DSN --from N --to M   fetch and export at once
   blockhaul fetch   --from N --to M            stage blocks only
   blockhaul export  --pg DSN --from N --to M   export staged blocks; no network but the database
+  blockhaul follow  --pg DSN [--from N]        the head stream: tail the chain tip
   blockhaul status  [--pg DSN]                 staged ranges, gaps and checkpoints
 
 With no --rpc, blocks come from a deterministic synthetic chain (--synthetic-seed).
@@ -100,26 +100,31 @@ func newLogger(cfg *pipeline.Config) *slog.Logger {
 
 func newFlags(cmd string) (*pflag.FlagSet, *pipeline.Config) {
 	cfg := &pipeline.Config{}
+	d := pipeline.DefaultConfig()
 	fs := pflag.NewFlagSet("blockhaul "+cmd, pflag.ContinueOnError)
-	fs.StringVar(&cfg.Chain, "chain", "cometbft", "chain family: cometbft or evm")
+	fs.StringVar(&cfg.Chain, "chain", d.Chain, "chain family: cometbft or evm")
 	fs.StringSliceVar(&cfg.RPC, "rpc", nil, "RPC endpoint URL(s), comma separated; empty means the synthetic chain")
-	fs.Int64Var(&cfg.SyntheticSeed, "synthetic-seed", 1, "seed of the synthetic chain")
+	fs.Int64Var(&cfg.SyntheticSeed, "synthetic-seed", d.SyntheticSeed, "seed of the synthetic chain")
 	fs.Uint64Var(&cfg.SyntheticTip, "synthetic-tip", 0, "tip height of the synthetic chain (0: unbounded)")
-	fs.Uint64Var(&cfg.From, "from", 1, "first height (inclusive)")
+	fs.Uint64Var(&cfg.From, "from", d.From, "first height (inclusive)")
 	fs.Uint64Var(&cfg.To, "to", 0, "last height (inclusive); default: the chain tip (fetch, run) or the staged prefix (export)")
 	fs.StringVar(&cfg.PG, "pg", "", "PostgreSQL DSN (URL or key=value)")
-	fs.StringVar(&cfg.Staging, "staging", "blockhaul-staging", "staging directory")
+	fs.StringVar(&cfg.Staging, "staging", d.Staging, "staging directory")
 	fs.StringVar(&cfg.Schema, "schema", "", "PostgreSQL schema (default: the chain family's name)")
 	fs.StringVar(&cfg.Alias, "alias", "", "name of this backfill (default: range-FROM-TO)")
-	fs.IntVar(&cfg.FetchWorkers, "fetch-workers", 8, "concurrent fetches")
-	fs.IntVar(&cfg.FetchSpan, "fetch-span", 16, "heights per fetch request")
-	fs.IntVar(&cfg.BatchBlocks, "batch-blocks", 500, "blocks per export transaction")
+	fs.IntVar(&cfg.FetchWorkers, "fetch-workers", d.FetchWorkers, "concurrent fetches")
+	fs.IntVar(&cfg.FetchSpan, "fetch-span", d.FetchSpan, "heights per fetch request")
+	fs.IntVar(&cfg.BatchBlocks, "batch-blocks", d.BatchBlocks, "blocks per export transaction")
 	fs.Float64Var(&cfg.RPS, "rps", 0, "requests per second per RPC endpoint (0: unlimited)")
-	fs.DurationVar(&cfg.RPCTimeout, "rpc-timeout", 30*time.Second, "timeout of one RPC request")
+	fs.DurationVar(&cfg.RPCTimeout, "rpc-timeout", d.RPCTimeout, "timeout of one RPC request")
 	fs.BoolVar(&cfg.SyncCommit, "sync-commit", false, "wait for WAL flush on every batch commit")
-	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json")
-	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.DurationVar(&cfg.Progress, "progress-interval", 10*time.Second, "interval of progress log lines (0: none)")
+	fs.Uint64Var(&cfg.Confirmations, "confirmations", 0, "follow: export only blocks at least this many below the tip")
+	fs.DurationVar(&cfg.PollInterval, "poll-interval", d.PollInterval, "follow: how often to poll the chain tip")
+	fs.Uint64Var(&cfg.ReorgWindow, "reorg-window", d.ReorgWindow, "follow: how many exported heights a reorg may roll back before halting")
+	fs.BoolVar(&cfg.DeferIndexes, "defer-indexes", false, "drop secondary indexes for the fill and rebuild them when the range completes")
+	fs.StringVar(&cfg.LogFormat, "log-format", d.LogFormat, "log format: text or json")
+	fs.StringVar(&cfg.LogLevel, "log-level", d.LogLevel, "log level: debug, info, warn, error")
+	fs.DurationVar(&cfg.Progress, "progress-interval", d.Progress, "interval of progress log lines (0: none)")
 	fs.SortFlags = false
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)

@@ -1,0 +1,109 @@
+package monitor
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+)
+
+// Console is an output shared by a progress display and log lines. A
+// display redrawn in place assumes that the lines it drew are still the last
+// on screen; a log line written in between would be overwritten or leave a
+// stale copy behind. Writes through a Console erase the display, write, and
+// draw it again below, so log lines scroll above it. On an output that is not
+// a terminal nothing is ever drawn and a Console only serialises writes.
+// A Console is safe for concurrent use.
+type Console struct {
+	mu    sync.Mutex
+	w     io.Writer
+	frame []string // the display on screen, if drawn > 0
+	drawn int      // lines of frame on screen below the last log line
+	buf   bytes.Buffer
+}
+
+// NewConsole returns a Console writing to w.
+func NewConsole(w io.Writer) *Console { return &Console{w: w} }
+
+// Write writes p (one or more whole lines, as a log handler writes them)
+// above the display.
+func (c *Console) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.drawn == 0 {
+		return c.w.Write(p)
+	}
+	c.buf.Reset()
+	c.erase()
+	c.buf.Write(p)
+	if len(p) > 0 && p[len(p)-1] != '\n' {
+		c.buf.WriteByte('\n')
+	}
+	c.put(c.frame)
+	if _, err := c.w.Write(c.buf.Bytes()); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// draw replaces the display with lines.
+func (c *Console) draw(lines []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(lines) == 0 && c.drawn == 0 {
+		return
+	}
+	c.buf.Reset()
+	c.erase()
+	c.put(lines)
+	c.frame = append(c.frame[:0], lines...)
+	c.drawn = len(lines)
+	// A display is decoration: a failed write must not fail the job.
+	_, _ = c.w.Write(c.buf.Bytes())
+}
+
+// release leaves the display on screen as ordinary output: later writes go
+// below it.
+func (c *Console) release() {
+	c.mu.Lock()
+	c.drawn = 0
+	c.frame = c.frame[:0]
+	c.mu.Unlock()
+}
+
+// erase moves the cursor to the first line of the display and clears from
+// there down.
+func (c *Console) erase() {
+	if c.drawn > 0 {
+		c.buf.WriteString("\x1b[")
+		c.buf.WriteString(strconv.Itoa(c.drawn))
+		c.buf.WriteString("A")
+	}
+	c.buf.WriteString("\r\x1b[J")
+}
+
+func (c *Console) put(lines []string) {
+	for _, l := range lines {
+		c.buf.WriteString(l)
+		c.buf.WriteString("\x1b[K\n")
+	}
+}
+
+// isTerminal reports whether w is an interactive terminal that understands
+// cursor movement: a character device (which a pipe, a file or a Kubernetes
+// log stream is not) other than the null device, with TERM not "dumb".
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok || os.Getenv("TERM") == "dumb" {
+		return false
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	if null, err := os.Stat(os.DevNull); err == nil && os.SameFile(fi, null) {
+		return false
+	}
+	return true
+}

@@ -1,0 +1,342 @@
+package monitor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+)
+
+// rateWindow is the span rates are averaged over: long enough to smooth the
+// steps of batch commits, short enough to follow a change of pace.
+const rateWindow = 10 * time.Second
+
+// minRateSpan is the shortest span a rate is given for: one batch landing
+// just after the first sample would otherwise show an absurd rate.
+const minRateSpan = time.Second
+
+// meter turns samples of a growing count into a rate averaged over the last
+// rateWindow.
+type meter struct {
+	samples []point // oldest first; the first is at or before now-rateWindow
+}
+
+type point struct {
+	t time.Time
+	v float64
+}
+
+func (r *meter) sample(now time.Time, v float64) {
+	r.samples = append(r.samples, point{now, v})
+	cut := now.Add(-rateWindow)
+	i := 0
+	for i+1 < len(r.samples) && !r.samples[i+1].t.After(cut) {
+		i++
+	}
+	if i > 0 {
+		n := copy(r.samples, r.samples[i:])
+		r.samples = r.samples[:n]
+	}
+}
+
+// rate returns the count's growth per second, if the samples span enough
+// time to tell.
+func (r *meter) rate() (float64, bool) {
+	if len(r.samples) < 2 {
+		return 0, false
+	}
+	first, last := r.samples[0], r.samples[len(r.samples)-1]
+	dt := last.t.Sub(first.t)
+	if dt < minRateSpan {
+		return 0, false
+	}
+	return (last.v - first.v) / dt.Seconds(), true
+}
+
+// phaseView is one progress line: a phase's position, pace and ETA.
+type phaseView struct {
+	name       string // "fetch" or "export"
+	done       uint64 // heights
+	total      uint64
+	totalKnown bool
+	rate       float64 // heights/s
+	aux        float64 // fetch: raw bytes/s; export: rows/s
+	rateKnown  bool
+	eta        time.Duration
+	etaKnown   bool
+	finished   bool
+}
+
+// Start runs the progress display until ctx ends or Stop is called: redrawn
+// about four times a second on a terminal, else logged every Interval. It
+// returns at once. Calling it again, or after Stop, does nothing.
+func (m *Monitor) Start(ctx context.Context) {
+	m.loopMu.Lock()
+	defer m.loopMu.Unlock()
+	if m.done != nil || m.stopped {
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	m.cancel = cancel
+	m.done = make(chan struct{})
+	period := redrawPeriod
+	if !m.terminal {
+		period = min(m.interval, time.Second)
+	}
+	m.tick(m.now(), false)
+	go m.loop(ctx, period, m.done)
+}
+
+// Stop ends the display and waits for it, then shows the final progress (a
+// last redraw left on screen, or a last log line) and fixes the job's
+// duration. It is safe to call more than once, and without Start.
+func (m *Monitor) Stop() {
+	m.loopMu.Lock()
+	defer m.loopMu.Unlock()
+	if m.stopped {
+		return
+	}
+	m.stopped = true
+	now := m.now()
+	if m.done != nil {
+		m.cancel()
+		<-m.done
+		m.tick(now, true)
+		m.con.release()
+	}
+	m.mu.Lock()
+	m.st.ended = now
+	m.mu.Unlock()
+}
+
+func (m *Monitor) loop(ctx context.Context, period time.Duration, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.tick(m.now(), false)
+		}
+	}
+}
+
+// tick samples the rates and shows the progress: a redraw on a terminal,
+// a log line when Interval has passed (or final) otherwise.
+func (m *Monitor) tick(now time.Time, final bool) {
+	m.mu.Lock()
+	m.sampleLocked(now)
+	views := m.viewsLocked()
+	logDue := false
+	if !m.terminal {
+		if m.st.lastLog.IsZero() {
+			m.st.lastLog = now
+		}
+		if final || now.Sub(m.st.lastLog) >= m.interval {
+			logDue, m.st.lastLog = true, now
+		}
+	}
+	m.mu.Unlock()
+	switch {
+	case m.terminal:
+		m.con.draw(renderLines(views))
+	case logDue && len(views) > 0:
+		m.log.LogAttrs(context.Background(), slog.LevelInfo, "progress", logAttrs(views)...)
+	}
+}
+
+func (m *Monitor) sampleLocked(now time.Time) {
+	s := &m.st
+	s.fetchRate.sample(now, float64(s.staged))
+	s.bytesRate.sample(now, float64(s.rawBytes))
+	s.exportRate.sample(now, float64(s.exported))
+	s.rowsRate.sample(now, float64(s.totalRows))
+}
+
+// viewsLocked returns the lines of the phases that have begun.
+func (m *Monitor) viewsLocked() []phaseView {
+	s := &m.st
+	var views []phaseView
+	if s.fetchAnnounced || s.staged > 0 {
+		v := phaseView{name: "fetch", done: s.staged, total: s.fetchPlanned, totalKnown: s.fetchAnnounced}
+		v.finished = v.totalKnown && v.done >= v.total
+		start := s.fetchStart
+		if start.IsZero() {
+			start = s.created
+		}
+		pace(&v, &s.fetchRate, &s.bytesRate, float64(s.staged), float64(s.rawBytes), s.fetchLast.Sub(start))
+		views = append(views, v)
+	}
+	if s.exportAnnounced || s.exported > 0 {
+		v := phaseView{name: "export", done: s.exported}
+		if s.rangeSet && s.to >= s.from {
+			v.total, v.totalKnown = s.to-s.from+1, true
+			// Position in the range rather than heights of this run, so a
+			// resumed job shows what is left.
+			switch {
+			case s.lastValid && s.last >= s.from:
+				v.done = s.last - s.from + 1
+			case s.exportAnnounced && s.exportNext > s.from:
+				v.done = s.exportNext - s.from
+			default:
+				v.done = 0
+			}
+			v.finished = s.lastValid && s.last >= s.to
+		}
+		start := s.exportStart
+		if start.IsZero() {
+			start = s.created
+		}
+		pace(&v, &s.exportRate, &s.rowsRate, float64(s.exported), float64(s.totalRows), s.exportLast.Sub(start))
+		views = append(views, v)
+	}
+	return views
+}
+
+// pace fills v's rates and ETA. A finished phase shows its average over the
+// whole phase: the recent rate of a phase that stopped decays to nothing.
+func pace(v *phaseView, heights, aux *meter, n, auxN float64, phase time.Duration) {
+	if v.totalKnown && v.done > v.total {
+		v.done = v.total
+	}
+	if v.finished {
+		if phase > 0 {
+			v.rate, v.aux, v.rateKnown = n/phase.Seconds(), auxN/phase.Seconds(), true
+		}
+		return
+	}
+	v.rate, v.rateKnown = heights.rate()
+	v.aux, _ = aux.rate()
+	if v.rateKnown && v.rate > 0 && v.totalKnown {
+		sec := float64(v.total-v.done) / v.rate
+		if sec < float64(math.MaxInt64/int64(time.Second)) {
+			v.eta, v.etaKnown = time.Duration(sec*float64(time.Second)), true
+		}
+	}
+}
+
+// renderLines draws each view as one line of at most about 80 columns, so
+// that a redraw never wraps on an ordinary terminal.
+func renderLines(views []phaseView) []string {
+	lines := make([]string, len(views))
+	for i, v := range views {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%-6s ", v.name)
+		if v.totalKnown {
+			frac := 1.0
+			if v.total > 0 {
+				frac = float64(v.done) / float64(v.total)
+			}
+			fmt.Fprintf(&b, "%s %5.1f%%  %s/%s", bar(frac, 10), frac*100, count(float64(v.done)), count(float64(v.total)))
+		} else {
+			b.WriteString(count(float64(v.done)))
+		}
+		if v.rateKnown {
+			fmt.Fprintf(&b, "  %s h/s", count(v.rate))
+			if v.name == "fetch" {
+				fmt.Fprintf(&b, "  %s MB/s", mbRate(v.aux))
+			} else {
+				fmt.Fprintf(&b, "  %s rows/s", count(v.aux))
+			}
+		} else {
+			b.WriteString("  - h/s")
+		}
+		switch {
+		case v.finished:
+			b.WriteString("  done")
+		case v.etaKnown:
+			b.WriteString("  eta " + duration(v.eta))
+		default:
+			b.WriteString("  eta -")
+		}
+		lines[i] = b.String()
+	}
+	return lines
+}
+
+// logAttrs gives each view as a group of attributes, numbers as numbers so
+// that a log pipeline can graph them.
+func logAttrs(views []phaseView) []slog.Attr {
+	attrs := make([]slog.Attr, 0, len(views))
+	for _, v := range views {
+		a := []any{slog.Uint64("done", v.done)}
+		if v.totalKnown {
+			a = append(a, slog.Uint64("total", v.total))
+		}
+		if v.rateKnown {
+			a = append(a, slog.Float64("heights_per_s", round1(v.rate)))
+			if v.name == "fetch" {
+				a = append(a, slog.Float64("mb_per_s", round1(v.aux/1e6)))
+			} else {
+				a = append(a, slog.Float64("rows_per_s", round1(v.aux)))
+			}
+		}
+		if v.finished {
+			a = append(a, slog.Bool("finished", true))
+		} else if v.etaKnown {
+			a = append(a, slog.Int64("eta_s", int64(v.eta.Round(time.Second)/time.Second)))
+		}
+		attrs = append(attrs, slog.Group(v.name, a...))
+	}
+	return attrs
+}
+
+func bar(frac float64, width int) string {
+	frac = max(0, min(1, frac))
+	n := int(frac * float64(width))
+	return "[" + strings.Repeat("#", n) + strings.Repeat("-", width-n) + "]"
+}
+
+// count shows a number in at most six characters: exact below ten
+// thousand, else in three significant digits with a k, M or G suffix.
+func count(x float64) string {
+	var v float64
+	var suffix string
+	switch {
+	case x < 1e4:
+		return fmt.Sprintf("%.0f", x)
+	case x < 1e6:
+		v, suffix = x/1e3, "k"
+	case x < 1e9:
+		v, suffix = x/1e6, "M"
+	default:
+		v, suffix = x/1e9, "G"
+	}
+	switch {
+	case v < 10:
+		return fmt.Sprintf("%.2f%s", v, suffix)
+	case v < 100:
+		return fmt.Sprintf("%.1f%s", v, suffix)
+	default:
+		return fmt.Sprintf("%.0f%s", v, suffix)
+	}
+}
+
+// mbRate shows a byte rate in MB, to a tenth below ten thousand.
+func mbRate(bytes float64) string {
+	mb := bytes / 1e6
+	if mb < 1e4 {
+		return fmt.Sprintf("%.1f", mb)
+	}
+	return count(mb)
+}
+
+// duration shows an ETA to the second below an hour, to the minute above.
+func duration(d time.Duration) string {
+	d = d.Round(time.Second)
+	h, m, s := int64(d/time.Hour), int64(d%time.Hour/time.Minute), int64(d%time.Minute/time.Second)
+	switch {
+	case h > 0:
+		return fmt.Sprintf("%dh%02dm", h, m)
+	case m > 0:
+		return fmt.Sprintf("%dm%02ds", m, s)
+	default:
+		return fmt.Sprintf("%ds", s)
+	}
+}
+
+func round1(x float64) float64 { return math.Round(x*10) / 10 }

@@ -1,0 +1,388 @@
+package monitor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestMeterRate(t *testing.T) {
+	type s struct {
+		at time.Duration
+		v  float64
+	}
+	tests := []struct {
+		name    string
+		samples []s
+		want    float64
+		known   bool
+	}{
+		{"no sample", nil, 0, false},
+		{"one sample", []s{{0, 5}}, 0, false},
+		{"span under a second", []s{{0, 0}, {500 * time.Millisecond, 100}}, 0, false},
+		{"steady", []s{{0, 0}, {time.Second, 50}, {2 * time.Second, 100}}, 50, true},
+		{"batches smoothed", []s{{0, 0}, {time.Second, 0}, {2 * time.Second, 500}, {3 * time.Second, 500}, {4 * time.Second, 500}, {5 * time.Second, 1000}}, 200, true},
+		{"window forgets the old pace", func() []s {
+			var out []s
+			v := 0.0
+			for i := 0; i <= 30; i++ {
+				out = append(out, s{time.Duration(i) * time.Second, v})
+				if i < 20 {
+					v += 10
+				} else {
+					v += 100
+				}
+			}
+			return out
+		}(), 100, true},
+	}
+	base := newClock().Now()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var m meter
+			for _, p := range tt.samples {
+				m.sample(base.Add(p.at), p.v)
+			}
+			got, known := m.rate()
+			if known != tt.known || got != tt.want {
+				t.Errorf("rate = %v, %v; want %v, %v", got, known, tt.want, tt.known)
+			}
+		})
+	}
+}
+
+func TestMeterStaysSmall(t *testing.T) {
+	var m meter
+	base := newClock().Now()
+	for i := range 10000 {
+		m.sample(base.Add(time.Duration(i)*250*time.Millisecond), float64(i))
+	}
+	if n := len(m.samples); n > int(rateWindow/(250*time.Millisecond))+2 {
+		t.Errorf("meter holds %d samples after 10000, want about one window's worth", n)
+	}
+	if got, _ := m.rate(); got != 4 {
+		t.Errorf("rate = %v, want 4", got)
+	}
+}
+
+func TestTerminalDisplay(t *testing.T) {
+	clk := newClock()
+	var out bytes.Buffer
+	m := New(Options{Out: &out, Terminal: ptr(true), Now: clk.Now})
+	m.SetRange(1, 1000)
+	m.SetTables([]string{"blocks", "txs"})
+	m.FetchPlanned(1000)
+	m.ExportPlanned(1)
+	t0 := clk.Now()
+
+	m.tick(t0, false)
+	want := "\r\x1b[J" +
+		"fetch  [----------]   0.0%  0/1000  - h/s  eta -\x1b[K\n" +
+		"export [----------]   0.0%  0/1000  - h/s  eta -\x1b[K\n"
+	if got := out.String(); got != want {
+		t.Errorf("first frame:\n got %q\nwant %q", got, want)
+	}
+
+	out.Reset()
+	clk.Add(2 * time.Second)
+	m.Staged(200, 2_000_000, 500_000, time.Millisecond)
+	m.Exported(1, 100, []int{100, 300}, time.Millisecond, false)
+	m.tick(clk.Now(), false)
+	// Redrawn in place: up over the two lines drawn, then the new frame.
+	want = "\x1b[2A\r\x1b[J" +
+		"fetch  [##--------]  20.0%  200/1000  100 h/s  1.0 MB/s  eta 8s\x1b[K\n" +
+		"export [#---------]  10.0%  100/1000  50 h/s  200 rows/s  eta 18s\x1b[K\n"
+	if got := out.String(); got != want {
+		t.Errorf("second frame:\n got %q\nwant %q", got, want)
+	}
+
+	// Fetch finishes at t0+10s: the line shows done and the phase's
+	// average, not the decaying recent rate.
+	out.Reset()
+	clk.Add(8 * time.Second)
+	m.Staged(800, 8_000_000, 2_000_000, time.Millisecond)
+	clk.Add(20 * time.Second)
+	m.Exported(101, 600, []int{500, 1500}, time.Millisecond, false)
+	m.tick(clk.Now(), false)
+	lines := strings.Split(strings.TrimSuffix(strings.TrimPrefix(out.String(), "\x1b[2A\r\x1b[J"), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("third frame has %d lines: %q", len(lines), out.String())
+	}
+	if want := "fetch  [##########] 100.0%  1000/1000  100 h/s  1.0 MB/s  done\x1b[K"; lines[0] != want {
+		t.Errorf("finished fetch line:\n got %q\nwant %q", lines[0], want)
+	}
+	// Export: the window's oldest sample is the one at 2 s (100 heights,
+	// 400 rows), so the rate is 500 heights and 2000 rows over 28 s.
+	if want := "export [######----]  60.0%  600/1000  18 h/s  71 rows/s  eta 22s\x1b[K"; lines[1] != want {
+		t.Errorf("export line:\n got %q\nwant %q", lines[1], want)
+	}
+	for _, l := range lines {
+		if n := len(strings.TrimSuffix(l, "\x1b[K")); n > 80 {
+			t.Errorf("line of %d columns would wrap: %q", n, l)
+		}
+	}
+}
+
+func TestExportResumedShowsPosition(t *testing.T) {
+	clk := newClock()
+	var out bytes.Buffer
+	m := New(Options{Out: &out, Terminal: ptr(true), Now: clk.Now})
+	m.SetRange(1001, 2000)
+	m.ExportPlanned(1501) // half the range was exported by an earlier run
+	m.tick(clk.Now(), false)
+	if want := "export [#####-----]  50.0%  500/1000  - h/s  eta -"; !strings.Contains(out.String(), want) {
+		t.Errorf("resumed export frame %q lacks %q", out.String(), want)
+	}
+	out.Reset()
+	clk.Add(5 * time.Second)
+	m.Exported(1501, 1750, []int{250}, time.Millisecond, false)
+	m.tick(clk.Now(), false)
+	// 250 heights in 5 s: 50 h/s, 250 left: 5 s.
+	if want := "export [#######---]  75.0%  750/1000  50 h/s  50 rows/s  eta 5s"; !strings.Contains(out.String(), want) {
+		t.Errorf("resumed export frame %q lacks %q", out.String(), want)
+	}
+}
+
+func TestLogProgress(t *testing.T) {
+	clk := newClock()
+	var logs bytes.Buffer
+	m := New(Options{
+		Logger:   slog.New(slog.NewJSONHandler(&logs, nil)),
+		Terminal: ptr(false),
+		Interval: 10 * time.Second,
+		Now:      clk.Now,
+	})
+	m.SetRange(1, 1000)
+	m.SetTables([]string{"blocks", "txs"})
+	m.FetchPlanned(1000)
+	m.ExportPlanned(1)
+	m.tick(clk.Now(), false)
+	clk.Add(5 * time.Second)
+	m.Staged(250, 5_000_000, 1_000_000, time.Millisecond)
+	m.tick(clk.Now(), false)
+	if logs.Len() != 0 {
+		t.Fatalf("logged before the interval passed: %s", logs.String())
+	}
+	clk.Add(5 * time.Second)
+	m.Staged(250, 5_000_000, 1_000_000, time.Millisecond)
+	m.Exported(1, 200, []int{200, 600}, time.Millisecond, false)
+	m.tick(clk.Now(), false)
+
+	type phase struct {
+		Done        uint64   `json:"done"`
+		Total       uint64   `json:"total"`
+		HeightsPerS *float64 `json:"heights_per_s"`
+		MBPerS      *float64 `json:"mb_per_s"`
+		RowsPerS    *float64 `json:"rows_per_s"`
+		ETA         *int64   `json:"eta_s"`
+		Finished    bool     `json:"finished"`
+	}
+	var rec struct {
+		Level  string `json:"level"`
+		Msg    string `json:"msg"`
+		Fetch  phase  `json:"fetch"`
+		Export phase  `json:"export"`
+	}
+	recs := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(recs) != 1 {
+		t.Fatalf("want one progress record after one interval, got %d: %s", len(recs), logs.String())
+	}
+	if err := json.Unmarshal([]byte(recs[0]), &rec); err != nil {
+		t.Fatalf("progress record %s: %v", recs[0], err)
+	}
+	if rec.Msg != "progress" || rec.Level != "INFO" {
+		t.Errorf("record = %s", recs[0])
+	}
+	f, e := rec.Fetch, rec.Export
+	if f.Done != 500 || f.Total != 1000 || f.HeightsPerS == nil || *f.HeightsPerS != 50 ||
+		f.MBPerS == nil || *f.MBPerS != 1 || f.ETA == nil || *f.ETA != 10 {
+		t.Errorf("fetch progress = %+v in %s", f, recs[0])
+	}
+	if e.Done != 200 || e.Total != 1000 || e.HeightsPerS == nil || *e.HeightsPerS != 20 ||
+		e.RowsPerS == nil || *e.RowsPerS != 80 || e.ETA == nil || *e.ETA != 40 {
+		t.Errorf("export progress = %+v in %s", e, recs[0])
+	}
+
+	// The last line comes at Stop, whether or not an interval passed.
+	logs.Reset()
+	clk.Add(time.Second)
+	m.Staged(500, 10_000_000, 2_000_000, time.Millisecond)
+	m.tick(clk.Now(), true)
+	rec.Fetch = phase{} // absent fields must not keep the earlier record's values
+	if err := json.Unmarshal(bytes.TrimSpace(logs.Bytes()), &rec); err != nil {
+		t.Fatalf("final record %q: %v", logs.String(), err)
+	}
+	if !rec.Fetch.Finished || rec.Fetch.Done != 1000 || rec.Fetch.ETA != nil {
+		t.Errorf("final fetch progress = %+v", rec.Fetch)
+	}
+}
+
+func TestNothingLoggedBeforeAPhase(t *testing.T) {
+	clk := newClock()
+	var logs bytes.Buffer
+	m := New(Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Terminal: ptr(false), Interval: time.Second, Now: clk.Now})
+	m.tick(clk.Now(), false)
+	m.tick(clk.Add(time.Minute), false)
+	if logs.Len() != 0 {
+		t.Errorf("progress logged with no phase begun: %s", logs.String())
+	}
+}
+
+// loopRunning reports whether any goroutine that Start created is alive.
+// Stacks rather than runtime.NumGoroutine: the runtime and earlier tests
+// start and end goroutines of their own at any time. A goroutine that has
+// not run yet shows only its "created by" line, not its function.
+func loopRunning() (bool, string) {
+	buf := make([]byte, 1<<22)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	return strings.Contains(stacks, "created by github.com/blockhaul/blockhaul/monitor.(*Monitor).Start"), stacks
+}
+
+func TestStartStopLeavesNoGoroutine(t *testing.T) {
+	for _, terminal := range []bool{true, false} {
+		var out, logs bytes.Buffer
+		m := New(Options{Out: &out, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Terminal: ptr(terminal)})
+		m.SetRange(1, 10)
+		m.FetchPlanned(10)
+		m.Start(context.Background())
+		defer m.Stop() // on a failed assertion, not to leak into later tests
+		if running, _ := loopRunning(); !running {
+			t.Fatalf("terminal=%v: no display loop after Start", terminal)
+		}
+		m.Start(context.Background()) // a second Start starts nothing
+		m.Staged(10, 100, 50, 0)
+		m.Stop()
+		select {
+		case <-m.done:
+		default:
+			t.Fatalf("terminal=%v: display loop still running after Stop", terminal)
+		}
+		if running, stacks := loopRunning(); running {
+			t.Errorf("terminal=%v: a display loop outlived Stop:\n%s", terminal, stacks)
+		}
+		m.Stop()                      // idempotent
+		m.Start(context.Background()) // after Stop: nothing
+		if running, _ := loopRunning(); running {
+			t.Errorf("terminal=%v: Start after Stop started a display loop", terminal)
+		}
+		// Stop showed the final state.
+		final := out.String() + logs.String()
+		if terminal && !strings.Contains(final, "10/10") {
+			t.Errorf("final frame missing: %q", final)
+		}
+		if !terminal && !strings.Contains(final, "fetch.done=10") {
+			t.Errorf("final progress line missing: %q", final)
+		}
+	}
+}
+
+func TestStopAfterContextEnded(t *testing.T) {
+	m := New(Options{Out: &bytes.Buffer{}, Terminal: ptr(true)})
+	ctx, cancel := context.WithCancel(context.Background())
+	m.Start(ctx)
+	cancel()
+	<-m.done // the loop ends with its context
+	m.Stop()
+	if got := m.Summary().Duration; got <= 0 {
+		t.Errorf("duration after Stop = %v", got)
+	}
+}
+
+func TestStopWithoutStart(t *testing.T) {
+	var out bytes.Buffer
+	m := New(Options{Out: &out, Terminal: ptr(true)})
+	m.Stop()
+	if out.Len() != 0 {
+		t.Errorf("Stop without Start drew %q", out.String())
+	}
+}
+
+func TestConcurrentEvents(t *testing.T) {
+	m := New(Options{Out: &bytes.Buffer{}, Terminal: ptr(true)})
+	m.SetTables([]string{"blocks"})
+	m.Start(context.Background())
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 500 {
+				h := uint64(w*500 + i)
+				m.Exported(h, h, []int{2}, 0, false)
+				m.Staged(1, 10, 5, 0)
+				m.Request(endpoint, "batch", OutcomeOK, 0)
+				m.Retry(endpoint, "timeout")
+				_ = m.Summary()
+			}
+		})
+	}
+	wg.Wait()
+	m.Stop()
+	s := m.Summary()
+	if s.Export.Blocks != 4000 || s.Export.TotalRows != 8000 || s.Fetch.Blocks != 4000 || s.RPCRequests != 4000 || s.Retries != 4000 {
+		t.Errorf("after 4000 concurrent events: %+v", s)
+	}
+	if !s.Export.LastValid || s.Export.Last != 3999 {
+		t.Errorf("last exported = %d (valid %v), want 3999", s.Export.Last, s.Export.LastValid)
+	}
+}
+
+func TestFormats(t *testing.T) {
+	counts := []struct {
+		x    float64
+		want string
+	}{{0, "0"}, {9999, "9999"}, {12345, "12.3k"}, {123_456, "123k"}, {999_499, "999k"}, {1_234_567, "1.23M"}, {25_000_000, "25.0M"}, {25e9, "25.0G"}}
+	for _, c := range counts {
+		if got := count(c.x); got != c.want {
+			t.Errorf("count(%v) = %q, want %q", c.x, got, c.want)
+		}
+	}
+	durations := []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0s"}, {1400 * time.Millisecond, "1s"}, {59 * time.Second, "59s"}, {61 * time.Second, "1m01s"},
+		{time.Hour + 4*time.Minute + 30*time.Second, "1h04m"}, {150 * time.Hour, "150h00m"},
+	}
+	for _, c := range durations {
+		if got := duration(c.d); got != c.want {
+			t.Errorf("duration(%v) = %q, want %q", c.d, got, c.want)
+		}
+	}
+	mbs := []struct {
+		bytes float64
+		want  string
+	}{{0, "0.0"}, {450_000, "0.5"}, {123_456_789, "123.5"}, {12_345e6, "12.3k"}}
+	for _, c := range mbs {
+		if got := mbRate(c.bytes); got != c.want {
+			t.Errorf("mbRate(%v) = %q, want %q", c.bytes, got, c.want)
+		}
+	}
+	bars := []struct {
+		frac float64
+		want string
+	}{{0, "[----]"}, {0.5, "[##--]"}, {1, "[####]"}, {1.5, "[####]"}, {-1, "[----]"}}
+	for _, c := range bars {
+		if got := bar(c.frac, 4); got != c.want {
+			t.Errorf("bar(%v) = %q, want %q", c.frac, got, c.want)
+		}
+	}
+}
+
+func TestWidestLinesFit(t *testing.T) {
+	// The widest numbers a long backfill shows must not wrap an 80-column
+	// terminal: a wrapped line breaks the redraw in place.
+	views := []phaseView{
+		{name: "fetch", done: 25_000_000, total: 25_000_000, totalKnown: true, rate: 99_999, aux: 9_999e6, rateKnown: true, eta: 999 * time.Hour, etaKnown: true},
+		{name: "export", done: 12_345_678, total: 25_000_000, totalKnown: true, rate: 99_999, aux: 999e6, rateKnown: true, eta: 999 * time.Hour, etaKnown: true},
+	}
+	for _, l := range renderLines(views) {
+		if len(l) > 79 {
+			t.Errorf("line of %d columns: %q", len(l), l)
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package monitor
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// Summary is what a job did, for the report printed at its end.
+type Summary struct {
+	// Command and Complete are the caller's to fill in before WriteText:
+	// the monitor knows neither which command ran nor whether its range
+	// ended complete.
+	Command  string
+	Complete bool
+
+	From, To uint64
+	RangeSet bool
+	Duration time.Duration // from New to Stop (or to the Summary call)
+
+	Fetch  FetchSummary
+	Export ExportSummary
+
+	RPCRequests uint64 // requests sent
+	RPCFailed   uint64 // requests whose outcome was not OutcomeOK
+	Retries     uint64 // retries of every reason
+}
+
+// FetchSummary is the fetch phase: source to staging.
+type FetchSummary struct {
+	Planned     uint64 // heights missing when the fetch started
+	Fetched     uint64 // blocks the source returned
+	Blocks      uint64 // blocks staged
+	RawBytes    int64
+	StoredBytes int64
+	Ratio       float64       // RawBytes / StoredBytes; 0 if nothing stored
+	Duration    time.Duration // from FetchPlanned to the last staging commit
+	BlocksPerS  float64
+}
+
+// ExportSummary is the export phase: staging to PostgreSQL.
+type ExportSummary struct {
+	Blocks     uint64
+	Rows       []TableRows // in SetTables order
+	TotalRows  uint64
+	Batches    uint64
+	Conflicts  uint64 // batches merged after a unique violation
+	Last       uint64 // last height exported, if LastValid
+	LastValid  bool
+	Duration   time.Duration // from ExportPlanned to the last batch
+	BlocksPerS float64
+	RowsPerS   float64
+}
+
+// TableRows is the number of rows exported to one table.
+type TableRows struct {
+	Table string
+	Rows  uint64
+}
+
+// Summary returns what the job has done so far; after Stop, what it did.
+func (m *Monitor) Summary() Summary {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := &m.st
+	end := s.ended
+	if end.IsZero() {
+		end = m.now()
+	}
+	sum := Summary{
+		From: s.from, To: s.to, RangeSet: s.rangeSet,
+		Duration:    end.Sub(s.created),
+		RPCRequests: s.requests, RPCFailed: s.failed, Retries: s.retries,
+		Fetch: FetchSummary{
+			Planned: s.fetchPlanned, Fetched: s.fetched, Blocks: s.staged,
+			RawBytes: s.rawBytes, StoredBytes: s.storedBytes,
+			Ratio:    compressionRatio(s.rawBytes, s.storedBytes),
+			Duration: phaseDuration(s.fetchStart, s.fetchLast, s.created),
+		},
+		Export: ExportSummary{
+			Blocks: s.exported, TotalRows: s.totalRows, Batches: s.batches, Conflicts: s.conflicts,
+			Last: s.last, LastValid: s.lastValid,
+			Duration: phaseDuration(s.exportStart, s.exportLast, s.created),
+		},
+	}
+	sum.Export.Rows = make([]TableRows, len(s.tables))
+	for i, t := range s.tables {
+		sum.Export.Rows[i] = TableRows{Table: t, Rows: s.rows[i]}
+	}
+	sum.Fetch.BlocksPerS = perSecond(float64(s.staged), sum.Fetch.Duration)
+	sum.Export.BlocksPerS = perSecond(float64(s.exported), sum.Export.Duration)
+	sum.Export.RowsPerS = perSecond(float64(s.totalRows), sum.Export.Duration)
+	return sum
+}
+
+// phaseDuration runs from a phase's start (the Monitor's creation if the
+// phase was never announced) to its last event.
+func phaseDuration(start, last, created time.Time) time.Duration {
+	if last.IsZero() {
+		return 0
+	}
+	if start.IsZero() {
+		start = created
+	}
+	return max(0, last.Sub(start))
+}
+
+func perSecond(n float64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return n / d.Seconds()
+}
+
+// WriteText renders the summary for a person. Write errors are ignored: the
+// summary is the last thing a job prints and has no one to report them to.
+func (s Summary) WriteText(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("\nblockhaul")
+	if s.Command != "" {
+		p(" %s", s.Command)
+	}
+	if s.RangeSet {
+		p(": heights %d-%d", s.From, s.To)
+	}
+	if s.Complete {
+		p(", complete\n")
+	} else {
+		p(", NOT complete\n")
+	}
+	f := s.Fetch
+	if f.Planned > 0 || f.Blocks > 0 {
+		p("  fetch:   %d blocks staged of %d planned in %s (%.0f blocks/s)\n",
+			f.Blocks, f.Planned, seconds(f.Duration), f.BlocksPerS)
+		p("           %s raw -> %s staged (compression ratio %.2f)\n", megabytes(f.RawBytes), megabytes(f.StoredBytes), f.Ratio)
+	}
+	if s.RPCRequests > 0 || s.Retries > 0 {
+		p("  rpc:     %d requests, %d failed, %d retries\n", s.RPCRequests, s.RPCFailed, s.Retries)
+	}
+	e := s.Export
+	if e.Blocks > 0 || e.Batches > 0 {
+		p("  export:  %d blocks, %d rows in %s (%.0f blocks/s, %.0f rows/s), %d batches, %d merged after conflicts\n",
+			e.Blocks, e.TotalRows, seconds(e.Duration), e.BlocksPerS, e.RowsPerS, e.Batches, e.Conflicts)
+		for _, t := range e.Rows {
+			p("           %-16s %d rows\n", t.Table, t.Rows)
+		}
+	}
+	if e.LastValid {
+		p("  checkpoint: height %d\n", e.Last)
+	}
+	p("  total:   %s\n", seconds(s.Duration))
+}
+
+func seconds(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
+
+func megabytes(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }

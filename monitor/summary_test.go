@@ -1,0 +1,96 @@
+package monitor
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSummary(t *testing.T) {
+	clk := newClock()
+	m := New(Options{Out: &bytes.Buffer{}, Terminal: ptr(false), Now: clk.Now})
+	m.Start(context.Background())
+	m.SetRange(1, 1000)
+	m.SetTables([]string{"blocks", "txs"})
+	clk.Add(time.Second)
+	m.FetchPlanned(1000)
+	clk.Add(time.Second)
+	m.ExportPlanned(1)
+	clk.Add(9 * time.Second)
+	m.Fetched(1000)
+	m.Staged(1000, 40_000_000, 10_000_000, time.Millisecond)
+	m.Request(endpoint, "batch", OutcomeOK, time.Millisecond)
+	m.Request(endpoint, "batch", OutcomeOK, time.Millisecond)
+	m.Request(endpoint, "batch", OutcomeOK, time.Millisecond)
+	m.Request(endpoint, "batch", "timeout", time.Millisecond)
+	m.Retry(endpoint, "timeout")
+	m.Retry("", RetrySpan)
+	clk.Add(5 * time.Second)
+	m.Exported(1, 400, []int{400, 1000}, time.Millisecond, false)
+	clk.Add(6 * time.Second)
+	m.Exported(401, 1000, []int{600, 3000}, time.Millisecond, true)
+	clk.Add(8 * time.Second)
+	m.Stop()
+	clk.Add(time.Hour) // a summary after Stop is fixed
+
+	s := m.Summary()
+	if s.Duration != 30*time.Second {
+		t.Errorf("duration = %v, want 30s", s.Duration)
+	}
+	f := s.Fetch
+	if f.Planned != 1000 || f.Fetched != 1000 || f.Blocks != 1000 || f.Duration != 10*time.Second || f.BlocksPerS != 100 || f.Ratio != 4 {
+		t.Errorf("fetch summary = %+v", f)
+	}
+	e := s.Export
+	if e.Blocks != 1000 || e.TotalRows != 5000 || e.Batches != 2 || e.Conflicts != 1 || e.Duration != 20*time.Second ||
+		e.BlocksPerS != 50 || e.RowsPerS != 250 || !e.LastValid || e.Last != 1000 {
+		t.Errorf("export summary = %+v", e)
+	}
+	if len(e.Rows) != 2 || e.Rows[0] != (TableRows{"blocks", 1000}) || e.Rows[1] != (TableRows{"txs", 4000}) {
+		t.Errorf("rows per table = %+v", e.Rows)
+	}
+	if s.RPCRequests != 4 || s.RPCFailed != 1 || s.Retries != 2 {
+		t.Errorf("rpc = %d requests, %d failed, %d retries", s.RPCRequests, s.RPCFailed, s.Retries)
+	}
+
+	s.Command, s.Complete = "run", true
+	var out bytes.Buffer
+	s.WriteText(&out)
+	text := out.String()
+	for _, want := range []string{
+		"blockhaul run: heights 1-1000, complete\n",
+		"fetch:   1000 blocks staged of 1000 planned in 10.0s (100 blocks/s)\n",
+		"40.0 MB raw -> 10.0 MB staged (compression ratio 4.00)\n",
+		"rpc:     4 requests, 1 failed, 2 retries\n",
+		"export:  1000 blocks, 5000 rows in 20.0s (50 blocks/s, 250 rows/s), 2 batches, 1 merged after conflicts\n",
+		"blocks           1000 rows\n",
+		"txs              4000 rows\n",
+		"checkpoint: height 1000\n",
+		"total:   30.0s\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("summary lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+func TestSummaryOfNothing(t *testing.T) {
+	clk := newClock()
+	m := New(Options{Out: &bytes.Buffer{}, Terminal: ptr(false), Now: clk.Now})
+	clk.Add(1500 * time.Millisecond)
+	s := m.Summary()
+	s.Command = "export"
+	var out bytes.Buffer
+	s.WriteText(&out)
+	text := out.String()
+	if !strings.Contains(text, "blockhaul export, NOT complete\n") || !strings.Contains(text, "total:   1.5s\n") {
+		t.Errorf("empty summary:\n%s", text)
+	}
+	for _, absent := range []string{"fetch:", "export:", "rpc:", "checkpoint:"} {
+		if strings.Contains(text, absent) {
+			t.Errorf("empty summary shows %q:\n%s", absent, text)
+		}
+	}
+}

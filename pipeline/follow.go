@@ -1,0 +1,208 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/export"
+	"github.com/blockhaul/blockhaul/loader"
+	"github.com/blockhaul/blockhaul/staging"
+	"github.com/jackc/pgx/v5"
+)
+
+// ReorgError reports a chain reorganisation deeper than the head stream may
+// undo by itself.
+type ReorgError struct {
+	Fork   uint64 // last height both forks share, when it was found
+	Found  bool
+	Cursor uint64 // the head stream's last exported height
+	Window uint64
+}
+
+func (e *ReorgError) Error() string {
+	if !e.Found {
+		return fmt.Sprintf("reorg: no common ancestor within %d blocks below the head cursor %d; exported rows are on an abandoned fork (re-export from a known-good height)", e.Window, e.Cursor)
+	}
+	return fmt.Sprintf("reorg: the chain forked at height %d, %d blocks below the head cursor %d, deeper than the %d-block window; halting (re-export from %d)",
+		e.Fork, e.Cursor-e.Fork, e.Cursor, e.Window, e.Fork+1)
+}
+
+// follow is the head stream: it stages the chain up to its tip, exports
+// what lies at least --confirmations below it, and polls for more. A
+// parent-hash break in what it has staged or exported is a reorg: the
+// heights of the abandoned fork are dropped from staging and, when already
+// exported and within --reorg-window, from PostgreSQL together with the
+// cursor, then fetched again. With --to it stops once that height is
+// exported; otherwise it runs until signalled.
+func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
+	dec, err := newDecoder(cfg)
+	if err != nil {
+		return err
+	}
+	src, err := newSource(cfg, tip)
+	if err != nil {
+		return err
+	}
+	conn, err := connect(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := export.EnsureSchema(ctx, conn, cfg.Schema, dec.Tables(), cfg.DeferIndexes); err != nil {
+		return err
+	}
+	head := export.Stream{Head: true, From: cfg.From}
+	sum.Export.Rows = map[string]uint64{}
+	for {
+		cur, err := export.LoadCursor(ctx, conn, cfg.Schema, head)
+		if err != nil {
+			return err
+		}
+		sum.Export.Last = cur
+		next := cur.Next(cfg.From)
+		if cfg.ToSet && next > cfg.To {
+			sum.Complete = true
+			return nil
+		}
+		tipH, err := src.Tip(ctx)
+		if err != nil {
+			return fmt.Errorf("read chain tip: %w", err)
+		}
+		// Stage everything up to the tip: the unconfirmed window lives in
+		// staging, where a reorg costs nothing to undo.
+		if tipH >= next {
+			st, err := loader.Fetch(ctx, src, store, next, tipH, loaderConfig(cfg, log, c), nil)
+			addFetch(&sum.Fetch, st)
+			if err != nil {
+				return err
+			}
+		}
+		low := next
+		if low > 0 {
+			low--
+		}
+		brk, broken, err := store.FirstBreak(low, tipH)
+		if err != nil {
+			return err
+		}
+		if broken {
+			if err := repairReorg(ctx, cfg, conn, store, src, dec.Tables(), cur, brk, log, sum); err != nil {
+				return err
+			}
+			continue
+		}
+		target := uint64(0)
+		if tipH >= cfg.Confirmations {
+			target = tipH - cfg.Confirmations
+		}
+		if cfg.ToSet {
+			target = min(target, cfg.To)
+		}
+		if target >= next {
+			ecfg := exportConfig(cfg, log, c)
+			ecfg.Stream = export.Stream{Head: true, From: cfg.From, To: target}
+			res, err := export.Run(ctx, conn, store, dec, ecfg)
+			addExport(&sum.Export, res)
+			var ce *export.ContinuityError
+			if errors.As(err, &ce) {
+				// Staging was refetched on another fork below the cursor.
+				if err := repairReorg(ctx, cfg, conn, store, src, dec.Tables(), res.Last, ce.Height, log, sum); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			continue // more may be confirmed already
+		}
+		t := time.NewTimer(cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			// A signal while idle ends follow cleanly: without --to it has
+			// no range to complete.
+			sum.Complete = !cfg.ToSet
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// repairReorg handles a break at height brk (its parent is not the block
+// staged or exported below it): it finds the last height where staging and
+// the source agree, drops staging above it, and rolls PostgreSQL back to it
+// when exported rows are on the abandoned fork.
+func repairReorg(ctx context.Context, cfg *Config, conn *pgx.Conn, store *staging.Store, src loader.Source, tables []chain.Table, cur export.Cursor, brk uint64, log *slog.Logger, sum *Summary) error {
+	// Search past the window so that a reorg too deep to undo can still be
+	// reported with its fork height.
+	search := max(4*(cfg.ReorgWindow+cfg.Confirmations), 256)
+	fork, found := uint64(0), false
+	for k := brk - 1; ; k-- {
+		nb, err := src.Fetch(ctx, k, k)
+		if err != nil {
+			return fmt.Errorf("reorg at %d: fetch block %d: %w", brk, k, err)
+		}
+		have, _, err := store.Header(k)
+		if err != nil && !errors.Is(err, staging.ErrNotFound) {
+			return err
+		}
+		if bytes.Equal(have, nb[0].Hash) && (!cur.Valid || k != cur.Height || bytes.Equal(cur.Hash, nb[0].Hash)) {
+			fork, found = k, true
+			break
+		}
+		if k == 0 || brk-k > search {
+			break
+		}
+	}
+	if !found {
+		return &ReorgError{Cursor: cur.Height, Window: search}
+	}
+	sum.Reorgs++
+	if cur.Valid && fork < cur.Height {
+		if cur.Height-fork > cfg.ReorgWindow {
+			return &ReorgError{Fork: fork, Found: true, Cursor: cur.Height, Window: cfg.ReorgWindow}
+		}
+		hash, _, err := store.Header(fork)
+		if err != nil {
+			return err
+		}
+		log.Warn("reorg below the head cursor: rolling back exported rows", "fork", fork, "cursor", cur.Height, "depth", cur.Height-fork)
+		if err := export.Rollback(ctx, conn, cfg.Schema, tables, fork, hash); err != nil {
+			return err
+		}
+	} else {
+		log.Warn("reorg in the unconfirmed window: dropping staged blocks of the abandoned fork", "fork", fork, "break", brk)
+	}
+	return store.Delete(fork+1, ^uint64(0)-1)
+}
+
+func addFetch(dst *loader.Stats, s loader.Stats) {
+	dst.Planned += s.Planned
+	dst.Blocks += s.Blocks
+	dst.RawBytes += s.RawBytes
+	dst.StoredBytes += s.StoredBytes
+	dst.Retries += s.Retries
+	dst.Duration += s.Duration
+}
+
+func addExport(dst *export.Result, r export.Result) {
+	dst.Blocks += r.Blocks
+	dst.Batches += r.Batches
+	dst.Conflicts += r.Conflicts
+	dst.Duration += r.Duration
+	if dst.Rows == nil {
+		dst.Rows = map[string]uint64{}
+	}
+	for k, v := range r.Rows {
+		dst.Rows[k] += v
+	}
+	if r.Last.Valid {
+		dst.Last = r.Last
+	}
+}
