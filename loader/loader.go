@@ -40,6 +40,10 @@ type Config struct {
 	OnCommit func(CommitStats)
 	// OnRetry, if set, is called before each retry of a span.
 	OnRetry func(r staging.Range, err error)
+	// OnPlan, if set, is called once with the number of missing heights.
+	OnPlan func(missing uint64)
+	// OnFetched, if set, is called by a worker after each span it fetched.
+	OnFetched func(blocks int)
 }
 
 // CommitStats describes one staging commit.
@@ -173,6 +177,9 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 	for _, r := range missing {
 		st.Planned += r.Len()
 	}
+	if cfg.OnPlan != nil {
+		cfg.OnPlan(st.Planned)
+	}
 	if len(spans) == 0 {
 		progress.finish(nil)
 		st.Duration = time.Since(start)
@@ -202,6 +209,9 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 				blocks, err := fetchSpan(wctx, src, spans[i], &cfg, &retries)
 				if err != nil {
 					return err
+				}
+				if cfg.OnFetched != nil {
+					cfg.OnFetched(len(blocks))
 				}
 				select {
 				case fetched <- fetchedSpan{idx: i, blocks: blocks}:

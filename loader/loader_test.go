@@ -166,7 +166,7 @@ func TestFetchRefusesWrongHeight(t *testing.T) {
 
 func TestProgressFollowsContiguousPrefix(t *testing.T) {
 	p := NewProgress(1, 30)
-	p.plan([]staging.Range{{1, 10}, {11, 20}, {21, 30}})
+	p.plan([]staging.Range{{From: 1, To: 10}, {From: 11, To: 20}, {From: 21, To: 30}})
 	ctx := context.Background()
 	p.committed([]int{1})
 	if last, ok, _ := waitNow(p, 1); ok {
@@ -184,7 +184,7 @@ func TestProgressFollowsContiguousPrefix(t *testing.T) {
 	}
 	p.finish(errors.New("boom"))
 	q := NewProgress(1, 30)
-	q.plan([]staging.Range{{1, 10}})
+	q.plan([]staging.Range{{From: 1, To: 10}})
 	q.finish(errors.New("boom"))
 	if _, _, err := q.Wait(ctx, 10); err == nil || err.Error() != "boom" {
 		t.Fatalf("Wait after failed fetch: %v", err)
@@ -204,9 +204,9 @@ func TestSplit(t *testing.T) {
 		n    uint64
 		want []staging.Range
 	}{
-		{[]staging.Range{{1, 10}}, 4, []staging.Range{{1, 4}, {5, 8}, {9, 10}}},
-		{[]staging.Range{{1, 4}, {9, 9}}, 4, []staging.Range{{1, 4}, {9, 9}}},
-		{[]staging.Range{{^uint64(0) - 2, ^uint64(0)}}, 2, []staging.Range{{^uint64(0) - 2, ^uint64(0) - 1}, {^uint64(0), ^uint64(0)}}},
+		{[]staging.Range{{From: 1, To: 10}}, 4, []staging.Range{{From: 1, To: 4}, {From: 5, To: 8}, {From: 9, To: 10}}},
+		{[]staging.Range{{From: 1, To: 4}, {From: 9, To: 9}}, 4, []staging.Range{{From: 1, To: 4}, {From: 9, To: 9}}},
+		{[]staging.Range{{From: ^uint64(0) - 2, To: ^uint64(0)}}, 2, []staging.Range{{From: ^uint64(0) - 2, To: ^uint64(0) - 1}, {From: ^uint64(0), To: ^uint64(0)}}},
 		{nil, 3, nil},
 	}
 	for _, tc := range tests {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/loader"
+	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -57,8 +58,13 @@ type Config struct {
 	ReorgWindow   uint64        // --reorg-window: exported heights follow may roll back on a reorg
 	DeferIndexes  bool          // --defer-indexes
 
+	HTTPAddr string // --http: serve /healthz, /readyz and /metrics
+
 	// Source, if set, replaces the source the flags describe (tests, bench).
 	Source loader.Source
+	// Monitor, if set, receives the job's events (progress display,
+	// metrics); nil means a monitor that only logs progress.
+	Monitor *monitor.Monitor
 
 	LogFormat string        // --log-format: text or json
 	LogLevel  string        // --log-level

@@ -232,7 +232,6 @@ func TestFollowBesideBackfillWithReorg(t *testing.T) {
 		headSum.Reorgs, headSum.Export.Conflicts, bfSum.Export.Conflicts, samples)
 }
 
-
 // A reorg below the head cursor, within the window, rolls back exported
 // rows and the cursor together and reloads the new fork.
 func TestFollowRollsBackExportedFork(t *testing.T) {

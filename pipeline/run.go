@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/loader"
+	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
@@ -68,13 +68,6 @@ type Summary struct {
 	Duration time.Duration
 }
 
-// counters feed the progress log.
-type counters struct {
-	staged   atomic.Uint64
-	exported atomic.Uint64
-	rows     atomic.Uint64
-}
-
 // Run runs cfg.Command. It validates cfg first; the returned error maps to
 // an exit status through ExitCode. out receives the summary.
 func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summary, error) {
@@ -98,26 +91,62 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 		t := cfg.SyntheticTip
 		tip = func() uint64 { return t }
 	}
-	var c counters
-	stopProgress := logProgress(log, cfg.Progress, &c)
-	defer stopProgress()
+	m := cfg.Monitor
+	if m == nil {
+		m = monitor.New(monitor.Options{Logger: log, Out: io.Discard, Terminal: new(bool), Interval: cfg.Progress})
+	}
+	if dec, err := newDecoder(&cfg); err == nil {
+		names := make([]string, 0)
+		for _, t := range dec.Tables() {
+			names = append(names, t.Name)
+		}
+		m.SetTables(names)
+	}
+	if cfg.ToSet {
+		m.SetRange(cfg.From, cfg.To)
+	}
+	if cfg.Progress > 0 {
+		m.Start(ctx)
+	}
+	defer m.Stop()
+	if cfg.HTTPAddr != "" {
+		hctx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
+		served := make(chan error, 1)
+		go func() { served <- m.Serve(hctx, cfg.HTTPAddr) }()
+		defer func() {
+			stopHTTP()
+			if err := <-served; err != nil {
+				log.Warn("http server", "err", err)
+			}
+		}()
+	}
+	c := &counters{m: m}
 
 	switch cfg.Command {
 	case CmdFetch:
-		err = runFetch(ctx, &cfg, store, tip, log, &sum, &c)
+		err = runFetch(ctx, &cfg, store, tip, log, &sum, c)
 	case CmdExport:
-		err = runExport(ctx, &cfg, store, nil, log, &sum, &c)
+		err = runExport(ctx, &cfg, store, nil, log, &sum, c)
 	case CmdRun:
-		err = runBoth(ctx, &cfg, store, tip, log, &sum, &c)
+		err = runBoth(ctx, &cfg, store, tip, log, &sum, c)
 	case CmdFollow:
-		err = runFollow(ctx, &cfg, store, tip, log, &sum, &c)
+		err = runFollow(ctx, &cfg, store, tip, log, &sum, c)
 	}
 	sum.Duration = time.Since(start)
-	stopProgress()
+	if err != nil {
+		m.SetReady(false, err.Error())
+	}
+	m.Stop()
 	if ferr := store.Flush(); ferr != nil && err == nil {
 		err = ferr
 	}
-	printSummary(out, &sum, store)
+	ms := m.Summary()
+	ms.Command, ms.Complete = cfg.Command, sum.Complete
+	ms.WriteText(out)
+	if sum.Reorgs > 0 {
+		fmt.Fprintf(out, "  reorgs repaired: %d\n", sum.Reorgs)
+	}
+	fmt.Fprintf(out, "  staging: %s, %.1f MB on disk\n", store.Dir(), float64(store.DiskUsage())/1e6)
 	if err == nil && !sum.Complete {
 		if ctx.Err() != nil {
 			err = ErrInterrupted
@@ -183,14 +212,22 @@ func runFetch(ctx context.Context, cfg *Config, store *staging.Store, tip func()
 	return nil
 }
 
+// counters hands the engines' hooks to the job's monitor.
+type counters struct{ m *monitor.Monitor }
+
 func loaderConfig(cfg *Config, log *slog.Logger, c *counters) loader.Config {
+	m := c.m
+	m.SetReady(true, "")
 	return loader.Config{
-		Workers: cfg.FetchWorkers,
-		Span:    cfg.FetchSpan,
-		Logger:  log,
+		Workers:   cfg.FetchWorkers,
+		Span:      cfg.FetchSpan,
+		Logger:    log,
+		OnPlan:    m.FetchPlanned,
+		OnFetched: m.Fetched,
 		OnCommit: func(s loader.CommitStats) {
-			c.staged.Add(uint64(s.Blocks))
+			m.Staged(s.Blocks, s.RawBytes, s.StoredBytes, s.Duration)
 		},
+		OnRetry: func(staging.Range, error) { m.Retry("", monitor.RetrySpan) },
 	}
 }
 
@@ -206,12 +243,7 @@ func exportConfig(cfg *Config, log *slog.Logger, c *counters) export.Config {
 		SyncCommit:  cfg.SyncCommit,
 		Logger:      log,
 		OnBatch: func(b export.BatchStats) {
-			c.exported.Add(b.To - b.From + 1)
-			n := 0
-			for _, r := range b.Rows {
-				n += r
-			}
-			c.rows.Add(uint64(n))
+			c.m.Exported(b.From, b.To, b.Rows, b.Commit, b.Conflicted)
 		},
 	}
 }
@@ -325,40 +357,4 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 		return err
 	})
 	return g.Wait()
-}
-
-func logProgress(log *slog.Logger, every time.Duration, c *counters) (stop func()) {
-	if every <= 0 {
-		return func() {}
-	}
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		var lastStaged, lastExported, lastRows uint64
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				s, e, r := c.staged.Load(), c.exported.Load(), c.rows.Load()
-				sec := every.Seconds()
-				log.Info("progress", "staged", s, "exported", e, "rows", r,
-					"staged_per_s", int(float64(s-lastStaged)/sec),
-					"exported_per_s", int(float64(e-lastExported)/sec),
-					"rows_per_s", int(float64(r-lastRows)/sec))
-				lastStaged, lastExported, lastRows = s, e, r
-			}
-		}
-	}()
-	var stopped atomic.Bool
-	return func() {
-		if stopped.Swap(true) {
-			return
-		}
-		close(done)
-		<-finished
-	}
 }

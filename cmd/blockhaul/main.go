@@ -10,12 +10,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 
+	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/blockhaul/blockhaul/pipeline"
 	"github.com/spf13/pflag"
 )
@@ -73,7 +75,9 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "blockhaul:", err)
 		return pipeline.ExitConfig
 	}
-	log := newLogger(cfg)
+	con := monitor.NewConsole(os.Stderr)
+	log := newLogger(cfg, con)
+	cfg.Monitor = monitor.New(monitor.Options{Logger: log, Out: con, Interval: cfg.Progress})
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -85,15 +89,15 @@ func run(args []string) int {
 	return code
 }
 
-func newLogger(cfg *pipeline.Config) *slog.Logger {
+func newLogger(cfg *pipeline.Config, w io.Writer) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: lv}
 	var h slog.Handler
 	if cfg.LogFormat == "json" {
-		h = slog.NewJSONHandler(os.Stderr, opts)
+		h = slog.NewJSONHandler(w, opts)
 	} else {
-		h = slog.NewTextHandler(os.Stderr, opts)
+		h = slog.NewTextHandler(w, opts)
 	}
 	return slog.New(h).With("cmd", cfg.Command, "chain", cfg.Chain)
 }
@@ -122,6 +126,7 @@ func newFlags(cmd string) (*pflag.FlagSet, *pipeline.Config) {
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", d.PollInterval, "follow: how often to poll the chain tip")
 	fs.Uint64Var(&cfg.ReorgWindow, "reorg-window", d.ReorgWindow, "follow: how many exported heights a reorg may roll back before halting")
 	fs.BoolVar(&cfg.DeferIndexes, "defer-indexes", false, "drop secondary indexes for the fill and rebuild them when the range completes")
+	fs.StringVar(&cfg.HTTPAddr, "http", "", "serve /healthz, /readyz and Prometheus /metrics on this address (e.g. 127.0.0.1:9464)")
 	fs.StringVar(&cfg.LogFormat, "log-format", d.LogFormat, "log format: text or json")
 	fs.StringVar(&cfg.LogLevel, "log-level", d.LogLevel, "log level: debug, info, warn, error")
 	fs.DurationVar(&cfg.Progress, "progress-interval", d.Progress, "interval of progress log lines (0: none)")
