@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -426,4 +427,48 @@ func corruptHeight(t *testing.T, s *staging.Store, h uint64) *staging.Store {
 	}
 	t.Cleanup(func() { reopened.Close() })
 	return reopened
+}
+
+func indexNames(t *testing.T, e *env) []string {
+	rows, err := e.conn.Query(e.ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = 'chain x' AND indexname NOT LIKE '%pkey' ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+func TestDeferAndRestoreIndexes(t *testing.T) {
+	e := newEnv(t)
+	tables := testDecoder{}.Tables()
+	if err := EnsureSchema(e.ctx, e.conn, "chain x", tables, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := indexNames(t, e); len(got) != 1 || got[0] != "items_note" {
+		t.Fatalf("indexes before: %v", got)
+	}
+	log := slog.New(slog.DiscardHandler)
+	if err := DeferIndexes(e.ctx, e.conn, "chain x", tables, log); err != nil {
+		t.Fatal(err)
+	}
+	if got := indexNames(t, e); len(got) != 0 {
+		t.Fatalf("indexes during the fill: %v", got)
+	}
+	// Deferring twice keeps the one recorded definition.
+	if err := DeferIndexes(e.ctx, e.conn, "chain x", tables, log); err != nil {
+		t.Fatal(err)
+	}
+	n, err := RestoreIndexes(e.ctx, e.conn, "chain x", log)
+	if err != nil || n != 1 {
+		t.Fatalf("restore built %d (%v), want 1", n, err)
+	}
+	if got := indexNames(t, e); len(got) != 1 || got[0] != "items_note" {
+		t.Fatalf("indexes after: %v", got)
+	}
+	if n, err := RestoreIndexes(e.ctx, e.conn, "chain x", log); n != 0 || err != nil {
+		t.Fatalf("second restore built %d (%v)", n, err)
+	}
 }

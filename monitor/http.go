@@ -51,6 +51,11 @@ func (m *Monitor) Serve(ctx context.Context, addr string) error {
 	return m.serve(ctx, ln)
 }
 
+// ServeListener serves Handler on ln until ctx ends, like Serve. Listening
+// before the job starts means /metrics answers from the job's first moment
+// and a busy address fails the job at once.
+func (m *Monitor) ServeListener(ctx context.Context, ln net.Listener) error { return m.serve(ctx, ln) }
+
 func (m *Monitor) serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)

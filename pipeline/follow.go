@@ -53,7 +53,7 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := export.EnsureSchema(ctx, conn, cfg.Schema, dec.Tables(), cfg.DeferIndexes); err != nil {
+	if err := prepareIndexes(ctx, cfg, conn, dec, log); err != nil {
 		return err
 	}
 	head := export.Stream{Head: true, From: cfg.From}
@@ -67,7 +67,7 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 		next := cur.Next(cfg.From)
 		if cfg.ToSet && next > cfg.To {
 			sum.Complete = true
-			return nil
+			return finishIndexes(ctx, cfg, conn, sum, log)
 		}
 		tipH, err := src.Tip(ctx)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/blockhaul/blockhaul/export"
@@ -110,9 +111,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	}
 	defer m.Stop()
 	if cfg.HTTPAddr != "" {
+		ln, err := net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			return sum, fmt.Errorf("--http: listen on %s: %w", cfg.HTTPAddr, err)
+		}
 		hctx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 		served := make(chan error, 1)
-		go func() { served <- m.Serve(hctx, cfg.HTTPAddr) }()
+		go func() { served <- m.ServeListener(hctx, ln) }()
 		defer func() {
 			stopHTTP()
 			if err := <-served; err != nil {
@@ -238,6 +243,7 @@ func exportConfig(cfg *Config, log *slog.Logger, c *counters) export.Config {
 	}
 	return export.Config{
 		Schema:      cfg.Schema,
+		SkipIndexes: cfg.DeferIndexes,
 		Stream:      export.Stream{Alias: alias, From: cfg.From, To: cfg.To},
 		BatchBlocks: cfg.BatchBlocks,
 		SyncCommit:  cfg.SyncCommit,
@@ -279,9 +285,37 @@ func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() 
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if err := prepareIndexes(ctx, cfg, conn, dec, log); err != nil {
+		return err
+	}
 	res, err := export.Run(ctx, conn, store, dec, exportConfig(cfg, log, c))
 	sum.Export = res
 	sum.Complete = res.Complete
+	if err != nil {
+		return err
+	}
+	return finishIndexes(ctx, cfg, conn, sum, log)
+}
+
+// prepareIndexes drops secondary indexes for the fill with --defer-indexes,
+// and without it builds any that an earlier run deferred.
+func prepareIndexes(ctx context.Context, cfg *Config, conn *pgx.Conn, dec export.Decoder, log *slog.Logger) error {
+	if err := export.EnsureSchema(ctx, conn, cfg.Schema, dec.Tables(), cfg.DeferIndexes); err != nil {
+		return err
+	}
+	if cfg.DeferIndexes {
+		return export.DeferIndexes(ctx, conn, cfg.Schema, dec.Tables(), log)
+	}
+	_, err := export.RestoreIndexes(ctx, conn, cfg.Schema, log)
+	return err
+}
+
+// finishIndexes builds the deferred indexes once the range is complete.
+func finishIndexes(ctx context.Context, cfg *Config, conn *pgx.Conn, sum *Summary, log *slog.Logger) error {
+	if !cfg.DeferIndexes || !sum.Complete {
+		return nil
+	}
+	_, err := export.RestoreIndexes(ctx, conn, cfg.Schema, log)
 	return err
 }
 
@@ -302,11 +336,11 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if err := prepareIndexes(ctx, cfg, conn, dec, log); err != nil {
+		return err
+	}
 	if cfg.ToSet {
 		ecfg := exportConfig(cfg, log, c)
-		if err := export.EnsureSchema(ctx, conn, cfg.Schema, dec.Tables(), false); err != nil {
-			return err
-		}
 		cur, err := export.LoadCursor(ctx, conn, cfg.Schema, ecfg.Stream)
 		if err != nil {
 			return err
@@ -314,7 +348,7 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 		if cur.Valid && cur.Height >= cfg.To {
 			sum.Complete, sum.Export.Last = true, cur
 			log.Info("range already complete", "alias", ecfg.Stream.Alias, "from", cfg.From, "to", cfg.To)
-			return nil
+			return finishIndexes(ctx, cfg, conn, sum, log)
 		}
 	}
 	if !cfg.ToSet {
@@ -333,13 +367,7 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 	ecfg := exportConfig(cfg, log, c)
 	cur, err := export.LoadCursor(ctx, conn, cfg.Schema, ecfg.Stream)
 	if err != nil {
-		// The schema may not exist yet when --to was not given.
-		if err2 := export.EnsureSchema(ctx, conn, cfg.Schema, dec.Tables(), false); err2 != nil {
-			return err2
-		}
-		if cur, err = export.LoadCursor(ctx, conn, cfg.Schema, ecfg.Stream); err != nil {
-			return err
-		}
+		return err
 	}
 	next := cur.Next(cfg.From)
 	progress := loader.NewProgress(next, cfg.To)
@@ -356,5 +384,8 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 		sum.Complete = res.Complete
 		return err
 	})
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return finishIndexes(ctx, cfg, conn, sum, log)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -222,4 +223,53 @@ func TestKilledRunsResumeToIdenticalContents(t *testing.T) {
 		t.Fatalf("resume exited %d:\n%s", code, out)
 	}
 	sameFingerprint(t, fmt.Sprintf("after %d kills and a resume", kills), fingerprint(t, dsn), want)
+}
+
+func TestSIGTERMStopsWithInterruptedStatusAndResumes(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	stg := filepath.Join(t.TempDir(), "staging")
+	const to = 12000
+	cmd := exec.Command(binary, append(runArgs("run", dsn, stg, 1, to), "--log-level", "info", "--batch-blocks", "100", "--progress-interval", "100ms")...)
+	cmd.Env = cleanEnv()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Signal once the first progress line shows exported heights: the
+	// range is then part way.
+	sc := bufio.NewScanner(stderr)
+	var log strings.Builder
+	for sc.Scan() {
+		log.WriteString(sc.Text() + "\n")
+		if i := strings.Index(sc.Text(), "export.done="); i >= 0 && !strings.HasPrefix(sc.Text()[i:], "export.done=0 ") {
+			cmd.Process.Signal(syscall.SIGTERM)
+			break
+		}
+	}
+	for sc.Scan() {
+		log.WriteString(sc.Text() + "\n")
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("SIGTERM: %v, want exit status 3\n%s", err, log.String())
+	}
+	// Resumable: the checkpoint is not ahead of its rows, and a second run
+	// completes the range.
+	c := connect(t, dsn)
+	var last, maxHeight, n int64
+	err = c.QueryRow(context.Background(), `SELECT coalesce(b.last_height, 0), coalesce((SELECT max(height) FROM cometbft.blocks), 0), (SELECT count(*) FROM cometbft.blocks)
+FROM cometbft.blockhaul_backfills b`).Scan(&last, &maxHeight, &n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last != maxHeight || n != last || last >= to || last == 0 {
+		t.Fatalf("after SIGTERM: checkpoint %d, rows up to %d (%d rows); want equal and below %d", last, maxHeight, n, to)
+	}
+	if code, out := blockhaul(t, runArgs("run", dsn, stg, 1, to)...); code != 0 {
+		t.Fatalf("resume exited %d:\n%s", code, out)
+	}
 }

@@ -1,0 +1,90 @@
+package export
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/jackc/pgx/v5"
+)
+
+// deferredTable records the definitions of secondary indexes dropped for a
+// bulk fill, so that the run that completes the range — or any later run
+// without --defer-indexes — can build them again.
+const deferredTable = "blockhaul_deferred_indexes"
+
+func deferredSQL(qs string) string {
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
+	index_name  text PRIMARY KEY,
+	table_name  text NOT NULL,
+	definition  text NOT NULL,
+	deferred_at timestamptz NOT NULL DEFAULT now()
+)`, qs, deferredTable)
+}
+
+// DeferIndexes drops the secondary indexes (never primary keys) of tables,
+// recording each definition first, in one transaction.
+func DeferIndexes(ctx context.Context, conn *pgx.Conn, schema string, tables []chain.Table, log *slog.Logger) error {
+	qs := chain.QuoteIdent(schema)
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, deferredSQL(qs)); err != nil {
+			return fmt.Errorf("export: defer indexes: %w", err)
+		}
+		for _, t := range tables {
+			for _, ix := range t.Indexes {
+				if _, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.%s (index_name, table_name, definition) VALUES ($1, $2, $3) ON CONFLICT (index_name) DO NOTHING`, qs, deferredTable),
+					ix.Name, t.Name, t.IndexSQL(qs, ix)); err != nil {
+					return fmt.Errorf("export: record index %s: %w", ix.Name, err)
+				}
+				if _, err := tx.Exec(ctx, fmt.Sprintf("DROP INDEX IF EXISTS %s.%s", qs, chain.QuoteIdent(ix.Name))); err != nil {
+					return fmt.Errorf("export: drop index %s: %w", ix.Name, err)
+				}
+			}
+		}
+		log.Info("secondary indexes deferred until the range completes", "schema", schema)
+		return nil
+	})
+}
+
+// RestoreIndexes builds every index recorded as deferred and forgets it,
+// logging each build time. It is idempotent: with nothing recorded it does
+// nothing. It returns the number of indexes built.
+func RestoreIndexes(ctx context.Context, conn *pgx.Conn, schema string, log *slog.Logger) (int, error) {
+	qs := chain.QuoteIdent(schema)
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", qs+"."+deferredTable).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("export: look for deferred indexes: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	rows, err := conn.Query(ctx, fmt.Sprintf("SELECT index_name, table_name, definition FROM %s.%s ORDER BY table_name, index_name", qs, deferredTable))
+	if err != nil {
+		return 0, fmt.Errorf("export: read deferred indexes: %w", err)
+	}
+	type def struct{ name, table, sql string }
+	var defs []def
+	for rows.Next() {
+		var d def
+		if err := rows.Scan(&d.name, &d.table, &d.sql); err != nil {
+			return 0, err
+		}
+		defs = append(defs, d)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	for i, d := range defs {
+		t0 := time.Now()
+		if _, err := conn.Exec(ctx, d.sql); err != nil {
+			return i, fmt.Errorf("export: build index %s on %s: %w", d.name, d.table, err)
+		}
+		if _, err := conn.Exec(ctx, fmt.Sprintf("DELETE FROM %s.%s WHERE index_name = $1", qs, deferredTable), d.name); err != nil {
+			return i, err
+		}
+		log.Info("index built", "index", d.name, "table", d.table, "duration", time.Since(t0).Round(time.Millisecond))
+	}
+	return len(defs), nil
+}

@@ -1,0 +1,264 @@
+package pipeline
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/blockhaul/blockhaul/monitor"
+	"github.com/jackc/pgx/v5"
+)
+
+// countingSource serves a synthetic chain with a fixed tip and counts calls.
+type countingSource struct {
+	*cometbft.Synthetic
+	tip   uint64
+	calls atomic.Int64
+	// onFetch, if set, runs before each Fetch (to observe a run from inside).
+	onFetch func(from uint64)
+}
+
+func newCounting(tip uint64) *countingSource {
+	return &countingSource{Synthetic: cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: 3}), tip: tip}
+}
+
+func (s *countingSource) Tip(context.Context) (uint64, error) { s.calls.Add(1); return s.tip, nil }
+func (s *countingSource) ChainID(ctx context.Context) (string, error) {
+	s.calls.Add(1)
+	return s.Synthetic.ChainID(ctx)
+}
+func (s *countingSource) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, error) {
+	s.calls.Add(1)
+	if s.onFetch != nil {
+		s.onFetch(from)
+	}
+	return s.Synthetic.Fetch(ctx, from, to)
+}
+
+func runWith(t *testing.T, cfg Config, src *countingSource) (Summary, error) {
+	t.Helper()
+	cfg.Source = src
+	return Run(context.Background(), cfg, io.Discard, quiet)
+}
+
+func TestCoveredRangeWithStaleTipSucceedsWithoutRPC(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	stg := filepath.Join(t.TempDir(), "s")
+	if _, err := runWith(t, testConfig(CmdRun, dsn, stg, nil, 1, 400), newCounting(1000)); err != nil {
+		t.Fatal(err)
+	}
+	lagging := newCounting(100) // a node whose tip is below the range
+	sum, err := runWith(t, testConfig(CmdRun, dsn, stg, nil, 1, 400), lagging)
+	if err != nil || !sum.Complete || ExitCode(err) != ExitComplete {
+		t.Fatalf("covered range: %v complete=%v", err, sum.Complete)
+	}
+	if n := lagging.calls.Load(); n != 0 {
+		t.Fatalf("a covered range made %d source calls, want 0", n)
+	}
+	// export and fetch of the same range say the same.
+	if _, err := runWith(t, testConfig(CmdExport, dsn, stg, nil, 1, 400), lagging); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runWith(t, testConfig(CmdFetch, dsn, stg, nil, 1, 400), lagging); err != nil {
+		t.Fatal(err)
+	}
+	if n := lagging.calls.Load(); n != 0 {
+		t.Fatalf("covered export/fetch made %d source calls", n)
+	}
+}
+
+func TestRangePastTipIsRefusedWithBothHeights(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	for _, cmd := range []string{CmdRun, CmdFetch} {
+		_, err := runWith(t, testConfig(cmd, dsn, filepath.Join(t.TempDir(), "s"), nil, 1, 500), newCounting(420))
+		if err == nil || !strings.Contains(err.Error(), "500") || !strings.Contains(err.Error(), "420") {
+			t.Fatalf("%s past the tip: %v, want a refusal naming 500 and 420", cmd, err)
+		}
+		if ExitCode(err) == ExitComplete {
+			t.Fatalf("%s past the tip exited 0", cmd)
+		}
+	}
+}
+
+func TestInvalidConfigurationsNameEachField(t *testing.T) {
+	base := DefaultConfig()
+	base.Command, base.PG = CmdRun, "postgres://u:secretpw@127.0.0.1/db"
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		want   []string
+	}{
+		{"to below from", func(c *Config) { c.From, c.To, c.ToSet = 10, 5, true }, []string{"--to (BLOCKHAUL_TO_HEIGHT)"}},
+		{"dsn", func(c *Config) { c.PG = "postgres://u:secretpw@host:notaport/db" }, []string{"--pg (BLOCKHAUL_PG)"}},
+		{"chain", func(c *Config) { c.Chain = "solana" }, []string{"--chain (BLOCKHAUL_CHAIN)", "solana"}},
+		{"workers", func(c *Config) { c.FetchWorkers = 0 }, []string{"--fetch-workers (BLOCKHAUL_FETCH_WORKERS)"}},
+		{"batch", func(c *Config) { c.BatchBlocks = -1 }, []string{"--batch-blocks (BLOCKHAUL_BATCH_BLOCKS)"}},
+		{"rpc scheme", func(c *Config) { c.RPC = []string{"localhost:26657"} }, []string{"--rpc (BLOCKHAUL_RPC)", "scheme"}},
+		{"missing pg", func(c *Config) { c.PG = "" }, []string{"--pg (BLOCKHAUL_PG)", "required"}},
+		{"all at once", func(c *Config) {
+			c.From, c.To, c.ToSet, c.FetchWorkers, c.BatchBlocks, c.Chain = 9, 1, true, -2, 0, "x"
+		}, []string{"--to", "--fetch-workers", "--batch-blocks", "--chain"}},
+	}
+	for _, tc := range tests {
+		cfg := base
+		tc.mutate(&cfg)
+		cfg.EnsureDefaults()
+		err := cfg.Validate()
+		if err == nil {
+			t.Errorf("%s: accepted", tc.name)
+			continue
+		}
+		if ExitCode(err) != ExitConfig {
+			t.Errorf("%s: exit %d, want %d", tc.name, ExitCode(err), ExitConfig)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not name %q", tc.name, err, w)
+			}
+		}
+		if strings.Contains(err.Error(), "secretpw") {
+			t.Errorf("%s: error shows the password: %s", tc.name, err)
+		}
+	}
+	base.EnsureDefaults()
+	if err := base.Validate(); err != nil {
+		t.Fatalf("the base configuration is invalid: %v", err)
+	}
+}
+
+func TestBackfillWithoutEndStopsWhereHeadStarted(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	src := newCounting(5000)
+	head := testConfig(CmdFollow, dsn, filepath.Join(t.TempDir(), "h"), nil, 700, 800)
+	if _, err := runWith(t, head, src); err != nil {
+		t.Fatal(err)
+	}
+	bf := testConfig(CmdRun, dsn, filepath.Join(t.TempDir(), "b"), nil, 1, 0)
+	bf.Alias = "history"
+	sum, err := runWith(t, bf, src)
+	if err != nil || !sum.Complete {
+		t.Fatalf("backfill: %v complete=%v", err, sum.Complete)
+	}
+	if sum.To != 699 {
+		t.Fatalf("backfill ran to %d, want 699 (where the head started)", sum.To)
+	}
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n, distinct int64
+	if err := conn.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT height) FROM cometbft.blocks").Scan(&n, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if n != 800 || distinct != 800 {
+		t.Fatalf("%d blocks (%d heights), want 1-800 once each", n, distinct)
+	}
+}
+
+func TestDeferredIndexesAreBuiltWhenRangeCompletes(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	stg := filepath.Join(t.TempDir(), "s")
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	secondary := func() int {
+		var n int
+		conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_indexes WHERE schemaname = 'cometbft' AND indexname NOT LIKE '%pkey'`).Scan(&n)
+		return n
+	}
+	src := newCounting(5000)
+	var during atomic.Int64
+	during.Store(-1)
+	src.onFetch = func(from uint64) {
+		if from > 200 && during.Load() < 0 {
+			during.Store(int64(secondary()))
+		}
+	}
+	cfg := testConfig(CmdRun, dsn, stg, nil, 1, 400)
+	cfg.DeferIndexes = true
+	cfg.FetchWorkers = 1
+	if _, err := runWith(t, cfg, src); err != nil {
+		t.Fatal(err)
+	}
+	if during.Load() != 0 {
+		t.Fatalf("%d secondary indexes existed during the fill, want 0", during.Load())
+	}
+	want := 0
+	for _, tb := range cometbft.NewDecoder().Tables() {
+		want += len(tb.Indexes)
+	}
+	if got := secondary(); got != want || want == 0 {
+		t.Fatalf("%d secondary indexes after the fill, want %d", got, want)
+	}
+}
+
+func TestMetricsAdvanceDuringRun(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	m := monitor.New(monitor.Options{Logger: quiet, Out: io.Discard, Terminal: new(bool)})
+	src := newCounting(10000)
+	var scrapes []float64
+	src.onFetch = func(from uint64) {
+		// Scrape from inside the run at a few points of its progress.
+		if from%400 == 1 {
+			scrapes = append(scrapes, scrape(t, addr, "blockhaul_heights_staged_total"))
+		}
+	}
+	cfg := testConfig(CmdRun, dsn, filepath.Join(t.TempDir(), "s"), nil, 1, 2000)
+	cfg.Monitor, cfg.HTTPAddr, cfg.FetchWorkers, cfg.FetchSpan = m, addr, 1, 16
+	if _, err := runWith(t, cfg, src); err != nil {
+		t.Fatal(err)
+	}
+	if len(scrapes) < 3 {
+		t.Fatalf("only %d scrapes", len(scrapes))
+	}
+	advanced := false
+	for i := 1; i < len(scrapes); i++ {
+		if scrapes[i] < scrapes[i-1] {
+			t.Fatalf("counter went back: %v", scrapes)
+		}
+		if scrapes[i] > scrapes[i-1] {
+			advanced = true
+		}
+	}
+	if !advanced {
+		t.Fatalf("blockhaul_heights_staged_total never advanced during the run: %v", scrapes)
+	}
+}
+
+// scrape reads one unlabelled metric from /metrics.
+func scrape(t *testing.T, addr, name string) float64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Errorf("scrape: %v", err)
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, name+" ") {
+			v, _ := strconv.ParseFloat(strings.TrimPrefix(line, name+" "), 64)
+			return v
+		}
+	}
+	return 0
+}
