@@ -22,7 +22,9 @@ import (
 //   - 0.37: begin_block_events/end_block_events, plain strings;
 //   - 0.38 and later: finalize_block_events, plain strings;
 //
-// and stores them in one form: plain text attributes (see Tables).
+// and stores them in one form: plain text attributes (see Tables). Text
+// that PostgreSQL cannot hold, NUL bytes and invalid UTF-8, is replaced by
+// U+FFFD (see cleanText); the raw record keeps the original.
 //
 // block_results says nothing about its version, and a 0.34 record is told
 // from a 0.37 one per block, by its content. A record is read as 0.34 when
@@ -162,9 +164,8 @@ type txResult struct {
 }
 
 type eventRef struct {
-	typ      strRef
-	a0, a1   int // its attributes: attrs[a0:a1]
-	hasAttrs bool
+	typ    strRef
+	a0, a1 int // its attributes: attrs[a0:a1]
 }
 
 type attrRef struct {
@@ -446,6 +447,10 @@ func (st *decodeState) parseAttributes() {
 	}
 	m := 0
 	for s.nextElem(&m) {
+		if a, ok := st.compactAttr(); ok {
+			st.attrs = append(st.attrs, a)
+			continue
+		}
 		var a attrRef
 		if s.openObject() {
 			n := 0
@@ -464,6 +469,43 @@ func (st *decodeState) parseAttributes() {
 		}
 		st.attrs = append(st.attrs, a)
 	}
+}
+
+// compactAttr reads an attribute written exactly as CometBFT writes it,
+// {"key":"…","value":"…","index":true}, without the generic object walk:
+// most of a record is attributes. Anything else (white space, other member
+// order, null values) reports false with the scanner unmoved, for the
+// generic path to read.
+func (st *decodeState) compactAttr() (attrRef, bool) {
+	s := &st.sc
+	start := s.i
+	var a attrRef
+	if !s.literal(`{"key":"`) {
+		return a, false
+	}
+	s.i-- // at the opening quote
+	a.key = s.stringSpan()
+	if s.err != nil || !s.literal(`,"value":"`) {
+		return st.compactMiss(start)
+	}
+	s.i--
+	a.value = s.stringSpan()
+	switch {
+	case s.err != nil:
+		return st.compactMiss(start)
+	case s.literal(`,"index":true}`):
+		a.index = true
+	case s.literal(`,"index":false}`), s.literal(`}`):
+	default:
+		return st.compactMiss(start)
+	}
+	return a, true
+}
+
+func (st *decodeState) compactMiss(start int) (attrRef, bool) {
+	st.sc.i = start
+	st.sc.err = nil // the generic path meets the same error again
+	return attrRef{}, false
 }
 
 // checkBlock checks what the /block half must have.
@@ -702,10 +744,10 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows) error {
 	}
 
 	b64 := st.attrsAreBase64()
-	// `[]` per event; `{"key":"","value":"","index":false},` per attribute.
+	// `[]` per event; `["","",false],` per attribute.
 	jsonSize := 2 * numEvents
 	for _, a := range st.attrs {
-		jsonSize += a.key.len() + a.value.len() + 36
+		jsonSize += a.key.len() + a.value.len() + 16
 	}
 	js := make([]byte, 0, jsonSize)
 	idx := int32(0)
@@ -718,14 +760,14 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows) error {
 				if j > ev.a0 {
 					js = append(js, ',')
 				}
-				js = append(js, `{"key":`...)
+				js = append(js, '[')
 				js = st.appendAttrText(js, a.key, b64)
-				js = append(js, `,"value":`...)
+				js = append(js, ',')
 				js = st.appendAttrText(js, a.value, b64)
 				if a.index {
-					js = append(js, `,"index":true}`...)
+					js = append(js, ",true]"...)
 				} else {
-					js = append(js, `,"index":false}`...)
+					js = append(js, ",false]"...)
 				}
 			}
 			js = append(js, ']')

@@ -54,6 +54,9 @@ func TestDecodeMatchesReferenceDecoder(t *testing.T) {
 	for h := uint64(1); h <= 250; h++ {
 		checkAgainstReference(t, fmt.Sprintf("synthetic %d", h), h, s.AppendRecord(nil, h))
 	}
+	for _, h := range []uint64{1 << 32, DefaultTip} { // the far end of the chain too
+		checkAgainstReference(t, fmt.Sprintf("synthetic %d", h), h, s.AppendRecord(nil, h))
+	}
 	for _, v := range []string{"v034", "v037", "v038"} {
 		raw, err := os.ReadFile("testdata/versions/block_" + v + ".json")
 		if err != nil {
@@ -136,7 +139,7 @@ type normalEvent struct {
 	Source  string
 	TxIndex any
 	Type    string
-	Attrs   []map[string]any
+	Attrs   []kvAttr
 }
 
 func decodeFixture(t *testing.T, version string) ([][]any, [][]any, []normalEvent) {
@@ -153,7 +156,8 @@ func decodeFixture(t *testing.T, version string) ([][]any, [][]any, []normalEven
 	var evs []normalEvent
 	for _, e := range rows.Table(tableEvents) {
 		ev := normalEvent{Source: e[eSource].(string), TxIndex: e[eTxIndex], Type: e[eType].(string)}
-		if err := json.Unmarshal(e[eAttributes].([]byte), &ev.Attrs); err != nil {
+		var err error
+		if ev.Attrs, err = parseAttributes(e[eAttributes].([]byte)); err != nil {
 			t.Fatalf("%s: attributes %s: %v", version, e[eAttributes], err)
 		}
 		evs = append(evs, ev)
@@ -208,9 +212,9 @@ func TestDecodeVersionsNormalise(t *testing.T) {
 	for i := range block38 {
 		e38, e37 := block38[i], block37[i]
 		last := e38.Attrs[len(e38.Attrs)-1]
-		wantMode := map[string]any{"key": "mode", "value": "BeginBlock", "index": false}
+		wantMode := kvAttr{"mode", "BeginBlock", false}
 		if e37.Source == SourceEndBlock {
-			wantMode["value"] = "EndBlock"
+			wantMode.Value = "EndBlock"
 		}
 		if e38.Source != SourceFinalizeBlock || !reflect.DeepEqual(last, wantMode) ||
 			e38.Type != e37.Type || !reflect.DeepEqual(e38.Attrs[:len(e38.Attrs)-1], e37.Attrs) {
@@ -250,8 +254,8 @@ func findAttr(evs []normalEvent, typ, key string) string {
 			continue
 		}
 		for _, a := range e.Attrs {
-			if a["key"] == key {
-				return a["value"].(string)
+			if a.Key == key {
+				return a.Value
 			}
 		}
 	}
@@ -391,15 +395,15 @@ func TestDecodeAttributeEncoding(t *testing.T) {
 			if err := d.Decode(123, []byte(raw), rows); err != nil {
 				t.Fatalf("%s: %v", raw, err)
 			}
-			var got []map[string]any
-			if err := json.Unmarshal(rows.Table(tableEvents)[0][eAttributes].([]byte), &got); err != nil {
+			got, err := parseAttributes(rows.Table(tableEvents)[0][eAttributes].([]byte))
+			if err != nil {
 				t.Fatal(err)
 			}
 			if len(got) != len(c.want) {
 				t.Fatalf("got %v, want %v", got, c.want)
 			}
 			for i, w := range c.want {
-				if got[i]["key"] != w.k || got[i]["value"] != w.v || got[i]["index"] != true {
+				if got[i] != (kvAttr{w.k, w.v, true}) {
 					t.Errorf("attribute %d: %v, want %v", i, got[i], w)
 				}
 			}
@@ -563,7 +567,7 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("block row counts %v/%v, rows %v", b[bNumTxs], b[bNumEvents], rows.Lens())
 		}
 		for _, ev := range rows.Table(tableEvents) {
-			if !json.Valid(ev[eAttributes].([]byte)) || bytes.Contains(ev[eAttributes].([]byte), []byte(`\u0000`)) {
+			if _, err := parseAttributes(ev[eAttributes].([]byte)); err != nil || bytes.Contains(ev[eAttributes].([]byte), []byte(`\u0000`)) {
 				t.Fatalf("attributes %s: not valid jsonb", ev[eAttributes])
 			}
 		}
@@ -607,3 +611,81 @@ func BenchmarkDecode(b *testing.B) {
 }
 
 func utf8ValidString(s string) bool { return utf8.ValidString(s) }
+
+// TestDecodeConcurrent decodes from several goroutines at once, as export
+// may, and checks the rows equal a sequential decode's.
+func TestDecodeConcurrent(t *testing.T) {
+	s := NewSynthetic(SyntheticConfig{Seed: 6})
+	d := NewDecoder()
+	const n = 120
+	want := make([]string, n+1)
+	for h := uint64(1); h <= n; h++ {
+		rows := chain.NewRows(d.Tables())
+		if err := d.Decode(h, s.AppendRecord(nil, h), rows); err != nil {
+			t.Fatal(err)
+		}
+		want[h] = fmt.Sprint(rows.Table(0), rows.Table(1), rows.Table(2))
+	}
+	errs := make(chan error, 4)
+	for w := range uint64(4) {
+		go func() {
+			for h := 1 + w; h <= n; h += 4 {
+				rows := chain.NewRows(d.Tables())
+				if err := d.Decode(h, s.AppendRecord(nil, h), rows); err != nil {
+					errs <- err
+					return
+				}
+				if got := fmt.Sprint(rows.Table(0), rows.Table(1), rows.Table(2)); got != want[h] {
+					errs <- fmt.Errorf("height %d: concurrent decode differs from sequential", h)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestDecodeAttributeForms reads attributes written in every way JSON
+// allows, compact (CometBFT's own) or not.
+func TestDecodeAttributeForms(t *testing.T) {
+	for _, c := range []struct {
+		json string
+		want kvAttr
+	}{
+		{`{"key":"k","value":"v","index":true}`, kvAttr{"k", "v", true}},
+		{`{"key":"k","value":"v","index":false}`, kvAttr{"k", "v", false}},
+		{`{"key":"k","value":"v"}`, kvAttr{"k", "v", false}},
+		{`{"key":"k","value":null,"index":true}`, kvAttr{"k", "", true}},
+		{`{"key":null,"value":"v","index":true}`, kvAttr{"", "v", true}},
+		{`{"value":"v","index":true,"key":"k"}`, kvAttr{"k", "v", true}},
+		{`{ "key" : "k" , "value" : "v" , "index" : true }`, kvAttr{"k", "v", true}},
+		{`{"key":"k\"q","value":"v\\\/","index":true}`, kvAttr{"k\"q", "v\\/", true}},
+		{`{"key":"k","value":"v","index":true,"extra":[1,{"a":null}]}`, kvAttr{"k", "v", true}},
+		{`{"key":"k","index":true}`, kvAttr{"k", "", true}},
+		{`{}`, kvAttr{}},
+	} {
+		raw := strings.Replace(minimalRecord, `{"key":"k","value":"v","index":true}`, c.json, 1)
+		d := NewDecoder()
+		rows := chain.NewRows(d.Tables())
+		if err := d.Decode(123, []byte(raw), rows); err != nil {
+			t.Errorf("%s: %v", c.json, err)
+			continue
+		}
+		got, err := parseAttributes(rows.Table(tableEvents)[0][eAttributes].([]byte))
+		if err != nil || len(got) != 1 || got[0] != c.want {
+			t.Errorf("%s: attributes %v, %v; want %v", c.json, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{`{"key":"k","value":"v","index":tru}`, `{"key":"k","value":"v",}`, `{"key":"k","value":"v"`, `{"key":"k\x","value":"v"}`} {
+		raw := strings.Replace(minimalRecord, `{"key":"k","value":"v","index":true}`, bad, 1)
+		d := NewDecoder()
+		if err := d.Decode(123, []byte(raw), chain.NewRows(d.Tables())); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}

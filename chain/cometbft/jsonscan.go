@@ -1,7 +1,8 @@
 package cometbft
 
 import (
-	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -66,6 +67,9 @@ func (s *scanner) ws() {
 
 // peek returns the next non-space byte, or 0 at the end of input.
 func (s *scanner) peek() byte {
+	if s.i < len(s.b) && s.b[s.i] > ' ' { // compact JSON: no space to skip
+		return s.b[s.i]
+	}
 	s.ws()
 	if s.i < len(s.b) {
 		return s.b[s.i]
@@ -204,34 +208,28 @@ func (s *scanner) stringSpan() strRef {
 	s.i++ // opening quote
 	r := strRef{start: s.i}
 	b := s.b
-	// Most strings (keys, short values) end within a few bytes: a plain
-	// loop beats IndexByte's call and setup there.
-	first := -1
-	for i := s.i; i < len(b) && i < s.i+24; i++ {
-		if c := b[i]; c == '"' {
-			r.end = i
-			s.i = i + 1
-			return r
-		} else if c == '\\' {
-			first = i
+	// Find the first '"' or '\\' eight bytes at a time.
+	i := s.i
+	for ; i+8 <= len(b); i += 8 {
+		v := binary.LittleEndian.Uint64(b[i:])
+		if m := swarZero(v^(swarOnes*'"')) | swarZero(v^(swarOnes*'\\')); m != 0 {
+			i += bits.TrailingZeros64(m) / 8
 			break
 		}
 	}
-	if first < 0 {
-		q := bytes.IndexByte(b[s.i:], '"')
-		if q < 0 {
-			s.i = len(b)
-			s.fail("unterminated string")
-			return strRef{}
-		}
-		bs := bytes.IndexByte(b[s.i:s.i+q], '\\')
-		if bs < 0 { // no escapes: the common case
-			r.end = s.i + q
-			s.i = r.end + 1
-			return r
-		}
-		first = s.i + bs
+	for ; i < len(b) && b[i] != '"' && b[i] != '\\'; i++ {
 	}
+	if i >= len(b) {
+		s.i = len(b)
+		s.fail("unterminated string")
+		return strRef{}
+	}
+	if b[i] == '"' { // no escapes: the common case
+		r.end = i
+		s.i = i + 1
+		return r
+	}
+	first := i
 	r.esc = true
 	for i := first; i < len(b); i++ {
 		switch b[i] {
@@ -266,6 +264,16 @@ func (s *scanner) stringSpan() strRef {
 	s.fail("unterminated string")
 	return strRef{}
 }
+
+// SWAR (SIMD within a register) helpers: swarZero(v) has the high bit set
+// in the lowest byte of v that is zero (and possibly in higher bytes after
+// it, which callers ignore by taking the lowest).
+const (
+	swarOnes  = 0x0101010101010101
+	swarHighs = 0x8080808080808080
+)
+
+func swarZero(v uint64) uint64 { return (v - swarOnes) & ^v & swarHighs }
 
 func isHex4(b []byte) bool {
 	for _, c := range b[:4] {

@@ -185,14 +185,9 @@ func referenceDecode(height uint64, raw []byte) (blocks, txs, events [][]any, er
 	}
 	add := func(evs []event, source string, txIndex any) {
 		for _, e := range evs {
-			type outAttr struct {
-				Key   string `json:"key"`
-				Value string `json:"value"`
-				Index bool   `json:"index"`
-			}
-			attrs := []outAttr{}
+			attrs := [][]any{}
 			for _, a := range e.Attributes {
-				attrs = append(attrs, outAttr{text(a.Key), text(a.Value), a.Index})
+				attrs = append(attrs, []any{text(a.Key), text(a.Value), a.Index})
 			}
 			js, _ := json.Marshal(attrs)
 			events = append(events, []any{int64(height), int32(len(events)), txIndex, source, clean(e.Type), js})
@@ -239,17 +234,47 @@ func checkAgainstReference(t *testing.T, name string, height uint64, raw []byte)
 func sameCell(typ string, got, want any) bool {
 	switch typ {
 	case "jsonb":
-		var g, w any
 		gb, ok := got.([]byte)
-		if !ok || json.Unmarshal(gb, &g) != nil || json.Unmarshal(want.([]byte), &w) != nil {
+		if !ok {
 			return false
 		}
-		return reflect.DeepEqual(g, w)
+		g, gerr := parseAttributes(gb)
+		w, werr := parseAttributes(want.([]byte))
+		return gerr == nil && werr == nil && reflect.DeepEqual(g, w)
 	case "timestamptz":
 		g, ok := got.(time.Time)
 		return ok && g.Equal(want.(time.Time))
 	}
 	return reflect.DeepEqual(got, want)
+}
+
+// kvAttr is one event attribute as events.attributes holds it.
+type kvAttr struct {
+	Key, Value string
+	Index      bool
+}
+
+// parseAttributes reads an events.attributes value, checking its form: an
+// array of [key, value, index] arrays.
+func parseAttributes(b []byte) ([]kvAttr, error) {
+	var raw [][]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, err
+	}
+	out := []kvAttr{}
+	for _, a := range raw {
+		if len(a) != 3 {
+			return nil, fmt.Errorf("attribute %v is not [key, value, index]", a)
+		}
+		k, ok1 := a[0].(string)
+		v, ok2 := a[1].(string)
+		i, ok3 := a[2].(bool)
+		if !ok1 || !ok2 || !ok3 {
+			return nil, fmt.Errorf("attribute %v is not [key, value, index]", a)
+		}
+		out = append(out, kvAttr{k, v, i})
+	}
+	return out, nil
 }
 
 // recordedNodeRecords returns the raw records built from the answers of

@@ -32,15 +32,15 @@ const (
 
 // blockTime is block h's header time: a 6 s cadence plus up to 1.5 s of
 // jitter, so times are strictly increasing and any height's is known
-// without its neighbours. Valid (year ≤ 9999) up to height ~4e10.
+// without its neighbours. Years stay below 10000 up to height ~4e10.
 func (s *Synthetic) blockTime(h uint64) (sec, nsec int64) {
 	r := newRNG(s.seed, h, streamTime)
 	j := int64(r.next() % 1_500_000_000)
 	return genesisUnix + int64(h-1)*blockInterval + j/1e9, j % 1e9
 }
 
-// Constant hashes: SHA-256 of nothing, what CometBFT prints for an empty
-// merkle tree (no txs, no evidence).
+// emptyHash is SHA-256 of nothing, what CometBFT prints for an empty merkle
+// tree (no txs, no evidence).
 const emptyHash = "E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855"
 
 func (g *generator) lit(s string) { g.b = append(g.b, s...) }

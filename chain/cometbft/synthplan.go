@@ -119,14 +119,14 @@ func (s *Synthetic) plan(h uint64, p *blockPlan) {
 	for range n {
 		t := txPlan{msgs: 1}
 		switch u := r.intn(100); {
-		case u < 45:
+		case u < 52:
 			t.kind = kindSend
-		case u < 57:
+		case u < 61:
 			t.kind = kindIBCTransfer
-		case u < 72:
+		case u < 74:
 			t.kind = kindWithdraw
 			t.msgs = uint8(1 + r.intn(3))
-		case u < 80:
+		case u < 84:
 			t.kind = kindDelegate
 		case u < 90:
 			t.kind = kindRelay

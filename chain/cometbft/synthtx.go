@@ -31,28 +31,34 @@ type txContent struct {
 	pubkey                               [33]byte
 }
 
-// ibcRoutes are the synthetic chain's IBC channels.
-var ibcRoutes = []struct {
-	channel, counterChannel, connection, client, prefix, remoteDenom string
-	escrow, voucher                                                  string // derived below
-}{
-	{channel: "channel-141", counterChannel: "channel-0", connection: "connection-257", client: "07-tendermint-259", prefix: "osmo", remoteDenom: "uosmo"},
-	{channel: "channel-569", counterChannel: "channel-1", connection: "connection-809", client: "07-tendermint-1119", prefix: "neutron", remoteDenom: "untrn"},
-	{channel: "channel-391", counterChannel: "channel-0", connection: "connection-635", client: "07-tendermint-913", prefix: "stride", remoteDenom: "ustrd"},
-	{channel: "channel-536", counterChannel: "channel-4", connection: "connection-786", client: "07-tendermint-1066", prefix: "noble", remoteDenom: "uusdc"},
+// ibcRoute is one of the synthetic chain's IBC channels.
+type ibcRoute struct {
+	channel, counterChannel string // this chain's end, the remote end
+	connection, client      string
+	prefix                  string // bech32 prefix of the remote chain
+	remoteDenom             string // the remote chain's staking denom
+	escrow                  string // ICS-20 escrow account of the channel
+	voucher                 string // denom of the remote token on this chain
 }
 
-func init() {
-	for i := range ibcRoutes {
-		r := &ibcRoutes[i]
-		// ICS-20 escrow address: SHA-256 of version, NUL, port/channel.
+var ibcRoutes = func() []ibcRoute {
+	routes := []ibcRoute{
+		{channel: "channel-141", counterChannel: "channel-0", connection: "connection-257", client: "07-tendermint-259", prefix: "osmo", remoteDenom: "uosmo"},
+		{channel: "channel-569", counterChannel: "channel-1", connection: "connection-809", client: "07-tendermint-1119", prefix: "neutron", remoteDenom: "untrn"},
+		{channel: "channel-391", counterChannel: "channel-0", connection: "connection-635", client: "07-tendermint-913", prefix: "stride", remoteDenom: "ustrd"},
+		{channel: "channel-536", counterChannel: "channel-4", connection: "connection-786", client: "07-tendermint-1066", prefix: "noble", remoteDenom: "uusdc"},
+	}
+	for i := range routes {
+		r := &routes[i]
+		// Escrow address: SHA-256 of version, NUL, port/channel (ICS-20).
 		sum := sha256.Sum256([]byte("ics20-1\x00transfer/" + r.channel))
 		r.escrow = bech32Encode("cosmos", sum[:20])
-		// Voucher denom of the remote token: ibc/ + SHA-256 of its trace.
+		// Voucher denom: ibc/ + SHA-256 of the denom trace.
 		sum = sha256.Sum256([]byte("transfer/" + r.channel + "/" + r.remoteDenom))
 		r.voucher = "ibc/" + strings.ToUpper(hex.EncodeToString(sum[:]))
 	}
-}
+	return routes
+}()
 
 // Message type URLs, by kind (relay has two messages).
 var msgTypes = [...][2]string{

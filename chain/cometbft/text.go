@@ -104,10 +104,8 @@ func appendJSONString(dst, b []byte) []byte {
 // swarSpecial reports whether any of the eight bytes of v needs attention
 // from appendJSONString: a control character, '"', '\\' or a non-ASCII byte.
 func swarSpecial(v uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	zeroIn := func(x uint64) uint64 { return (x - ones) & ^x & highs }
-	ctl := (v - ones*0x20) & ^v & highs // bytes < 0x20 (or a borrow from one)
-	return (ctl | zeroIn(v^(ones*'"')) | zeroIn(v^(ones*'\\')) | v&highs) != 0
+	ctl := (v - swarOnes*0x20) & ^v & swarHighs // bytes < 0x20 (or a borrow from one)
+	return (ctl | swarZero(v^(swarOnes*'"')) | swarZero(v^(swarOnes*'\\')) | v&swarHighs) != 0
 }
 
 const hexDigits = "0123456789abcdef"

@@ -15,6 +15,7 @@ func FuzzDecode(f *testing.F) {
 	for h := uint64(0); h < 4; h++ {
 		f.Add(h, s.Record(h))
 	}
+	f.Add(uint64(18), fixtureRecord(f, 18)) // real geth: a creation with logs
 	f.Add(uint64(5), []byte(`{"block":{"number":"0x5"},"receipts":null}`))
 	f.Add(uint64(1), []byte(`{"receipts":[],"block":{"transactions":[]}}`))
 	f.Add(uint64(0), []byte(`{"block":{"uncles":[[[[[]]]]],"a\"b":"\\"}}`))

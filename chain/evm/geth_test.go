@@ -17,7 +17,7 @@ import (
 const gethDir = "testdata/geth-dev"
 
 // rpcResult reads the result of a recorded JSON-RPC response.
-func rpcResult(t *testing.T, name string) json.RawMessage {
+func rpcResult(t testing.TB, name string) json.RawMessage {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(gethDir, name))
 	if err != nil {
@@ -46,7 +46,7 @@ type gethExpected struct {
 	PerTxReceiptHeights []uint64 `json:"per_tx_receipt_heights"`
 }
 
-func fixtureRecord(t *testing.T, h uint64) []byte {
+func fixtureRecord(t testing.TB, h uint64) []byte {
 	return MarshalRecord(rpcResult(t, fmt.Sprintf("block_%d.json", h)), rpcResult(t, fmt.Sprintf("receipts_%d.json", h)))
 }
 

@@ -381,7 +381,7 @@ func (g *generator) planTx(t *txPlan, blobs *int) {
 	case kindTransfer:
 		t.to = int32(r.intn(numUsers))
 		t.gas, t.gasUsed = 21000, 21000
-		t.value = r.logUniform(14, 21.5)
+		t.value = r.logUniform(13, 20)
 	case kindBlob:
 		t.to = int32(r.intn(numUsers))
 		t.gas, t.gasUsed = 21000, 21000
