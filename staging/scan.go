@@ -41,17 +41,17 @@ func (s *Store) Missing(from, to uint64) ([]Range, error) {
 		return nil, nil
 	}
 	var out []Range
-	next := from
+	next, end := from, false // end: the highest possible height is staged
 	err := s.scanIndex(from, to, func(h uint64) {
 		if h > next {
 			out = append(out, Range{next, h - 1})
 		}
-		next = h + 1
+		next, end = h+1, h == ^uint64(0)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if next <= to && next != 0 { // next == 0 only after staging MaxUint64
+	if next <= to && !end {
 		out = append(out, Range{next, to})
 	}
 	return out, nil

@@ -158,6 +158,7 @@ func TestMissingAndStaged(t *testing.T) {
 		{6, 8, []Range{{6, 8}}, nil},
 		{4, 12, []Range{{6, 8}, {10, 11}}, []Range{{4, 5}, {9, 9}, {12, 12}}},
 		{13, 13, nil, []Range{{13, 13}}},
+		{0, 3, []Range{{0, 2}}, []Range{{3, 3}}},
 	}
 	for _, tc := range tests {
 		m, err := s.Missing(tc.from, tc.to)

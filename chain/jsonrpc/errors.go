@@ -1,0 +1,191 @@
+package jsonrpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+)
+
+// ErrNoEndpoint is matched (errors.Is) by a *CallError whose retry budget
+// ran out while no endpoint was healthy.
+var ErrNoEndpoint = errors.New("jsonrpc: no healthy endpoint")
+
+// RPCError is a JSON-RPC error object returned by an endpoint. Most are
+// application errors (a pruned height, an unknown method) and come back at
+// once; the source decides what they mean. Throttling errors are the
+// exception: Retryable reports true for them.
+type RPCError struct {
+	Endpoint string          `json:"-"` // redacted
+	Code     int             `json:"code"`
+	Message  string          `json:"message"`
+	Data     json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *RPCError) Error() string { return "jsonrpc: " + e.Endpoint + ": " + e.detail() }
+
+func (e *RPCError) detail() string { return fmt.Sprintf("rpc error %d: %s", e.Code, e.Message) }
+
+// Retryable reports whether the error is provider throttling, which passes.
+func (e *RPCError) Retryable() bool { return isThrottle(e.Code, e.Message) }
+
+// HTTPError is a response with a non-2xx status.
+type HTTPError struct {
+	Endpoint string // redacted
+	Status   int
+}
+
+func (e *HTTPError) Error() string { return "jsonrpc: " + e.Endpoint + ": " + e.detail() }
+
+func (e *HTTPError) detail() string {
+	if t := http.StatusText(e.Status); t != "" {
+		return fmt.Sprintf("HTTP %d %s", e.Status, t)
+	}
+	return fmt.Sprintf("HTTP %d", e.Status)
+}
+
+// Retryable reports true for 408, 429 and 5xx: the endpoint may serve the
+// same request later. Other statuses say the request or the URL is wrong.
+func (e *HTTPError) Retryable() bool {
+	return e.Status == http.StatusRequestTimeout || e.Status == http.StatusTooManyRequests || e.Status >= 500
+}
+
+// TransportError is a failure to get a well-formed response at all: the
+// connection failed or was reset, no response came within the timeout, or
+// the body was cut short or not JSON-RPC. All of these are transient.
+type TransportError struct {
+	Endpoint string // redacted
+	Op       string // "post", "read response" or "decode response"
+	Timeout  bool   // no response within Config.Timeout
+	Err      error
+}
+
+func (e *TransportError) Error() string { return "jsonrpc: " + e.Endpoint + ": " + e.detail() }
+
+func (e *TransportError) detail() string { return e.Op + ": " + e.Err.Error() }
+
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// Retryable reports true: another attempt, on this or another endpoint, may
+// succeed.
+func (e *TransportError) Retryable() bool { return true }
+
+// CallError is returned when a call was not answered within the retry
+// budget. It names the method and, for each endpoint that was tried, the
+// last failure seen there.
+type CallError struct {
+	Method   string
+	Attempts int
+	// NoHealthy is set when no endpoint was healthy at the end; the error
+	// then also matches ErrNoEndpoint.
+	NoHealthy bool
+	// Errs holds the last failure per endpoint tried, in Config.Endpoints
+	// order; each is a *HTTPError, *TransportError or throttling *RPCError.
+	Errs []error
+}
+
+func (e *CallError) Error() string {
+	var b strings.Builder
+	b.WriteString("jsonrpc: ")
+	b.WriteString(e.Method)
+	if e.NoHealthy {
+		b.WriteString(": no healthy endpoint")
+	}
+	fmt.Fprintf(&b, ": failed after %d attempts", e.Attempts)
+	for i, err := range e.Errs {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(errorDetail(err))
+	}
+	return b.String()
+}
+
+// errorDetail renders one endpoint's failure as "endpoint: what happened",
+// without repeating the package prefix inside a CallError.
+func errorDetail(err error) string {
+	switch e := err.(type) {
+	case *RPCError:
+		return e.Endpoint + ": " + e.detail()
+	case *HTTPError:
+		return e.Endpoint + ": " + e.detail()
+	case *TransportError:
+		return e.Endpoint + ": " + e.detail()
+	}
+	return err.Error()
+}
+
+func (e *CallError) Unwrap() []error { return e.Errs }
+
+func (e *CallError) Is(target error) bool { return target == ErrNoEndpoint && e.NoHealthy }
+
+// Retryable reports true: every failure behind a CallError was transient,
+// so the same call may succeed later (the non-transient ones are returned
+// at once, unwrapped).
+func (e *CallError) Retryable() bool { return true }
+
+// Retryable classifies err: true when the same call may succeed if tried
+// again later. An error in the chain that implements Retryable() bool
+// decides for itself; the caller's own cancellation or deadline is never
+// retryable; timeouts, connection resets and refusals, and truncated
+// bodies are.
+func Retryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var r interface{ Retryable() bool }
+	if errors.As(err, &r) {
+		return r.Retryable()
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+// isThrottle recognises provider rate limiting in a JSON-RPC error: -32005
+// is the EIP-1474 "limit exceeded" code that Infura and others use, 429 is
+// borrowed from HTTP by some; the rest say it in words.
+func isThrottle(code int, msg string) bool {
+	if code == -32005 || code == 429 {
+		return true
+	}
+	m := strings.ToLower(msg)
+	return containsAny(m, "rate limit", "rate-limit", "ratelimit", "too many requests", "throttl", "exceeded the quota", "request limit reached")
+}
+
+// isBatchTooLarge recognises an endpoint saying a batch, or the response to
+// it, was too big (geth: "batch too large", "response too large").
+func isBatchTooLarge(msg string) bool {
+	m := strings.ToLower(msg)
+	return containsAny(m, "batch too large", "batch is too large", "batch size", "batch limit", "too many batch",
+		"response too large", "response too big", "response size", "response is too large")
+}
+
+// isBatchRefused recognises an endpoint saying it takes no batches at all.
+func isBatchRefused(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "batch") &&
+		containsAny(m, "not supported", "unsupported", "not allowed", "not permitted", "disabled", "not enabled", "forbidden")
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
