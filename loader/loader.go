@@ -213,8 +213,15 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 				if cfg.OnFetched != nil {
 					cfg.OnFetched(len(blocks))
 				}
+				// Compress here, in parallel; the writer only commits.
+				enc := make([]staging.Encoded, len(blocks))
+				for j, b := range blocks {
+					if enc[j], err = store.Encode(b); err != nil {
+						return err
+					}
+				}
 				select {
-				case fetched <- fetchedSpan{idx: i, blocks: blocks}:
+				case fetched <- fetchedSpan{idx: i, blocks: enc}:
 				case <-wctx.Done():
 					return wctx.Err()
 				}
@@ -242,7 +249,7 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 
 type fetchedSpan struct {
 	idx    int
-	blocks []chain.Block
+	blocks []staging.Encoded
 }
 
 // write is the only writer of staging: it groups spans into batches and
@@ -274,7 +281,7 @@ func write(store *staging.Store, fetched <-chan fetchedSpan, cfg *Config, progre
 			continue
 		}
 		for _, b := range fs.blocks {
-			if err := batch.Put(b); err != nil {
+			if err := batch.PutEncoded(b); err != nil {
 				werr = err
 				break
 			}

@@ -27,46 +27,72 @@ type Batch struct {
 	b        *pebble.Batch
 	n        int
 	rawBytes int64
-	buf      []byte
-	comp     []byte
 }
 
 // NewBatch returns an empty batch.
 func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
 
-// Put compresses b and adds it to the batch. A block already staged with the
-// same hash is skipped; with another hash it is a *ConflictError.
-func (bt *Batch) Put(b chain.Block) error {
-	s := bt.s
+// Encoded is a block compressed and framed for staging, ready for a batch.
+// Encoding is the costly part of a write; Store.Encode may be called from
+// many goroutines so that it runs in parallel, while one writer commits.
+type Encoded struct {
+	Height     uint64
+	Hash       []byte
+	ParentHash []byte
+	Value      []byte
+	RawLen     int
+}
+
+// Encode compresses and frames b. It is safe for concurrent use.
+func (s *Store) Encode(b chain.Block) (Encoded, error) {
 	if len(b.Hash) == 0 {
-		return fmt.Errorf("staging: block %d has no hash", b.Height)
+		return Encoded{}, fmt.Errorf("staging: block %d has no hash", b.Height)
 	}
-	if err := s.checkFirst(&b); err != nil {
-		return err
+	id, ok := s.Identity()
+	if !ok {
+		return Encoded{}, fmt.Errorf("staging: %s: Bind must be called before blocks are written", s.dir)
 	}
-	have, _, err := s.Header(b.Height)
-	switch {
-	case err == nil && bytes.Equal(have, b.Hash):
-		return nil
-	case err == nil:
-		return &ConflictError{Height: b.Height, Have: have, Given: b.Hash}
-	case !errors.Is(err, ErrNotFound):
-		return err
+	comp := s.enc.EncodeAll(b.Raw, make([]byte, 0, len(b.Raw)/3+64))
+	v, err := appendValue(make([]byte, 0, fixedHeaderLen+len(b.Hash)+len(b.ParentHash)+len(comp)), id.Family, &b, comp)
+	if err != nil {
+		return Encoded{}, err
 	}
-	id, _ := s.Identity()
-	bt.comp = s.enc.EncodeAll(b.Raw, bt.comp[:0])
-	bt.buf, err = appendValue(bt.buf[:0], id.Family, &b, bt.comp)
+	return Encoded{Height: b.Height, Hash: b.Hash, ParentHash: b.ParentHash, Value: v, RawLen: len(b.Raw)}, nil
+}
+
+// Put compresses b and adds it to the batch; see PutEncoded.
+func (bt *Batch) Put(b chain.Block) error {
+	e, err := bt.s.Encode(b)
 	if err != nil {
 		return err
 	}
-	if err := bt.b.Set(heightKey(prefixBlock, b.Height), bt.buf, nil); err != nil {
+	return bt.PutEncoded(e)
+}
+
+// PutEncoded adds an encoded block to the batch. A block already staged
+// with the same hash is skipped; with another hash it is a *ConflictError.
+func (bt *Batch) PutEncoded(e Encoded) error {
+	s := bt.s
+	if err := s.checkFirst(e.Height, e.Hash); err != nil {
 		return err
 	}
-	if err := bt.b.Set(heightKey(prefixIndex, b.Height), indexValue(b.Hash, b.ParentHash), nil); err != nil {
+	have, _, err := s.Header(e.Height)
+	switch {
+	case err == nil && bytes.Equal(have, e.Hash):
+		return nil
+	case err == nil:
+		return &ConflictError{Height: e.Height, Have: have, Given: e.Hash}
+	case !errors.Is(err, ErrNotFound):
+		return err
+	}
+	if err := bt.b.Set(heightKey(prefixBlock, e.Height), e.Value, nil); err != nil {
+		return err
+	}
+	if err := bt.b.Set(heightKey(prefixIndex, e.Height), indexValue(e.Hash, e.ParentHash), nil); err != nil {
 		return err
 	}
 	bt.n++
-	bt.rawBytes += int64(len(b.Raw))
+	bt.rawBytes += int64(e.RawLen)
 	return nil
 }
 

@@ -93,7 +93,7 @@ func (s *Store) Bind(family chain.Family, chainID string) error {
 
 // checkFirst checks b against the identity's first block and, for the
 // store's very first block, records it. Called with s.mu unlocked.
-func (s *Store) checkFirst(b *chain.Block) error {
+func (s *Store) checkFirst(height uint64, hash []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.bound {
@@ -101,17 +101,17 @@ func (s *Store) checkFirst(b *chain.Block) error {
 	}
 	if s.ident.FirstHash == nil {
 		id := s.ident
-		id.FirstHeight, id.FirstHash = b.Height, bytes.Clone(b.Hash)
+		id.FirstHeight, id.FirstHash = height, bytes.Clone(hash)
 		if err := s.saveIdentity(id); err != nil {
 			return err
 		}
 		s.ident = id
 		return nil
 	}
-	if b.Height == s.ident.FirstHeight && !bytes.Equal(b.Hash, s.ident.FirstHash) {
+	if height == s.ident.FirstHeight && !bytes.Equal(hash, s.ident.FirstHash) {
 		return &WrongChainError{Dir: s.dir,
-			Have:  fmt.Sprintf("block %d with hash %X", b.Height, s.ident.FirstHash),
-			Given: fmt.Sprintf("block %d with hash %X", b.Height, b.Hash)}
+			Have:  fmt.Sprintf("block %d with hash %X", height, s.ident.FirstHash),
+			Given: fmt.Sprintf("block %d with hash %X", height, hash)}
 	}
 	return nil
 }
