@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/jackc/pgx/v5"
@@ -167,7 +168,7 @@ func (c *Config) Validate() error {
 	}
 	for i, u := range c.RPC {
 		if err := validRPCURL(u); err != nil {
-			bad("rpc", "endpoint %d (%s): %v", i+1, RedactURL(u), err)
+			bad("rpc", "endpoint %d (%s): %v", i+1, jsonrpc.Redact(u), err)
 		}
 	}
 	needPG := c.Command == CmdRun || c.Command == CmdExport || c.Command == CmdFollow
@@ -251,44 +252,4 @@ func redactPGError(err error, dsn string) string {
 		}
 	}
 	return s
-}
-
-// RedactURL removes credentials from an RPC URL for logs: userinfo, query
-// values and long path segments that look like API keys.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparsable url>"
-	}
-	if u.User != nil {
-		u.User = url.User("xxxxx")
-	}
-	if u.RawQuery != "" {
-		q := u.Query()
-		for k := range q {
-			q.Set(k, "xxxxx")
-		}
-		u.RawQuery = q.Encode()
-	}
-	segs := strings.Split(u.Path, "/")
-	for i, s := range segs {
-		if looksLikeKey(s) {
-			segs[i] = "xxxxx"
-		}
-	}
-	u.Path = strings.Join(segs, "/")
-	u.RawPath = ""
-	return u.String()
-}
-
-func looksLikeKey(s string) bool {
-	if len(s) < 16 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-			return false
-		}
-	}
-	return true
 }

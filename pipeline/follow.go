@@ -40,22 +40,11 @@ func (e *ReorgError) Error() string {
 // cursor, then fetched again. With --to it stops once that height is
 // exported; otherwise it runs until signalled.
 func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
-	dec, err := newDecoder(cfg)
-	if err != nil {
-		return err
-	}
-	src, err := newSource(cfg, tip)
-	if err != nil {
-		return err
-	}
-	conn, err := connect(ctx, cfg)
+	dec, src, conn, err := openExportJob(ctx, cfg, tip, log)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := prepareIndexes(ctx, cfg, conn, dec, log); err != nil {
-		return err
-	}
 	head := export.Stream{Head: true, From: cfg.From}
 	sum.Export.Rows = map[string]uint64{}
 	for {

@@ -323,22 +323,11 @@ func finishIndexes(ctx context.Context, cfg *Config, conn *pgx.Conn, sum *Summar
 // that fetch has staged. A range the alias already completed returns at once
 // without contacting the source.
 func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
-	dec, err := newDecoder(cfg)
-	if err != nil {
-		return err
-	}
-	src, err := newSource(cfg, tip)
-	if err != nil {
-		return err
-	}
-	conn, err := connect(ctx, cfg)
+	dec, src, conn, err := openExportJob(ctx, cfg, tip, log)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := prepareIndexes(ctx, cfg, conn, dec, log); err != nil {
-		return err
-	}
 	if cfg.ToSet {
 		ecfg := exportConfig(cfg, log, c)
 		cur, err := export.LoadCursor(ctx, conn, cfg.Schema, ecfg.Stream)
@@ -388,4 +377,27 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 		return err
 	}
 	return finishIndexes(ctx, cfg, conn, sum, log)
+}
+
+// openExportJob builds what run and follow need: the decoder, the source
+// (which contacts nothing yet), a PostgreSQL connection, and the schema with
+// its indexes prepared. The caller closes the connection.
+func openExportJob(ctx context.Context, cfg *Config, tip func() uint64, log *slog.Logger) (export.Decoder, loader.Source, *pgx.Conn, error) {
+	dec, err := newDecoder(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	src, err := newSource(cfg, tip)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn, err := connect(ctx, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := prepareIndexes(ctx, cfg, conn, dec, log); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, nil, nil, err
+	}
+	return dec, src, conn, nil
 }
