@@ -37,6 +37,7 @@ type Config struct {
 	RPC           []string // --rpc: endpoints; empty means the synthetic chain
 	SyntheticSeed int64    // --synthetic-seed
 	SyntheticTip  uint64   // --synthetic-tip: the synthetic chain's tip height
+	SyntheticTxs  float64  // --synthetic-txs: mean transactions per block (0: the family's default)
 
 	From  uint64 // --from (inclusive)
 	To    uint64 // --to (inclusive)
@@ -196,6 +197,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BatchBlocks <= 0 {
 		bad("batch-blocks", "must be positive, got %d", c.BatchBlocks)
+	}
+	if c.SyntheticTxs < 0 {
+		bad("synthetic-txs", "must not be negative, got %g", c.SyntheticTxs)
 	}
 	if c.RPS < 0 {
 		bad("rps", "must not be negative, got %g", c.RPS)

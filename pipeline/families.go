@@ -6,6 +6,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/evm"
+	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/loader"
 )
@@ -26,9 +27,9 @@ func newSource(cfg *Config, tip func() uint64) (loader.Source, error) {
 	}
 	switch fam {
 	case chain.FamilyCometBFT:
-		return cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: tip}), nil
+		return cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: tip, TxPerBlock: cfg.SyntheticTxs}), nil
 	case chain.FamilyEVM:
-		return evm.NewSynthetic(evm.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: tip}), nil
+		return evm.NewSynthetic(evm.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: tip, TxPerBlock: cfg.SyntheticTxs, LogsPerBlock: cfg.SyntheticTxs * 400 / 150}), nil
 	}
 	return nil, fmt.Errorf("no source for chain %s", fam)
 }
@@ -47,6 +48,24 @@ func newDecoder(cfg *Config) (export.Decoder, error) {
 	return nil, fmt.Errorf("no decoder for chain %s", fam)
 }
 
+// newRPCSource builds the JSON-RPC client of cfg.RPC and the family's
+// source on it. Each endpoint may carry as many requests at once as there
+// are fetch workers, so that one endpoint alone can keep every worker busy.
 func newRPCSource(fam chain.Family, cfg *Config) (loader.Source, error) {
-	return nil, fmt.Errorf("%s RPC source is not built yet", fam)
+	client, err := jsonrpc.New(jsonrpc.Config{
+		Endpoints:   cfg.RPC,
+		RPS:         cfg.RPS,
+		Timeout:     cfg.RPCTimeout,
+		Concurrency: cfg.FetchWorkers,
+	})
+	if err != nil {
+		return nil, err
+	}
+	switch fam {
+	case chain.FamilyCometBFT:
+		return cometbft.NewRPCSource(cometbft.RPCConfig{Client: client})
+	case chain.FamilyEVM:
+		return evm.NewRPCSource(evm.RPCConfig{Client: client})
+	}
+	return nil, fmt.Errorf("no RPC source for chain %s", fam)
 }
