@@ -24,7 +24,7 @@ demo: build
 	@url=$(PG_URL) && scripts/demo.sh "$$url" $(DEMO_TO)
 
 bench: build
-	@url=$(PG_URL) && DATABASE_URL="$$url" $(GO) run ./bench -out bench/results
+	@url=$(PG_URL) && DATABASE_URL="$$url" $(GO) run ./bench/cmd/bench -out bench/results
 
 test-nodes: build
 	scripts/test-nodes.sh

@@ -1,0 +1,327 @@
+// Package bench measures blockhaul on the machine it runs on, every figure
+// beside the limit it is judged against, in one run:
+//
+//   - staging ingest: a synthetic source into staging (blocks/s, MB/s raw
+//     and stored, compression ratio) at CometBFT and EVM density;
+//   - export: staging into PostgreSQL, against a baseline that COPYs the
+//     very same rows, already decoded, into identical empty tables;
+//   - fetch: blockhaul's fetch against a minimal client, at the same
+//     concurrency, on a local server that answers as fast as it can;
+//   - memory and scaling: peak RSS and time per block of a separate
+//     `blockhaul run` process at several range sizes.
+//
+// The command bench/cmd/bench and `go test -bench` both call Run; WriteFiles
+// turns a Result into JSON, a Markdown table and SVG plots.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"time"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/evm"
+	"github.com/blockhaul/blockhaul/export"
+	"github.com/blockhaul/blockhaul/loader"
+)
+
+// Sections of a run, selectable with Config.Sections.
+const (
+	SectionCometBFT = "cometbft" // ingest, export and baseline at CometBFT density
+	SectionEVM      = "evm"      // ingest, export and baseline at EVM density
+	SectionFetch    = "fetch"    // fetch vs the minimal client
+	SectionProcess  = "process"  // memory and scaling of a blockhaul process
+)
+
+// AllSections is the default selection, in the order of the report (the
+// process section runs first; see Run).
+var AllSections = []string{SectionCometBFT, SectionEVM, SectionFetch, SectionProcess}
+
+// Densities of the two workloads: a Cosmos Hub-like chain and an Ethereum
+// mainnet-like one.
+const (
+	CometBFTTxPerBlock = 4.5
+	EVMTxPerBlock      = 150
+	EVMLogsPerBlock    = 400
+)
+
+// Config configures a benchmark run. Zero fields take the defaults named in
+// their comments (EnsureDefaults); the defaults keep a whole run under about
+// five minutes on two cores.
+type Config struct {
+	// DatabaseURL is the PostgreSQL server. Every measurement creates a
+	// database of its own on it and drops it afterwards. Required.
+	DatabaseURL string
+	// Sections selects what to measure. Default AllSections.
+	Sections []string
+	// Seed selects the synthetic chains. Default 1.
+	Seed int64
+
+	// CometBFTBlocks and EVMBlocks are the blocks staged, exported and
+	// COPYed by the baseline at each density. Defaults 20,000 and 2,000.
+	CometBFTBlocks uint64
+	EVMBlocks      uint64
+	// BatchBlocks is the export batch (one transaction), used by the
+	// baseline too. Default 500, the CLI's.
+	BatchBlocks int
+	// Rounds is how many times export and baseline each run, alternating
+	// which goes first; the best round of each is reported. Default 2.
+	Rounds int
+	// IngestWorkers and IngestSpan configure the loader for ingest.
+	// Defaults 8 and 16, the CLI's.
+	IngestWorkers, IngestSpan int
+
+	// FetchChain is the family the fetch section serves. Default CometBFT.
+	FetchChain chain.Family
+	// FetchBlocks is the range the fetch server serves (its responses are
+	// held in memory: ~30 KB a CometBFT block). Default 20,000.
+	FetchBlocks uint64
+	// FetchWorkers and FetchSpan are the concurrency and heights per
+	// request of both fetch clients. Defaults 8 and 16, the CLI's.
+	FetchWorkers, FetchSpan int
+	// FetchSource builds blockhaul's RPC source for an endpoint. Nil
+	// reports blockhaul's side of the fetch section as not available.
+	FetchSource func(endpoint string) (loader.Source, error)
+
+	// RangeSizes are the ranges of the `blockhaul run` processes, in
+	// CometBFT blocks. Memory compares the smallest and the largest;
+	// scaling compares all. Default 10,000, 30,000, 100,000.
+	RangeSizes []uint64
+	// Blockhaul is the blockhaul binary those processes run. Empty builds
+	// one from this module into WorkDir.
+	Blockhaul string
+
+	// SampleInterval is the period of the throughput samples. Default 250ms.
+	SampleInterval time.Duration
+	// WorkDir holds staging stores and the built binary. Default: the
+	// system's temporary directory.
+	WorkDir string
+	// CPUProfileDir, if set, receives a CPU profile of each in-process
+	// section (ingest-*, export-*, baseline-*, fetch-blockhaul).pprof; of
+	// export and baseline, the first round's.
+	CPUProfileDir string
+	// Logger receives progress. Default: discard.
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills unset fields.
+func (c *Config) EnsureDefaults() {
+	if len(c.Sections) == 0 {
+		c.Sections = slices.Clone(AllSections)
+	}
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	if c.CometBFTBlocks == 0 {
+		c.CometBFTBlocks = 20_000
+	}
+	if c.EVMBlocks == 0 {
+		c.EVMBlocks = 2_000
+	}
+	if c.BatchBlocks == 0 {
+		c.BatchBlocks = 500
+	}
+	if c.Rounds == 0 {
+		c.Rounds = 2
+	}
+	if c.IngestWorkers == 0 {
+		c.IngestWorkers = 8
+	}
+	if c.IngestSpan == 0 {
+		c.IngestSpan = 16
+	}
+	if c.FetchChain == chain.FamilyUnknown {
+		c.FetchChain = chain.FamilyCometBFT
+	}
+	if c.FetchBlocks == 0 {
+		c.FetchBlocks = 20_000
+	}
+	if c.FetchWorkers == 0 {
+		c.FetchWorkers = 8
+	}
+	if c.FetchSpan == 0 {
+		c.FetchSpan = 16
+	}
+	if len(c.RangeSizes) == 0 {
+		c.RangeSizes = []uint64{10_000, 30_000, 100_000}
+	}
+	if c.SampleInterval == 0 {
+		c.SampleInterval = 250 * time.Millisecond
+	}
+	if c.WorkDir == "" {
+		c.WorkDir = os.TempDir()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports every invalid field at once.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("bench: "+format, args...)) }
+	if c.DatabaseURL == "" {
+		bad("no database URL (set DATABASE_URL)")
+	}
+	for _, s := range c.Sections {
+		if !slices.Contains(AllSections, s) {
+			bad("unknown section %q (want %v)", s, AllSections)
+		}
+	}
+	if c.BatchBlocks < 0 {
+		bad("batch blocks must be positive, got %d", c.BatchBlocks)
+	}
+	if c.Rounds < 0 {
+		bad("rounds must be positive, got %d", c.Rounds)
+	}
+	if c.IngestWorkers < 0 || c.IngestSpan < 0 {
+		bad("ingest workers and span must be positive, got %d and %d", c.IngestWorkers, c.IngestSpan)
+	}
+	if c.FetchWorkers < 0 || c.FetchSpan < 0 {
+		bad("fetch workers and span must be positive, got %d and %d", c.FetchWorkers, c.FetchSpan)
+	}
+	if c.FetchChain != chain.FamilyUnknown && c.FetchChain != chain.FamilyCometBFT && c.FetchChain != chain.FamilyEVM {
+		bad("fetch chain %s is not a known family", c.FetchChain)
+	}
+	for _, n := range c.RangeSizes {
+		if n == 0 {
+			bad("range sizes must be positive, got %v", c.RangeSizes)
+			break
+		}
+	}
+	if c.SampleInterval < 0 {
+		bad("sample interval must be positive, got %s", c.SampleInterval)
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) runs(section string) bool { return slices.Contains(c.Sections, section) }
+
+// Run measures every selected section, one after the other so that none
+// competes with another for the machine, and evaluates the targets.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	cpu0 := takeCPUSnapshot()
+	res := Result{Date: start.UTC(), Settings: settingsOf(&cfg)}
+	var err error
+	res.Machine, err = machineInfo(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return res, err
+	}
+	cfg.Logger.Info("machine", "host", res.Machine.Host, "cpus", res.Machine.CPUs, "cpu", res.Machine.CPUModel, "postgres", res.Machine.PostgreSQL)
+	if cfg.CPUProfileDir != "" {
+		if err := os.MkdirAll(cfg.CPUProfileDir, 0o755); err != nil {
+			return res, fmt.Errorf("bench: profile directory: %w", err)
+		}
+	}
+	// The processes run first, while this process is still small: a child's
+	// peak RSS as the kernel reports it cannot be lower than the peak of the
+	// process that started it (see peakRSS).
+	if cfg.runs(SectionProcess) {
+		if res.Processes, err = runProcesses(ctx, &cfg); err != nil {
+			return res, err
+		}
+	}
+	for _, d := range densities(&cfg) {
+		if !cfg.runs(d.name) {
+			continue
+		}
+		dr, err := runDensity(ctx, &cfg, d)
+		if err != nil {
+			return res, err
+		}
+		res.Densities = append(res.Densities, dr)
+	}
+	if cfg.runs(SectionFetch) {
+		if res.Fetch, err = runFetch(ctx, &cfg); err != nil {
+			return res, err
+		}
+	}
+	res.CPU = cpuUsage(cpu0, takeCPUSnapshot(), res.Machine.CPUs)
+	if res.CPU.Busy() {
+		cfg.Logger.Warn("other work used the machine during the run; figures are not representative",
+			"other_cpu_share", round2(res.CPU.OtherShare()))
+	}
+	res.Targets = evaluateTargets(&res)
+	res.Seconds = time.Since(start).Seconds()
+	return res, nil
+}
+
+// density is one workload: a synthetic chain and its decoder.
+type density struct {
+	name   string
+	blocks uint64
+	source loader.Source
+	dec    export.Decoder
+}
+
+func densities(cfg *Config) []density {
+	return []density{
+		{SectionCometBFT, cfg.CometBFTBlocks, newSynthetic(chain.FamilyCometBFT, cfg.Seed), cometbft.NewDecoder()},
+		{SectionEVM, cfg.EVMBlocks, newSynthetic(chain.FamilyEVM, cfg.Seed), evm.NewDecoder()},
+	}
+}
+
+func newSynthetic(fam chain.Family, seed int64) loader.Source {
+	if fam == chain.FamilyEVM {
+		return evm.NewSynthetic(evm.SyntheticConfig{Seed: seed, TxPerBlock: EVMTxPerBlock, LogsPerBlock: EVMLogsPerBlock})
+	}
+	return cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: seed, TxPerBlock: CometBFTTxPerBlock})
+}
+
+func startProfileIf(on bool, cfg *Config, section string) (stop func(), err error) {
+	if !on {
+		return func() {}, nil
+	}
+	return startProfile(cfg, section)
+}
+
+// startProfile starts a CPU profile of one section when profiling is on;
+// the returned stop writes it.
+func startProfile(cfg *Config, section string) (stop func(), err error) {
+	if cfg.CPUProfileDir == "" {
+		return func() {}, nil
+	}
+	path := filepath.Join(cfg.CPUProfileDir, section+".pprof")
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: cpu profile %s: %w", path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+func perSec(n uint64, sec float64) float64 {
+	if sec <= 0 {
+		return 0
+	}
+	return float64(n) / sec
+}
+
+func round2(v float64) float64 { return math.Round(v*100) / 100 }
+
+// settle collects the garbage of the previous section so that it is not
+// charged to the next one.
+func settle() {
+	runtime.GC()
+	runtime.GC()
+}

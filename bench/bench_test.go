@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/pgtest"
+)
+
+// smallConfig is a whole run in miniature: every section, a few hundred
+// blocks each.
+func smallConfig(t testing.TB) Config {
+	return Config{
+		DatabaseURL:    pgtest.BaseURL(),
+		CometBFTBlocks: 300,
+		EVMBlocks:      30,
+		BatchBlocks:    100,
+		FetchBlocks:    300,
+		FetchWorkers:   4,
+		FetchSpan:      8,
+		FetchSource:    RPCSource(chain.FamilyCometBFT, 4),
+		RangeSizes:     []uint64{200, 400, 600},
+		WorkDir:        t.TempDir(),
+	}
+}
+
+func TestRunSmall(t *testing.T) {
+	cfg := smallConfig(t)
+	cfg.CPUProfileDir = t.TempDir()
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Machine.CPUs < 1 || res.Machine.GoVersion == "" || res.Machine.PostgreSQL == "" {
+		t.Errorf("machine info incomplete: %+v", res.Machine)
+	}
+	if runtime.GOOS == "linux" && (!res.CPU.Known || res.CPU.Bench <= 0 || res.CPU.Capacity <= res.CPU.Bench) {
+		t.Errorf("cpu usage: %+v", res.CPU)
+	}
+	if len(res.Densities) != 2 {
+		t.Fatalf("densities = %d, want 2", len(res.Densities))
+	}
+	for _, d := range res.Densities {
+		if d.Export.Rows == 0 || d.Export.Rows != d.Baseline.Rows {
+			t.Errorf("%s: export %d rows, baseline %d", d.Name, d.Export.Rows, d.Baseline.Rows)
+		}
+		var perTable uint64
+		for _, n := range d.Rows {
+			perTable += n
+		}
+		if perTable != d.Export.Rows || d.Rows["blocks"] != d.Blocks {
+			t.Errorf("%s: rows per table %v do not add up to %d or miss one row per block", d.Name, d.Rows, d.Export.Rows)
+		}
+		if d.Ingest.Blocks != d.Blocks || d.Ingest.Ratio <= 1 || d.Ingest.SourceBlocksPerSec <= 0 {
+			t.Errorf("%s: ingest %+v", d.Name, d.Ingest)
+		}
+		if len(d.Export.AllSeconds) != 2 || len(d.Baseline.AllSeconds) != 2 || d.Export.Seconds != min(d.Export.AllSeconds[0], d.Export.AllSeconds[1]) {
+			t.Errorf("%s: rounds: export %v (best %v), baseline %v", d.Name, d.Export.AllSeconds, d.Export.Seconds, d.Baseline.AllSeconds)
+		}
+		if d.Ratio <= 0 || d.Export.Batches != int((d.Blocks+99)/100) || d.Baseline.Batches != d.Export.Batches {
+			t.Errorf("%s: ratio %v, batches export %d baseline %d", d.Name, d.Ratio, d.Export.Batches, d.Baseline.Batches)
+		}
+		for _, run := range []CopyRun{d.Export, d.Baseline} {
+			last := run.Samples[len(run.Samples)-1]
+			if last.Blocks != d.Blocks || last.Rows != run.Rows {
+				t.Errorf("%s: last sample %+v, want %d blocks %d rows", d.Name, last, d.Blocks, run.Rows)
+			}
+			if len(run.Commits) != run.Batches || run.Commits[len(run.Commits)-1].Rows != run.Rows {
+				t.Errorf("%s: %d commits recorded for %d batches: %+v", d.Name, len(run.Commits), run.Batches, run.Commits)
+			}
+			for i := 1; i < len(run.Samples); i++ {
+				if run.Samples[i].Rows < run.Samples[i-1].Rows || run.Samples[i].Seconds < run.Samples[i-1].Seconds {
+					t.Fatalf("%s: samples go backwards: %+v", d.Name, run.Samples)
+				}
+			}
+		}
+	}
+	if res.Fetch == nil || res.Fetch.Blockhaul == nil || res.Fetch.Blockhaul.Blocks != 300 || res.Fetch.Minimal.Blocks != 300 || res.Fetch.Ratio <= 0 {
+		t.Errorf("fetch: %+v", res.Fetch)
+	}
+	if len(res.Processes) != 3 {
+		t.Fatalf("processes: %+v", res.Processes)
+	}
+	for _, p := range res.Processes {
+		if p.PeakRSSBytes < 1<<20 || p.MicrosPerBlock <= 0 || p.PolledHWMBytes <= 0 || p.PeakRSSBytes < p.PolledHWMBytes {
+			t.Errorf("process run %+v", p)
+		}
+	}
+	if len(res.Targets) != 9 {
+		t.Errorf("targets: %d, want 9", len(res.Targets))
+	}
+	for _, tg := range res.Targets {
+		if !tg.Measured {
+			t.Errorf("target %q not measured in a run of every section", tg.Name)
+		}
+	}
+	for _, name := range []string{"ingest-cometbft", "export-cometbft", "baseline-cometbft", "ingest-evm", "export-evm", "baseline-evm", "fetch-blockhaul"} {
+		if fi, err := os.Stat(filepath.Join(cfg.CPUProfileDir, name+".pprof")); err != nil || fi.Size() == 0 {
+			t.Errorf("profile %s: %v", name, err)
+		}
+	}
+
+	dir := t.TempDir()
+	paths, err := WriteFiles(dir, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := filesPrefix(res)
+	for _, want := range []string{prefix + ".json", prefix + ".md", prefix + "-throughput-cometbft.svg", prefix + "-throughput-evm.svg", prefix + "-scaling.svg",
+		"latest.json", "latest.md", "latest-throughput-cometbft.svg", "latest-throughput-evm.svg", "latest-scaling.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, want)); err != nil {
+			t.Errorf("missing %s (wrote %v)", want, paths)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "latest.md"))
+	if !strings.Contains(string(md), "(latest-throughput-cometbft.svg)") || !strings.Contains(string(md), "(latest-scaling.svg)") {
+		t.Errorf("latest.md does not link the latest plots:\n%s", md)
+	}
+}
+
+func TestRunWithoutFetchSourceReportsNotAvailable(t *testing.T) {
+	cfg := smallConfig(t)
+	cfg.Sections = []string{SectionFetch}
+	cfg.FetchSource = nil
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Fetch == nil || res.Fetch.Blockhaul != nil || !strings.Contains(res.Fetch.Note, "not available") || res.Fetch.Minimal.BlocksPerSec <= 0 {
+		t.Fatalf("fetch = %+v", res.Fetch)
+	}
+	if len(res.Densities) != 0 || len(res.Processes) != 0 {
+		t.Errorf("sections not selected ran: %d densities, %d processes", len(res.Densities), len(res.Processes))
+	}
+	md := Markdown(res, "")
+	if !strings.Contains(md, "not available") || !strings.Contains(md, "| fetch / minimal client | – |") {
+		t.Errorf("markdown does not say fetch is not available:\n%s", md)
+	}
+}
+
+func TestConfigValidateReportsEveryProblem(t *testing.T) {
+	cfg := Config{Sections: []string{"ingest"}, BatchBlocks: -1, FetchWorkers: -2, RangeSizes: []uint64{10, 0}}
+	cfg.EnsureDefaults()
+	err := cfg.Validate()
+	if err == nil {
+		t.Fatal("invalid config accepted")
+	}
+	for _, want := range []string{"database URL", `unknown section "ingest"`, "batch blocks", "fetch workers", "range sizes"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+// BenchmarkRun runs the small configuration and reports its headline
+// figures; `go run ./bench/cmd/bench` runs the full-size one.
+func BenchmarkRun(b *testing.B) {
+	cfg := smallConfig(b)
+	var res Result
+	for b.Loop() {
+		var err error
+		if res, err = Run(context.Background(), cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, d := range res.Densities {
+		b.ReportMetric(d.Export.BlocksPerSec, d.Name+"-export-blocks/s")
+		b.ReportMetric(d.Ratio, d.Name+"-export/baseline")
+		b.ReportMetric(d.Ingest.BlocksPerSec, d.Name+"-ingest-blocks/s")
+	}
+	if res.Fetch != nil {
+		b.ReportMetric(res.Fetch.Ratio, "fetch/minimal")
+	}
+	var peak int64
+	for _, p := range res.Processes {
+		peak = max(peak, p.PeakRSSBytes)
+	}
+	b.ReportMetric(float64(peak>>20), "peak-RSS-MiB")
+}

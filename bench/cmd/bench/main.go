@@ -1,0 +1,122 @@
+// Command bench runs blockhaul's benchmark (package bench) against the
+// PostgreSQL server of $DATABASE_URL, prints the result table and writes
+// the result files:
+//
+//	go run ./bench/cmd/bench -out bench/results
+//
+// Flags set the sizes; -cpuprofile DIR writes a CPU profile of each
+// in-process section, for `go tool pprof -top DIR/export-cometbft.pprof`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/blockhaul/blockhaul/bench"
+	"github.com/blockhaul/blockhaul/chain"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var cfg bench.Config
+	var out, sections, sizes, fetchChain, fetchSource string
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.StringVar(&out, "out", "bench/results", "directory for the result files (empty: print only)")
+	fs.StringVar(&cfg.DatabaseURL, "db", os.Getenv("DATABASE_URL"), "PostgreSQL server URL (default $DATABASE_URL)")
+	fs.StringVar(&sections, "sections", strings.Join(bench.AllSections, ","), "sections to run, comma separated")
+	fs.Int64Var(&cfg.Seed, "seed", 1, "seed of the synthetic chains")
+	fs.Uint64Var(&cfg.CometBFTBlocks, "cometbft-blocks", 20_000, "blocks staged and exported at CometBFT density")
+	fs.Uint64Var(&cfg.EVMBlocks, "evm-blocks", 2_000, "blocks staged and exported at EVM density")
+	fs.IntVar(&cfg.BatchBlocks, "batch-blocks", 500, "blocks per export transaction (baseline too)")
+	fs.IntVar(&cfg.Rounds, "rounds", 2, "runs of export and of the baseline, alternating; the best counts")
+	fs.IntVar(&cfg.IngestWorkers, "ingest-workers", 8, "loader workers for ingest")
+	fs.IntVar(&cfg.IngestSpan, "ingest-span", 16, "heights per loader request for ingest")
+	fs.StringVar(&fetchChain, "fetch-chain", "cometbft", "chain family the fetch server serves")
+	fs.Uint64Var(&cfg.FetchBlocks, "fetch-blocks", 20_000, "blocks the fetch server serves")
+	fs.IntVar(&cfg.FetchWorkers, "fetch-workers", 8, "concurrent requests of both fetch clients")
+	fs.IntVar(&cfg.FetchSpan, "fetch-span", 16, "heights per fetch request")
+	fs.StringVar(&fetchSource, "fetch-source", "rpc", "blockhaul's side of the fetch section: rpc (the family's RPC source) or none")
+	fs.StringVar(&sizes, "range-sizes", "10000,30000,100000", "block counts of the `blockhaul run` processes (memory, scaling)")
+	fs.StringVar(&cfg.Blockhaul, "blockhaul", "", "blockhaul binary for the process runs (default: built from this module)")
+	fs.StringVar(&cfg.WorkDir, "workdir", "", "directory for staging stores (default: the system's temporary directory)")
+	fs.StringVar(&cfg.CPUProfileDir, "cpuprofile", "", "directory for a CPU profile of each in-process section")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	cfg.Sections = splitList(sections)
+	var err error
+	if cfg.RangeSizes, err = parseSizes(sizes); err != nil {
+		return err
+	}
+	if cfg.FetchChain, err = chain.ParseFamily(fetchChain); err != nil {
+		return err
+	}
+	switch fetchSource {
+	case "rpc":
+		cfg.FetchSource = bench.RPCSource(cfg.FetchChain, cfg.FetchWorkers)
+	case "none":
+	default:
+		return fmt.Errorf("-fetch-source %q: want rpc or none", fetchSource)
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Println(bench.Markdown(res, ""))
+	if out != "" {
+		paths, err := bench.WriteFiles(out, res)
+		if err != nil {
+			return err
+		}
+		for _, p := range paths {
+			fmt.Fprintln(os.Stderr, "wrote", p)
+		}
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func parseSizes(s string) ([]uint64, error) {
+	var out []uint64
+	for _, f := range splitList(s) {
+		n, err := strconv.ParseUint(strings.ReplaceAll(f, "_", ""), 10, 64)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("-range-sizes: %q is not a positive block count", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -1,0 +1,15 @@
+//go:build !linux
+
+package bench
+
+import "time"
+
+// cpuSnapshot is unknown outside Linux: the report then says nothing of
+// other work on the machine.
+type cpuSnapshot struct {
+	at                      time.Time
+	machine, self, postgres float64
+	ok                      bool
+}
+
+func takeCPUSnapshot() cpuSnapshot { return cpuSnapshot{at: time.Now()} }

@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// runProcesses runs `blockhaul run` over each range size, smallest first,
+// each as a process of its own into a fresh database and staging directory,
+// and reads the process's peak RSS from the kernel when it exits.
+func runProcesses(ctx context.Context, cfg *Config) ([]ProcessRun, error) {
+	bin := cfg.Blockhaul
+	if bin == "" {
+		dir, err := os.MkdirTemp(cfg.WorkDir, "blockhaul-bench-bin-")
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		if bin, err = buildBlockhaul(ctx, dir); err != nil {
+			return nil, err
+		}
+	}
+	sizes := slices.Clone(cfg.RangeSizes)
+	slices.Sort(sizes)
+	var out []ProcessRun
+	for _, n := range sizes {
+		cfg.Logger.Info("blockhaul run", "blocks", n)
+		r, err := runProcess(ctx, cfg, bin, n)
+		if err != nil {
+			return out, err
+		}
+		cfg.Logger.Info("blockhaul run done", "blocks", n, "seconds", round2(r.Seconds),
+			"us_per_block", int(r.MicrosPerBlock), "peak_rss_mib", r.PeakRSSBytes>>20)
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// buildBlockhaul builds the blockhaul command of this module into dir.
+func buildBlockhaul(ctx context.Context, dir string) (string, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("bench: building blockhaul needs the go command (or pass the binary): %w", err)
+	}
+	bin := filepath.Join(dir, "blockhaul")
+	cmd := exec.CommandContext(ctx, goBin, "build", "-o", bin, "github.com/blockhaul/blockhaul/cmd/blockhaul")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("bench: go build blockhaul: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+func runProcess(ctx context.Context, cfg *Config, bin string, n uint64) (run ProcessRun, err error) {
+	db, err := createDatabase(ctx, cfg.DatabaseURL, "run")
+	if err != nil {
+		return run, err
+	}
+	defer func() { err = errors.Join(err, db.drop(ctx)) }()
+	dir, err := os.MkdirTemp(cfg.WorkDir, "blockhaul-bench-run-")
+	if err != nil {
+		return run, fmt.Errorf("bench: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	cmd := exec.CommandContext(ctx, bin, "run",
+		"--chain", "cometbft",
+		"--from", "1", "--to", strconv.FormatUint(n, 10),
+		"--staging", filepath.Join(dir, "staging"),
+		"--synthetic-seed", strconv.FormatInt(cfg.Seed, 10),
+		"--batch-blocks", strconv.Itoa(cfg.BatchBlocks),
+		"--progress-interval", "0",
+		"--log-level", "warn")
+	// The DSN goes through the environment, not argv, where any user of
+	// the machine could read its password.
+	cmd.Env = append(childEnv(), "BLOCKHAUL_PG="+db.url)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	spawner := hwm("self")
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		return run, fmt.Errorf("bench: start blockhaul: %w", err)
+	}
+	stopPoll, polled := make(chan struct{}), make(chan int64, 1)
+	go func() { polled <- pollHWM(cmd.Process.Pid, stopPoll) }()
+	err = cmd.Wait()
+	sec := time.Since(t0).Seconds()
+	close(stopPoll)
+	run = ProcessRun{Blocks: n, Seconds: sec, MicrosPerBlock: sec * 1e6 / float64(n),
+		KernelMaxRSSBytes: maxRSS(cmd.ProcessState), PolledHWMBytes: <-polled, SpawnerHWMBytes: spawner}
+	if err != nil {
+		return run, fmt.Errorf("bench: blockhaul run 1-%d: %w\n%s", n, err, lastLines(out.String(), 20))
+	}
+	run.PeakRSSBytes = peakRSS(run.KernelMaxRSSBytes, run.SpawnerHWMBytes, run.PolledHWMBytes)
+	return run, nil
+}
+
+// peakRSS picks the child's peak RSS. The kernel's figure (wait4's
+// ru_maxrss) is exact but can be no lower than the spawner's own peak: Go
+// starts a child with vfork, and exec records the shared memory's high
+// water mark as the child's. Below that the child's own VmHWM, polled while
+// it ran, is the best figure there is (a lower bound). The kernel updates
+// its high water mark lazily, so a polled VmHWM can exceed it slightly.
+func peakRSS(kernel, spawner, polled int64) int64 {
+	if kernel > spawner {
+		return max(kernel, polled)
+	}
+	return polled
+}
+
+// pollHWM reads the VmHWM of process pid every 100ms until stop is closed
+// and returns the highest value seen.
+func pollHWM(pid int, stop <-chan struct{}) int64 {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	var peak int64
+	who := strconv.Itoa(pid)
+	for {
+		peak = max(peak, hwm(who))
+		select {
+		case <-stop:
+			return peak
+		case <-t.C:
+		}
+	}
+}
+
+// hwm is the VmHWM (peak RSS) of /proc/<who>/status in bytes, 0 where there
+// is none.
+func hwm(who string) int64 {
+	b, err := os.ReadFile("/proc/" + who + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 0 {
+				return 0
+			}
+			kb, _ := strconv.ParseInt(f[0], 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// childEnv is this process's environment without blockhaul's own
+// variables, so that a setting left in the shell cannot change what the
+// measured process does.
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "BLOCKHAUL_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

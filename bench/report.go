@@ -1,0 +1,154 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Markdown renders r as the tables the README shows. When images is not
+// empty, the plots are linked as images+"throughput-<density>.svg" and
+// images+"scaling.svg" (the names WriteFiles gives them).
+func Markdown(r Result, images string) string {
+	var b strings.Builder
+	m := r.Machine
+	fmt.Fprintf(&b, "## blockhaul benchmark, %s\n\n", r.Date.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "Machine `%s`: %d × %s, %s RAM, %s %s, %s, PostgreSQL %s (local). The run took %s.\n\n",
+		m.Host, m.CPUs, orDash(m.CPUModel), fmtBytes(m.MemoryBytes), m.OS, m.Kernel, m.GoVersion, m.PostgreSQL,
+		(time.Duration(r.Seconds) * time.Second).Round(time.Second))
+
+	if u := r.CPU; u.Known {
+		fmt.Fprintf(&b, "CPU over the run: benchmark and blockhaul %s s, PostgreSQL %s s, other processes %s s of %s CPU-seconds (%.0f%%).\n\n",
+			fmtNum(u.Bench), fmtNum(u.Postgres), fmtNum(u.Other), fmtNum(u.Capacity), 100*u.OtherShare())
+		if u.Busy() {
+			b.WriteString("**The machine was busy**: other processes took more than a tenth of its CPU during the run, and its figures are not representative.\n\n")
+		}
+	}
+	b.WriteString("### Targets\n\n| target | measured | goal | |\n|---|---:|---:|---|\n")
+	for _, t := range r.Targets {
+		if !t.Measured {
+			fmt.Fprintf(&b, "| %s | – | %s %s%s | not measured |\n", t.Name, opSign(t.Op), fmtNum(t.Limit), t.Unit)
+			continue
+		}
+		verdict := "**FAIL**"
+		if t.Pass {
+			verdict = "ok"
+		}
+		fmt.Fprintf(&b, "| %s | %s%s | %s %s%s | %s |\n", t.Name, fmtNum(t.Value), t.Unit, opSign(t.Op), fmtNum(t.Limit), t.Unit, verdict)
+	}
+
+	if len(r.Densities) > 0 {
+		b.WriteString("\n### Staging ingest (synthetic source → loader → staging, flush included)\n\n")
+		b.WriteString("| density | blocks | blocks/s | raw MB/s | stored MB/s | raw / stored | source alone, blocks/s |\n|---|---:|---:|---:|---:|---:|---:|\n")
+		for _, d := range r.Densities {
+			in := d.Ingest
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", densityLabel(d.Name), fmtNum(float64(d.Blocks)),
+				fmtNum(in.BlocksPerSec), fmtNum(in.RawMBPerSec), fmtNum(in.StoredMBPerSec), fmtNum(in.Ratio), fmtNum(in.SourceBlocksPerSec))
+		}
+		b.WriteString("\n### Export vs raw COPY (staging → PostgreSQL)\n\n")
+		b.WriteString("The baseline COPYs the same rows, decoded before its clock starts, with pgx binary COPY into identical empty tables of a fresh database, in the same batches and transactions.")
+		if r.Settings.Rounds > 1 {
+			fmt.Fprintf(&b, " Each side ran %d times, alternating which went first; the best run of each counts.", r.Settings.Rounds)
+		}
+		b.WriteString("\n\n")
+		b.WriteString("| density | rows | rows/block | export blocks/s | export rows/s | baseline blocks/s | baseline rows/s | export / baseline |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, d := range r.Densities {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | **%s** |\n", densityLabel(d.Name), fmtNum(float64(d.Export.Rows)), fmtNum(d.RowsPerBlock),
+				fmtNum(d.Export.BlocksPerSec), fmtNum(d.Export.RowsPerSec), fmtNum(d.Baseline.BlocksPerSec), fmtNum(d.Baseline.RowsPerSec), fmtNum(d.Ratio))
+		}
+		if images != "" {
+			b.WriteString("\n")
+			for _, d := range r.Densities {
+				fmt.Fprintf(&b, "![export and baseline throughput, %s](%sthroughput-%s.svg)\n", d.Name, images, d.Name)
+			}
+		}
+	}
+
+	if f := r.Fetch; f != nil {
+		fmt.Fprintf(&b, "\n### Fetch vs a local server (%s, %d workers, %d heights per request)\n\n", f.Chain, f.Workers, f.Span)
+		b.WriteString("| client | blocks | blocks/s | MB/s received | requests |\n|---|---:|---:|---:|---:|\n")
+		row := func(name string, x FetchRun) {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", name, fmtNum(float64(x.Blocks)), fmtNum(x.BlocksPerSec), fmtNum(x.MBPerSec), fmtNum(float64(x.Requests)))
+		}
+		row("minimal (net/http, read and discard)", f.Minimal)
+		if f.Blockhaul != nil {
+			row("blockhaul (source → loader → staging)", *f.Blockhaul)
+			fmt.Fprintf(&b, "\nblockhaul / minimal client: **%s**\n", fmtNum(f.Ratio))
+		} else {
+			fmt.Fprintf(&b, "| blockhaul | %s | | | |\n", f.Note)
+		}
+	}
+
+	if len(r.Processes) > 0 {
+		b.WriteString("\n### Memory and scaling (`blockhaul run`, CometBFT density, a process of its own)\n\n")
+		b.WriteString("| blocks | seconds | µs/block | peak RSS |\n|---:|---:|---:|---:|\n")
+		for _, p := range r.Processes {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", fmtNum(float64(p.Blocks)), fmtNum(p.Seconds), fmtNum(p.MicrosPerBlock), fmtBytes(uint64(p.PeakRSSBytes)))
+		}
+		if images != "" {
+			fmt.Fprintf(&b, "\n![time per block by range size](%sscaling.svg)\n", images)
+		}
+	}
+	return b.String()
+}
+
+func densityLabel(name string) string {
+	switch name {
+	case SectionCometBFT:
+		return fmt.Sprintf("cometbft (≈%g tx/block)", CometBFTTxPerBlock)
+	case SectionEVM:
+		return fmt.Sprintf("evm (≈%d tx, ≈%d logs/block)", EVMTxPerBlock, EVMLogsPerBlock)
+	}
+	return name
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+// fmtNum prints a figure with the precision a table needs: integers with
+// thousands separators from 100 up, fewer decimals as values grow.
+func fmtNum(v float64) string {
+	switch a := math.Abs(v); {
+	case math.IsInf(v, 0) || math.IsNaN(v) || a >= 1e15:
+		return "∞"
+	case a >= 100:
+		return groupThousands(strconv.FormatFloat(math.Round(v), 'f', 0, 64))
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	default:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+}
+
+func groupThousands(s string) string {
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func fmtBytes(n uint64) string {
+	switch {
+	case n == 0:
+		return "–"
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	default:
+		return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
+	}
+}

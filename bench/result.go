@@ -1,0 +1,246 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Result is everything one run measured. It marshals to the JSON written by
+// WriteFiles; durations are in seconds.
+type Result struct {
+	Date      time.Time       `json:"date"`
+	Machine   Machine         `json:"machine"`
+	CPU       CPUUsage        `json:"cpu"`
+	Settings  Settings        `json:"settings"`
+	Densities []DensityResult `json:"densities,omitempty"`
+	Fetch     *FetchResult    `json:"fetch,omitempty"`
+	Processes []ProcessRun    `json:"processes,omitempty"`
+	Targets   []Target        `json:"targets"`
+	Seconds   float64         `json:"seconds"`
+}
+
+// Settings are the Config values a result depends on.
+type Settings struct {
+	Sections       []string `json:"sections"`
+	Seed           int64    `json:"seed"`
+	CometBFTBlocks uint64   `json:"cometbft_blocks"`
+	EVMBlocks      uint64   `json:"evm_blocks"`
+	BatchBlocks    int      `json:"batch_blocks"`
+	Rounds         int      `json:"rounds"`
+	IngestWorkers  int      `json:"ingest_workers"`
+	IngestSpan     int      `json:"ingest_span"`
+	FetchBlocks    uint64   `json:"fetch_blocks"`
+	FetchWorkers   int      `json:"fetch_workers"`
+	FetchSpan      int      `json:"fetch_span"`
+	RangeSizes     []uint64 `json:"range_sizes"`
+	SampleMillis   int64    `json:"sample_ms"`
+}
+
+func settingsOf(c *Config) Settings {
+	return Settings{
+		Sections: c.Sections, Seed: c.Seed,
+		CometBFTBlocks: c.CometBFTBlocks, EVMBlocks: c.EVMBlocks, BatchBlocks: c.BatchBlocks, Rounds: c.Rounds,
+		IngestWorkers: c.IngestWorkers, IngestSpan: c.IngestSpan,
+		FetchBlocks: c.FetchBlocks, FetchWorkers: c.FetchWorkers, FetchSpan: c.FetchSpan,
+		RangeSizes: c.RangeSizes, SampleMillis: c.SampleInterval.Milliseconds(),
+	}
+}
+
+// DensityResult is one workload's ingest, export and baseline.
+type DensityResult struct {
+	Name         string            `json:"name"`
+	Blocks       uint64            `json:"blocks"`
+	Rows         map[string]uint64 `json:"rows"` // per table
+	RowsPerBlock float64           `json:"rows_per_block"`
+	Ingest       IngestResult      `json:"ingest"`
+	Export       CopyRun           `json:"export"`
+	Baseline     CopyRun           `json:"baseline"`
+	// Ratio is export's rate over the baseline's: the headline figure.
+	Ratio float64 `json:"ratio"`
+}
+
+// IngestResult is a synthetic source staged by the loader, flush included.
+type IngestResult struct {
+	Blocks         uint64  `json:"blocks"`
+	Seconds        float64 `json:"seconds"`
+	BlocksPerSec   float64 `json:"blocks_per_s"`
+	RawBytes       int64   `json:"raw_bytes"`
+	StoredBytes    int64   `json:"stored_bytes"`
+	RawMBPerSec    float64 `json:"raw_mb_per_s"`
+	StoredMBPerSec float64 `json:"stored_mb_per_s"`
+	// Ratio is raw bytes over stored bytes (compressed records and headers).
+	Ratio     float64 `json:"ratio"`
+	DiskBytes uint64  `json:"disk_bytes"`
+	// SourceBlocksPerSec is the synthetic source alone, at the same
+	// concurrency, writing nothing: the ceiling the generator sets.
+	SourceBlocksPerSec float64 `json:"source_blocks_per_s"`
+}
+
+// CopyRun is one load into PostgreSQL: export or the baseline.
+type CopyRun struct {
+	Blocks       uint64  `json:"blocks"`
+	Rows         uint64  `json:"rows"`
+	Batches      int     `json:"batches"`
+	Seconds      float64 `json:"seconds"`
+	BlocksPerSec float64 `json:"blocks_per_s"`
+	RowsPerSec   float64 `json:"rows_per_s"`
+	// AllSeconds are the times of every round; the figures above are the
+	// best round's.
+	AllSeconds []float64 `json:"all_seconds"`
+	// Samples are the progress every Config.SampleInterval, Commits at
+	// every committed batch, of the best round.
+	Samples []Sample `json:"samples,omitempty"`
+	Commits []Sample `json:"commits,omitempty"`
+}
+
+// Sample is the progress of a load at one moment: cumulative counts.
+type Sample struct {
+	Seconds float64 `json:"t"`
+	Blocks  uint64  `json:"blocks"`
+	Rows    uint64  `json:"rows"`
+}
+
+// ProcessRun is one `blockhaul run` process over a range of synthetic
+// CometBFT blocks into a fresh database.
+type ProcessRun struct {
+	Blocks         uint64  `json:"blocks"`
+	Seconds        float64 `json:"seconds"`
+	MicrosPerBlock float64 `json:"us_per_block"`
+	// PeakRSSBytes is the process's peak resident set, the best of the
+	// three figures below (see peakRSS).
+	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	// KernelMaxRSSBytes is wait4's ru_maxrss; SpawnerHWMBytes the
+	// benchmark's own peak when it started the process, below which the
+	// kernel's figure says nothing; PolledHWMBytes the process's VmHWM
+	// read every 100ms while it ran.
+	KernelMaxRSSBytes int64 `json:"kernel_maxrss_bytes"`
+	SpawnerHWMBytes   int64 `json:"spawner_hwm_bytes"`
+	PolledHWMBytes    int64 `json:"polled_hwm_bytes"`
+}
+
+// Target is one goal of the issue checked against this run.
+type Target struct {
+	Name     string  `json:"name"`
+	Value    float64 `json:"value"`
+	Op       string  `json:"op"` // ">=" or "<="
+	Limit    float64 `json:"limit"`
+	Unit     string  `json:"unit,omitempty"`
+	Measured bool    `json:"measured"` // false: the section did not run
+	Pass     bool    `json:"pass"`
+}
+
+func (t Target) String() string {
+	if !t.Measured {
+		return fmt.Sprintf("%s: not measured", t.Name)
+	}
+	verdict := "FAIL"
+	if t.Pass {
+		verdict = "ok"
+	}
+	return fmt.Sprintf("%s: %s %s %s%s (%s)", t.Name, fmtNum(t.Value), opSign(t.Op), fmtNum(t.Limit), t.Unit, verdict)
+}
+
+func opSign(op string) string {
+	if op == ">=" {
+		return "≥"
+	}
+	return "≤"
+}
+
+func target(name string, value float64, op string, limit float64, unit string) Target {
+	t := Target{Name: name, Value: value, Op: op, Limit: limit, Unit: unit, Measured: true}
+	if op == ">=" {
+		t.Pass = value >= limit
+	} else {
+		t.Pass = value <= limit
+	}
+	return t
+}
+
+func unmeasured(name, op string, limit float64, unit string) Target {
+	return Target{Name: name, Op: op, Limit: limit, Unit: unit}
+}
+
+// evaluateTargets checks the issue's targets, each a ratio or a rate from
+// this one run.
+func evaluateTargets(r *Result) []Target {
+	var ts []Target
+	byName := map[string]*DensityResult{}
+	for i := range r.Densities {
+		byName[r.Densities[i].Name] = &r.Densities[i]
+	}
+	for _, name := range []string{SectionCometBFT, SectionEVM} {
+		t := "export / COPY baseline, " + name
+		if d := byName[name]; d != nil {
+			ts = append(ts, target(t, d.Ratio, ">=", 0.90, ""))
+		} else {
+			ts = append(ts, unmeasured(t, ">=", 0.90, ""))
+		}
+	}
+	if d := byName[SectionCometBFT]; d != nil {
+		ts = append(ts, target("export rate, cometbft", d.Export.BlocksPerSec, ">=", 3000, " blocks/s"))
+	} else {
+		ts = append(ts, unmeasured("export rate, cometbft", ">=", 3000, " blocks/s"))
+	}
+	for _, name := range []string{SectionCometBFT, SectionEVM} {
+		t := "staging ingest / export, " + name
+		if d := byName[name]; d != nil && d.Export.BlocksPerSec > 0 {
+			ts = append(ts, target(t, d.Ingest.BlocksPerSec/d.Export.BlocksPerSec, ">=", 5, "×"))
+		} else {
+			ts = append(ts, unmeasured(t, ">=", 5, "×"))
+		}
+	}
+	if f := r.Fetch; f != nil && f.Blockhaul != nil {
+		ts = append(ts, target("fetch / minimal client", f.Ratio, ">=", 0.90, ""))
+	} else {
+		ts = append(ts, unmeasured("fetch / minimal client", ">=", 0.90, ""))
+	}
+	if len(r.Processes) >= 2 {
+		var peak int64
+		for _, p := range r.Processes {
+			peak = max(peak, p.PeakRSSBytes)
+		}
+		ts = append(ts, target("peak RSS, every run", float64(peak)/(1<<20), "<=", 512, " MiB"))
+		small, large := smallestLargest(r.Processes)
+		name := fmt.Sprintf("peak RSS change, %d → %d blocks", small.Blocks, large.Blocks)
+		if small.PeakRSSBytes > 0 && large.PeakRSSBytes > 0 {
+			ts = append(ts, target(name, relChange(float64(small.PeakRSSBytes), float64(large.PeakRSSBytes)), "<=", 0.10, ""))
+		} else {
+			ts = append(ts, unmeasured(name, "<=", 0.10, "")) // no rusage on this OS
+		}
+		lo, hi := math.Inf(1), 0.0
+		for _, p := range r.Processes {
+			lo, hi = min(lo, p.MicrosPerBlock), max(hi, p.MicrosPerBlock)
+		}
+		ts = append(ts, target("time per block spread across sizes", relChange(lo, hi), "<=", 0.10, ""))
+	} else {
+		ts = append(ts,
+			unmeasured("peak RSS, every run", "<=", 512, " MiB"),
+			unmeasured("peak RSS change, smallest → largest run", "<=", 0.10, ""),
+			unmeasured("time per block spread across sizes", "<=", 0.10, ""))
+	}
+	return ts
+}
+
+func smallestLargest(ps []ProcessRun) (small, large ProcessRun) {
+	small, large = ps[0], ps[0]
+	for _, p := range ps[1:] {
+		if p.Blocks < small.Blocks {
+			small = p
+		}
+		if p.Blocks > large.Blocks {
+			large = p
+		}
+	}
+	return small, large
+}
+
+// relChange is |b-a| relative to the smaller of the two, both positive.
+func relChange(a, b float64) float64 {
+	lo := min(a, b)
+	if lo <= 0 {
+		return math.MaxFloat64 // keeps the JSON encodable, fails any limit
+	}
+	return math.Abs(b-a) / lo
+}
