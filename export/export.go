@@ -25,8 +25,11 @@ type Config struct {
 	Schema string
 	// Stream is what this export advances (head or a backfill alias).
 	Stream Stream
-	// BatchBlocks is the number of blocks per transaction. Default 500.
+	// BatchBlocks is the most blocks per transaction. Default 500.
 	BatchBlocks int
+	// BatchRows ends a batch early once it holds this many rows, so that a
+	// dense chain's batches stay bounded in memory. Default 100,000.
+	BatchRows int
 	// SyncCommit makes every batch commit wait for its WAL flush. By default
 	// batches commit with synchronous_commit=off — a PostgreSQL crash can
 	// lose only the last batches, rows and cursor together, which are then
@@ -70,6 +73,9 @@ type Result struct {
 func (c *Config) ensureDefaults() {
 	if c.BatchBlocks == 0 {
 		c.BatchBlocks = 500
+	}
+	if c.BatchRows == 0 {
+		c.BatchRows = 100_000
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -242,7 +248,7 @@ func readBatches(ctx context.Context, store *staging.Store, dec Decoder, cfg *Co
 			return ctx.Err()
 		}
 		t0 := time.Now()
-		b, err := readBatch(store, dec, next, to, prev, prevSrc, rows)
+		b, err := readBatch(store, dec, next, to, cfg.BatchRows, prev, prevSrc, rows)
 		if err != nil {
 			return err
 		}
@@ -253,7 +259,7 @@ func readBatches(ctx context.Context, store *staging.Store, dec Decoder, cfg *Co
 			return ctx.Err()
 		}
 		prev, prevSrc = b.lastHash, "staging"
-		next = to + 1
+		next = b.to + 1
 		if next == 0 {
 			break
 		}
@@ -261,7 +267,9 @@ func readBatches(ctx context.Context, store *staging.Store, dec Decoder, cfg *Co
 	return nil
 }
 
-func readBatch(store *staging.Store, dec Decoder, from, to uint64, prev []byte, prevSrc string, rows *chain.Rows) (batch, error) {
+// readBatch reads and decodes [from, to], ending early once the batch holds
+// maxRows rows.
+func readBatch(store *staging.Store, dec Decoder, from, to uint64, maxRows int, prev []byte, prevSrc string, rows *chain.Rows) (batch, error) {
 	it, err := store.Scan(from, to)
 	if err != nil {
 		return batch{}, err
@@ -281,6 +289,10 @@ func readBatch(store *staging.Store, dec Decoder, from, to uint64, prev []byte, 
 		}
 		prev, prevSrc = blk.Hash, "staging"
 		want++
+		if rows.Total() >= maxRows && blk.Height < to {
+			to = blk.Height
+			break
+		}
 	}
 	if err := it.Err(); err != nil {
 		var ce *staging.CorruptRecordError

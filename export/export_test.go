@@ -472,3 +472,17 @@ func TestDeferAndRestoreIndexes(t *testing.T) {
 		t.Fatalf("second restore built %d (%v)", n, err)
 	}
 }
+
+func TestBatchesEndEarlyAtTheRowBudget(t *testing.T) {
+	e := newEnv(t)
+	e.stage(1, 100, func(uint64) string { return "n=9" }) // 10 rows a block
+	res, err := Run(e.ctx, e.conn, e.store, testDecoder{}, Config{Schema: "chain x", BatchBlocks: 100, BatchRows: 95,
+		Stream: Stream{Alias: "rows", From: 1, To: 100}})
+	if err != nil || !res.Complete {
+		t.Fatalf("%v complete=%v", err, res.Complete)
+	}
+	// 95 rows is reached at the 10th block of each batch.
+	if res.Batches != 10 || res.Blocks != 100 || res.Rows["items"] != 900 {
+		t.Fatalf("%d batches, %d blocks, %d items; want 10 batches of 10 blocks", res.Batches, res.Blocks, res.Rows["items"])
+	}
+}

@@ -51,10 +51,10 @@ type Options struct {
 // EnsureDefaults fills unset fields with their defaults.
 func (o *Options) EnsureDefaults() {
 	if o.MemTableSize == 0 {
-		o.MemTableSize = 64 << 20
+		o.MemTableSize = 16 << 20
 	}
 	if o.CacheSize == 0 {
-		o.CacheSize = 32 << 20
+		o.CacheSize = 8 << 20
 	}
 	if o.Level == 0 {
 		o.Level = zstd.SpeedFastest
