@@ -11,6 +11,8 @@ type Decoder interface {
 	// Tables returns the export tables in the order Decode fills them.
 	Tables() []chain.Table
 	// Decode appends the rows of one block to rows. On error it must leave
-	// rows as it found them (see chain.Rows.Truncate).
+	// rows as it found them (see chain.Rows.Truncate). raw is only valid
+	// during the call: export reuses its buffer for the next block, so no
+	// row value may alias it.
 	Decode(height uint64, raw []byte, rows *chain.Rows) error
 }

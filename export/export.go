@@ -275,6 +275,7 @@ func readBatch(store *staging.Store, dec Decoder, from, to uint64, maxRows int, 
 		return batch{}, err
 	}
 	defer it.Close()
+	it.ReuseBuffer()
 	want := from
 	for it.Next() {
 		blk := it.Block()

@@ -119,6 +119,8 @@ type Iterator struct {
 	s     *Store
 	it    *pebble.Iterator
 	first bool
+	reuse bool
+	buf   []byte
 	block chain.Block
 	hdr   Header
 	err   error
@@ -157,13 +159,26 @@ func (i *Iterator) Next() bool {
 		i.err = fmt.Errorf("staging: read %d: %w", h, err)
 		return false
 	}
-	// Each block gets its own Raw buffer: decoded rows may alias it while the
-	// iterator moves on.
-	i.block, i.hdr, i.err = i.s.decodeValue(h, v, nil)
+	// Each block gets its own Raw buffer unless the caller promised not to
+	// keep it past the next move (ReuseBuffer).
+	var dst []byte
+	if i.reuse {
+		dst = i.buf
+	}
+	i.block, i.hdr, i.err = i.s.decodeValue(h, v, dst)
+	if i.reuse && i.err == nil {
+		i.buf = i.block.Raw[:0]
+	}
 	return i.err == nil
 }
 
-// Block returns the current block. Its Raw is the caller's to keep.
+// ReuseBuffer makes every block's Raw share one buffer, valid only until the
+// next call to Next: no allocation or zeroing per block. For callers that
+// decode each block before moving on and keep no slice of it.
+func (i *Iterator) ReuseBuffer() { i.reuse = true }
+
+// Block returns the current block. Its Raw is the caller's to keep, unless
+// ReuseBuffer was called.
 func (i *Iterator) Block() chain.Block { return i.block }
 
 // Family is the chain family recorded in the current block's header.

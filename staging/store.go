@@ -229,7 +229,7 @@ func (s *Store) decodeValue(h uint64, v []byte, dst []byte) (chain.Block, Header
 		return chain.Block{}, hdr, &CorruptRecordError{Height: h, Reason: fmt.Sprintf("raw length %d exceeds the %d-byte limit", hdr.RawLen, s.opts.MaxRecordSize)}
 	}
 	if cap(dst) < int(hdr.RawLen) {
-		dst = make([]byte, 0, hdr.RawLen)
+		dst = make([]byte, 0, hdr.RawLen+hdr.RawLen/4) // headroom for the next, larger one
 	}
 	raw, err := s.dec.DecodeAll(payload, dst[:0])
 	if err != nil {
