@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
@@ -14,7 +15,7 @@ import (
 // newSource returns the configured source: an RPC client when endpoints are
 // given, else the family's synthetic chain. Building a source contacts
 // nothing.
-func newSource(cfg *Config, tip func() uint64) (loader.Source, error) {
+func newSource(cfg *Config, tip func() uint64, log *slog.Logger) (loader.Source, error) {
 	if cfg.Source != nil {
 		return cfg.Source, nil
 	}
@@ -23,7 +24,7 @@ func newSource(cfg *Config, tip func() uint64) (loader.Source, error) {
 		return nil, err
 	}
 	if len(cfg.RPC) > 0 {
-		return newRPCSource(fam, cfg)
+		return newRPCSource(fam, cfg, log)
 	}
 	switch fam {
 	case chain.FamilyCometBFT:
@@ -51,13 +52,23 @@ func newDecoder(cfg *Config) (export.Decoder, error) {
 // newRPCSource builds the JSON-RPC client of cfg.RPC and the family's
 // source on it. Each endpoint may carry as many requests at once as there
 // are fetch workers, so that one endpoint alone can keep every worker busy.
-func newRPCSource(fam chain.Family, cfg *Config) (loader.Source, error) {
-	client, err := jsonrpc.New(jsonrpc.Config{
+func newRPCSource(fam chain.Family, cfg *Config, log *slog.Logger) (loader.Source, error) {
+	ccfg := jsonrpc.Config{
 		Endpoints:   cfg.RPC,
 		RPS:         cfg.RPS,
 		Timeout:     cfg.RPCTimeout,
 		Concurrency: cfg.FetchWorkers,
-	})
+		Logger:      log,
+	}
+	if cfg.Monitor != nil {
+		ccfg.Observer = cfg.Monitor
+	}
+	if fam == chain.FamilyCometBFT {
+		// CometBFT nodes refuse larger batches by default; the client's
+		// default (50) would send every span as single calls.
+		ccfg.MaxBatch = cometbft.RPCMaxBatch
+	}
+	client, err := jsonrpc.New(ccfg)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +76,7 @@ func newRPCSource(fam chain.Family, cfg *Config) (loader.Source, error) {
 	case chain.FamilyCometBFT:
 		return cometbft.NewRPCSource(cometbft.RPCConfig{Client: client})
 	case chain.FamilyEVM:
-		return evm.NewRPCSource(evm.RPCConfig{Client: client})
+		return evm.NewRPCSource(evm.RPCConfig{Client: client, Logger: log})
 	}
 	return nil, fmt.Errorf("no RPC source for chain %s", fam)
 }

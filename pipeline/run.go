@@ -186,7 +186,7 @@ func resolveTo(ctx context.Context, cfg *Config, src loader.Source) error {
 }
 
 func runFetch(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
-	src, err := newSource(cfg, tip)
+	src, err := newSource(cfg, tip, log)
 	if err != nil {
 		return err
 	}
@@ -387,7 +387,7 @@ func openExportJob(ctx context.Context, cfg *Config, tip func() uint64, log *slo
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	src, err := newSource(cfg, tip)
+	src, err := newSource(cfg, tip, log)
 	if err != nil {
 		return nil, nil, nil, err
 	}

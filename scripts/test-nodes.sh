@@ -14,8 +14,11 @@
 #   GETH_HTTP_PORT        8545
 #   COMETBFT_BLOCKS       40       EVM_BLOCKS         30
 #   KEEP_WORKDIR=1        also keep the node homes (the expectations and logs are always kept)
+#   DATABASE_URL          PostgreSQL server for the check (default: scripts/pg-ensure.sh)
+#   MEASURE_BLOCKS=N      after the check, time a fetch of N heights from the node
+#   MEASURE_FLAGS         extra flags for that fetch (e.g. "--fetch-workers 16 --fetch-span 32")
 #
-# Needs go and python3 (standard library only). Everything listens on 127.0.0.1 only.
+# Needs go, python3 (standard library only), curl and psql. Everything listens on 127.0.0.1 only.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -141,18 +144,108 @@ start_geth() {
 # ---------------------------------------------------------------------------------------------
 # load_and_check FAMILY RPC_URL FROM TO EXPECTED_JSON
 #
-# TODO(blockhaul CLI): not wired yet. Once cmd/blockhaul exists this runs, against the live node,
-#   go run ./cmd/blockhaul fetch --family "$family" --rpc "$rpc" --from "$from" --to "$to" ...
-#   go run ./cmd/blockhaul run   ... (export into a fresh PostgreSQL database)
-# and compares per height: hash, parent hash, tx count and event (CometBFT) / log (EVM) count
-# with EXPECTED_JSON (layout: {"from","to","heights":[{"height","hash","parent_hash",
-# "num_txs","tx_events","finalize_block_events",...} | {... "num_logs" ...}]}).
-# Until then it only reports where the expectations are and fails nothing.
+# Runs `bin/blockhaul run` against the live node into a fresh PostgreSQL database and compares,
+# per height of FROM..TO, the loaded block hash, parent hash, transaction count and event
+# (CometBFT) / log (EVM) count with EXPECTED_JSON, the node's own answers (layout: {"from","to",
+# "heights":[{"height","hash","parent_hash","num_txs","tx_events","finalize_block_events",...} |
+# {... "num_logs" ...}]}). Any difference, or a failed run, fails the script.
 # ---------------------------------------------------------------------------------------------
 load_and_check() {
 	local family=$1 rpc=$2 from=$3 to=$4 expected=$5
-	log "load_and_check($family): not implemented yet; node $rpc, heights $from..$to"
-	log "load_and_check($family): expectations in $expected"
+	local base db url query
+	base="${DATABASE_URL:-$("$here/pg-ensure.sh")}"
+	db="blockhaul_nodes_${family}_$$"
+	url="$(python3 -c 'import sys, urllib.parse as u; p = u.urlsplit(sys.argv[1]); print(u.urlunsplit(p._replace(path="/" + sys.argv[2])))' "$base" "$db")"
+	PGOPTIONS="-c client_min_messages=warning" psql -qX -v ON_ERROR_STOP=1 "$base" -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+
+	log "$family: blockhaul run --rpc $rpc --from $from --to $to into database $db"
+	"$repo/bin/blockhaul" run --chain "$family" --rpc "$rpc" --from "$from" --to "$to" \
+		--pg "$url" --staging "$workdir/staging-$family" --progress-interval 0 --log-level warn \
+		| tee "$workdir/$family-run.txt" >&2
+
+	case "$family" in
+	cometbft)
+		query="SELECT b.height, encode(b.hash, 'hex'), coalesce(encode(b.parent_hash, 'hex'), ''), b.num_txs,
+			(SELECT count(*) FROM cometbft.transactions t WHERE t.height = b.height),
+			(SELECT count(*) FROM cometbft.events e WHERE e.height = b.height)
+			FROM cometbft.blocks b ORDER BY b.height" ;;
+	evm)
+		query="SELECT b.number, encode(b.hash, 'hex'), encode(b.parent_hash, 'hex'), b.transaction_count,
+			(SELECT count(*) FROM evm.transactions t WHERE t.block_number = b.number),
+			(SELECT count(*) FROM evm.logs l WHERE l.block_number = b.number)
+			FROM evm.blocks b ORDER BY b.number" ;;
+	esac
+	psql -qAtX -F ' ' -v ON_ERROR_STOP=1 "$url" -c "$query" >"$workdir/$family-loaded.txt"
+
+	python3 - "$family" "$from" "$to" "$expected" "$workdir/$family-loaded.txt" <<'PY'
+import json, sys
+
+family, frm, to, expected_path, loaded_path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+expected = {h["height"]: h for h in json.load(open(expected_path))["heights"]}
+loaded = {}
+for line in open(loaded_path):
+    height, hash_, parent, num_txs, txs, events = line.split(" ")
+    loaded[int(height)] = (hash_, parent, int(num_txs), int(txs), int(events))
+
+def norm(h):
+    return h.lower().removeprefix("0x")
+
+problems = []
+for h in range(frm, to + 1):
+    e, got = expected.get(h), loaded.get(h)
+    if e is None or got is None:
+        problems.append("height %d: %s" % (h, "not in the node's expectations" if e is None else "not loaded"))
+        continue
+    hash_, parent, num_txs, txs, events = got
+    want_events = e["tx_events"] + e["finalize_block_events"] if family == "cometbft" else e["num_logs"]
+    for what, g, w in (("hash", hash_, norm(e["hash"])), ("parent hash", parent, norm(e["parent_hash"])),
+                       ("blocks tx count", num_txs, e["num_txs"]), ("transaction rows", txs, e["num_txs"]),
+                       ("event rows" if family == "cometbft" else "log rows", events, want_events)):
+        if g != w:
+            problems.append("height %d: %s %s, node says %s" % (h, what, g, w))
+extra = sorted(set(loaded) - set(range(frm, to + 1)))
+if extra:
+    problems.append("heights loaded outside %d..%d: %s" % (frm, to, extra[:10]))
+for p in problems[:20]:
+    print("test-nodes: %s: %s" % (family, p), file=sys.stderr)
+if problems:
+    sys.exit("test-nodes: %s: %d differences between the database and the node" % (family, len(problems)))
+print("test-nodes: %s: heights %d..%d match the node (hash, parent hash, txs, %s)"
+      % (family, frm, to, "events" if family == "cometbft" else "logs"), file=sys.stderr)
+PY
+	psql -qX "$base" -c "DROP DATABASE $db"
+	rm -rf "$workdir/staging-$family"
+	if [[ -n "${MEASURE_BLOCKS:-}" ]]; then
+		measure_fetch "$family" "$rpc" "$from" "$MEASURE_BLOCKS"
+	fi
+}
+
+# node_tip FAMILY RPC_URL: the node's latest height.
+node_tip() {
+	case "$1" in
+	cometbft) curl -sf "$2/status" | python3 -c 'import json, sys; print(json.load(sys.stdin)["result"]["sync_info"]["latest_block_height"])' ;;
+	evm) curl -sf -H 'Content-Type: application/json' -d '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}' "$2" |
+		python3 -c 'import json, sys; print(int(json.load(sys.stdin)["result"], 16))' ;;
+	esac
+}
+
+# measure_fetch FAMILY RPC_URL FROM N: once the node has FROM+N-1, time `blockhaul fetch` of those
+# N heights into an empty staging directory (set MEASURE_BLOCKS=N to run it).
+measure_fetch() {
+	local family=$1 rpc=$2 from=$3 n=$4
+	local to=$((from + n - 1)) deadline=$((SECONDS + 2 * n + 120))
+	log "$family: waiting for height $to to measure fetch throughput"
+	until (($(node_tip "$family" "$rpc") >= to)); do
+		if ((SECONDS >= deadline)); then
+			log "$family: node did not reach height $to in time"
+			return 1
+		fi
+		sleep 1
+	done
+	"$repo/bin/blockhaul" fetch --chain "$family" --rpc "$rpc" --from "$from" --to "$to" \
+		--staging "$workdir/measure-$family" --progress-interval 0 --log-level warn \
+		${MEASURE_FLAGS:-} | tee "$workdir/$family-measure.txt" >&2
+	rm -rf "$workdir/measure-$family"
 }
 
 run_cometbft() {
@@ -186,6 +279,11 @@ cd "$repo"
 command -v go >/dev/null || { log "go not found"; exit 1; }
 command -v python3 >/dev/null || { log "python3 not found"; exit 1; }
 command -v curl >/dev/null || { log "curl not found"; exit 1; }
+command -v psql >/dev/null || { log "psql not found"; exit 1; }
+if [[ ! -x "$repo/bin/blockhaul" ]]; then
+	log "building bin/blockhaul"
+	go build -o "$repo/bin/blockhaul" ./cmd/blockhaul
+fi
 
 # Build both first (in parallel) so a node isn't left idling while the other compiles.
 if [[ "$which_nodes" == all ]]; then
