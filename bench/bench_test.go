@@ -87,12 +87,12 @@ func TestRunSmall(t *testing.T) {
 		t.Fatalf("processes: %+v", res.Processes)
 	}
 	for _, p := range res.Processes {
-		if p.PeakRSSBytes < 1<<20 || p.MicrosPerBlock <= 0 || p.PolledHWMBytes <= 0 || p.PeakRSSBytes < p.PolledHWMBytes {
+		if p.PeakRSSBytes < 1<<20 || p.MicrosPerBlock <= 0 || p.Rows < p.Blocks || p.MicrosPerRow <= 0 || p.PolledHWMBytes <= 0 || p.PeakRSSBytes < p.PolledHWMBytes {
 			t.Errorf("process run %+v", p)
 		}
 	}
-	if len(res.Targets) != 9 {
-		t.Errorf("targets: %d, want 9", len(res.Targets))
+	if len(res.Targets) != 10 {
+		t.Errorf("targets: %d, want 10", len(res.Targets))
 	}
 	for _, tg := range res.Targets {
 		if !tg.Measured {

@@ -83,9 +83,9 @@ func Markdown(r Result, images string) string {
 
 	if len(r.Processes) > 0 {
 		b.WriteString("\n### Memory and scaling (`blockhaul run`, CometBFT density, a process of its own)\n\n")
-		b.WriteString("| blocks | seconds | µs/block | peak RSS |\n|---:|---:|---:|---:|\n")
+		b.WriteString("| blocks | rows | seconds | µs/block | µs/row | peak RSS |\n|---:|---:|---:|---:|---:|---:|\n")
 		for _, p := range r.Processes {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", fmtNum(float64(p.Blocks)), fmtNum(p.Seconds), fmtNum(p.MicrosPerBlock), fmtBytes(uint64(p.PeakRSSBytes)))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", fmtNum(float64(p.Blocks)), fmtNum(float64(p.Rows)), fmtNum(p.Seconds), fmtNum(p.MicrosPerBlock), fmtNum(p.MicrosPerRow), fmtBytes(uint64(p.PeakRSSBytes)))
 		}
 		if images != "" {
 			fmt.Fprintf(&b, "\n![time per block by range size](%sscaling.svg)\n", images)

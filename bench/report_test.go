@@ -95,7 +95,7 @@ func sampleResult() Result {
 			Ratio:    0.95,
 		}},
 		Fetch:     &FetchResult{Chain: "cometbft", Workers: 8, Span: 16, Minimal: FetchRun{Blocks: 100, BlocksPerSec: 10000}, Note: "not available: no source"},
-		Processes: []ProcessRun{{Blocks: 10000, MicrosPerBlock: 400, PeakRSSBytes: 200 << 20}, {Blocks: 100000, MicrosPerBlock: 420, PeakRSSBytes: 230 << 20}},
+		Processes: []ProcessRun{{Blocks: 10000, Rows: 700000, MicrosPerBlock: 400, MicrosPerRow: 5.7, PeakRSSBytes: 200 << 20}, {Blocks: 100000, Rows: 8000000, MicrosPerBlock: 420, MicrosPerRow: 5.25, PeakRSSBytes: 230 << 20}},
 	}
 }
 
@@ -173,7 +173,7 @@ func TestMarkdownAndFileNames(t *testing.T) {
 		"Machine `box/1`: 2 × Test CPU, 8.0 GiB RAM",
 		"| cometbft (≈4.5 tx/block) | 36,000 | 90.0 | 3,100 | 60,000 | 3,300 | 72,000 | **0.95** |",
 		"| blockhaul | not available: no source | | | |",
-		"| 100,000 | 0.00 | 420 | 230 MiB |",
+		"| 100,000 | 8,000,000 | 0.00 | 420 | 5.25 | 230 MiB |",
 		"![export and baseline throughput, cometbft](x-throughput-cometbft.svg)",
 		"(x-scaling.svg)",
 		"| export / COPY baseline, evm | – | ≥ 0.90 | not measured |",

@@ -107,6 +107,8 @@ type ProcessRun struct {
 	Blocks         uint64  `json:"blocks"`
 	Seconds        float64 `json:"seconds"`
 	MicrosPerBlock float64 `json:"us_per_block"`
+	Rows           uint64  `json:"rows"`
+	MicrosPerRow   float64 `json:"us_per_row"`
 	// PeakRSSBytes is the process's peak resident set, the best of the
 	// three figures below (see peakRSS).
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
@@ -214,6 +216,11 @@ func evaluateTargets(r *Result) []Target {
 			lo, hi = min(lo, p.MicrosPerBlock), max(hi, p.MicrosPerBlock)
 		}
 		ts = append(ts, target("time per block spread across sizes", relChange(lo, hi), "<=", 0.10, ""))
+		lo, hi = math.Inf(1), 0.0
+		for _, p := range r.Processes {
+			lo, hi = min(lo, p.MicrosPerRow), max(hi, p.MicrosPerRow)
+		}
+		ts = append(ts, target("time per row spread across sizes", relChange(lo, hi), "<=", 0.10, ""))
 	} else {
 		ts = append(ts,
 			unmeasured("peak RSS, every run", "<=", 512, " MiB"),
