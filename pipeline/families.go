@@ -72,11 +72,34 @@ func newRPCSource(fam chain.Family, cfg *Config, log *slog.Logger) (loader.Sourc
 	if err != nil {
 		return nil, err
 	}
+	var src loader.Source
 	switch fam {
 	case chain.FamilyCometBFT:
-		return cometbft.NewRPCSource(cometbft.RPCConfig{Client: client})
+		src, err = cometbft.NewRPCSource(cometbft.RPCConfig{Client: client})
 	case chain.FamilyEVM:
-		return evm.NewRPCSource(evm.RPCConfig{Client: client, Logger: log})
+		src, err = evm.NewRPCSource(evm.RPCConfig{Client: client, Logger: log})
+	default:
+		err = fmt.Errorf("no RPC source for chain %s", fam)
 	}
-	return nil, fmt.Errorf("no RPC source for chain %s", fam)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	return closingSource{src, client}, nil
+}
+
+// closingSource ties an RPC source to its client so that the job that
+// built it can release the client's connections when it ends.
+type closingSource struct {
+	loader.Source
+	client *jsonrpc.Client
+}
+
+func (s closingSource) Close() { s.client.Close() }
+
+// closeSource releases what a source holds, if anything.
+func closeSource(src loader.Source) {
+	if c, ok := src.(interface{ Close() }); ok {
+		c.Close()
+	}
 }

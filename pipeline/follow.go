@@ -44,6 +44,7 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 	if err != nil {
 		return err
 	}
+	defer closeSource(src)
 	defer conn.Close(context.WithoutCancel(ctx))
 	head := export.Stream{Head: true, From: cfg.From}
 	sum.Export.Rows = map[string]uint64{}

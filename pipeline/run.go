@@ -190,6 +190,7 @@ func runFetch(ctx context.Context, cfg *Config, store *staging.Store, tip func()
 	if err != nil {
 		return err
 	}
+	defer closeSource(src)
 	if cfg.ToSet {
 		if m, err := store.Missing(cfg.From, cfg.To); err == nil && len(m) == 0 {
 			if id, ok := store.Identity(); ok && id.Family.String() == cfg.Chain {
@@ -327,6 +328,7 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 	if err != nil {
 		return err
 	}
+	defer closeSource(src)
 	defer conn.Close(context.WithoutCancel(ctx))
 	if cfg.ToSet {
 		ecfg := exportConfig(cfg, log, c)
@@ -393,9 +395,11 @@ func openExportJob(ctx context.Context, cfg *Config, tip func() uint64, log *slo
 	}
 	conn, err := connect(ctx, cfg)
 	if err != nil {
+		closeSource(src)
 		return nil, nil, nil, err
 	}
 	if err := prepareIndexes(ctx, cfg, conn, dec, log); err != nil {
+		closeSource(src)
 		conn.Close(context.WithoutCancel(ctx))
 		return nil, nil, nil, err
 	}
