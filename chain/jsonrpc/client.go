@@ -41,7 +41,9 @@ type Call struct {
 	Params any
 	// Result receives the result: a *json.RawMessage gets the bytes exactly
 	// as the node sent them, another pointer is json.Unmarshal'ed into, nil
-	// discards it.
+	// discards it. The raw results answered by one batch request share one
+	// allocation (each with its own capacity, so an append to one never
+	// reaches the next).
 	Result any
 	// Err is set by Batch: nil on success, the node's *RPCError, an error
 	// decoding into Result, or why the call got no answer.

@@ -49,8 +49,9 @@ func appendRequest(b *bytes.Buffer, r request, id uint64) {
 	b.WriteByte('}')
 }
 
-// response is one JSON-RPC response object. Result keeps the bytes as the
-// node sent them: sources store them verbatim.
+// response is one JSON-RPC response object, as encoding/json reads it for
+// the small bodies of failed requests (peekRPCError). Successful bodies are
+// split by splitSingle and splitBatch instead.
 type response struct {
 	ID     json.RawMessage `json:"id"`
 	Result json.RawMessage `json:"result"`
@@ -59,7 +60,7 @@ type response struct {
 
 // parseID reads a response id as the client wrote it: a number, or the
 // same number quoted by servers that echo ids as strings.
-func parseID(raw json.RawMessage) (uint64, bool) {
+func parseID(raw []byte) (uint64, bool) {
 	s := raw
 	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
 		s = s[1 : len(s)-1]
@@ -68,21 +69,26 @@ func parseID(raw json.RawMessage) (uint64, bool) {
 	return id, err == nil
 }
 
-// decodeResult stores a result into the call's target: the bytes
-// themselves for a *json.RawMessage (no second parse), else json.Unmarshal.
-func decodeResult(raw json.RawMessage, target any) error {
+// decodeResult stores a result, a slice of the response buffer, into the
+// call's target: a copy of the bytes for a *json.RawMessage (the one copy
+// they get; the buffer goes back to the pool), else json.Unmarshal, which
+// keeps none of its input.
+func decodeResult(raw []byte, target any) error {
 	if raw == nil {
-		raw = json.RawMessage("null")
+		raw = null
 	}
 	switch t := target.(type) {
 	case nil:
 		return nil
 	case *json.RawMessage:
-		*t = raw
+		*t = bytes.Clone(raw)
 		return nil
 	}
 	return json.Unmarshal(raw, target)
 }
+
+// null stands for an absent result.
+var null = []byte("null")
 
 // firstByte returns the first non-whitespace byte of b, or 0.
 func firstByte(b []byte) byte {
@@ -96,10 +102,11 @@ func firstByte(b []byte) byte {
 	return 0
 }
 
-// Buffers for responses. Responses are parsed into fresh RawMessages
-// (encoding/json copies), so a buffer is free again as soon as it is
-// parsed. Huge ones are dropped rather than kept alive. Request bodies are
-// not pooled: the transport may still read one after Do returns.
+// Buffers for responses. Nothing parsed out of a response aliases its
+// buffer once parsing is done (results are copied or unmarshalled), so a
+// buffer is free again as soon as it is parsed. Huge ones are dropped
+// rather than kept alive. Request bodies are not pooled: the transport may
+// still read one after Do returns.
 var bufferPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 const maxPooledBuffer = 16 << 20
