@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
@@ -248,3 +252,57 @@ func TestBatchUnencodableParams(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// CometBFT answers a batch above its limit (10 by default) with one error
+// object whose data, not message, says so: the client shrinks its batches
+// instead of giving up on batching.
+func TestBatchShrinksOnCometBFTBatchLimit(t *testing.T) {
+	var sizes []int
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var reqs []struct {
+			ID     json.RawMessage `json:"id"`
+			Params json.RawMessage `json:"params"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(body, &reqs); err != nil {
+			w.Write([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"singles not expected"}}`))
+			return
+		}
+		mu.Lock()
+		sizes = append(sizes, len(reqs))
+		mu.Unlock()
+		if len(reqs) > 10 {
+			w.Write([]byte(`{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request","data":"batch request exceeds maximum (10) allowed number of requests"}}`))
+			return
+		}
+		out := make([]string, len(reqs))
+		for i, q := range reqs {
+			out[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":%s}`, q.ID, q.Params)
+		}
+		w.Write([]byte("[" + strings.Join(out, ",") + "]"))
+	}))
+	defer srv.Close()
+	c, _ := newClient(t, Config{Endpoints: []string{srv.URL}, MaxBatch: 32})
+	calls := make([]Call, 24)
+	results := make([]json.RawMessage, 24)
+	for i := range calls {
+		calls[i] = Call{Method: "echo", Params: []int{i}, Result: &results[i]}
+	}
+	if err := c.Batch(context.Background(), calls); err != nil {
+		t.Fatal(err)
+	}
+	for i := range calls {
+		if calls[i].Err != nil || string(results[i]) != fmt.Sprintf("[%d]", i) {
+			t.Fatalf("call %d: %v %s", i, calls[i].Err, results[i])
+		}
+	}
+	if st := c.Stats()[0]; !st.Batches || st.BatchSize > 10 {
+		t.Fatalf("after the limit: %+v, want batches of at most 10", st)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if countOver(sizes, 10) == 0 || countOver(sizes, 10) > 2 {
+		t.Fatalf("batch sizes %v", sizes)
+	}
+}

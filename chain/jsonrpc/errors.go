@@ -170,7 +170,7 @@ func isThrottle(code int, msg string) bool {
 // it, was too big (geth: "batch too large", "response too large").
 func isBatchTooLarge(msg string) bool {
 	m := strings.ToLower(msg)
-	return containsAny(m, "batch too large", "batch is too large", "batch size", "batch limit", "too many batch",
+	return containsAny(m, "batch too large", "batch is too large", "batch size", "batch limit", "too many batch", "batch request exceeds",
 		"response too large", "response too big", "response size", "response is too large")
 }
 

@@ -52,7 +52,8 @@ func parseBatch(ep *endpoint, b []byte, part []request, base uint64) ([]request,
 			switch {
 			case e.Retryable():
 				return part, outcome{kind: kindThrottle, label: OutcomeThrottled, err: e}
-			case isBatchTooLarge(e.Message):
+			case isBatchTooLarge(e.Message), isBatchTooLarge(string(e.Data)):
+				// CometBFT puts "batch request exceeds maximum (10)" in data.
 				return part, outcome{kind: kindTooLarge, label: OutcomeTooLarge, err: e}
 			}
 			return part, outcome{kind: kindRefused, label: OutcomeBatchRefused, err: e}
@@ -78,7 +79,7 @@ func parseBatch(ep *endpoint, b []byte, part []request, base uint64) ([]request,
 			e.Endpoint = ep.name
 			// Errors about the batch as a whole may carry any id, or none.
 			switch {
-			case isBatchTooLarge(e.Message):
+			case isBatchTooLarge(e.Message), isBatchTooLarge(string(e.Data)):
 				tooLarge = e
 				continue
 			case isBatchRefused(e.Message):
