@@ -18,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/blockhaul/blockhaul/pipeline"
 	"github.com/spf13/pflag"
@@ -58,7 +59,7 @@ func run(args []string) int {
 	}
 	cmd := args[0]
 	fs, cfg := newFlags(cmd)
-	memLimit := fs.Int64("memory-limit", 192, "soft limit of the Go heap in MiB, so memory stays flat over any range (0: Go's default; GOMEMLIMIT wins)")
+	memLimit := fs.Int64("memory-limit", 0, "soft limit of the Go heap in MiB, so memory stays flat over any range (0: by chain, cometbft 192, evm 448; negative: none; GOMEMLIMIT wins)")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
@@ -77,7 +78,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "blockhaul:", err)
 		return pipeline.ExitConfig
 	}
-	setMemoryLimit(*memLimit)
+	setMemoryLimit(*memLimit, cfg.Chain)
 	con := monitor.NewConsole(os.Stderr)
 	log := newLogger(cfg, con)
 	cfg.Monitor = monitor.New(monitor.Options{Logger: log, Out: con, Interval: cfg.Progress})
@@ -174,9 +175,19 @@ func redactValue(flag, v string) string {
 // collector lets the heap grow with the live set it has seen, so a long run
 // ends with a larger footprint than a short one; with it, memory stays flat
 // whatever the range. GOMEMLIMIT, when set, takes precedence.
-func setMemoryLimit(mib int64) {
-	if mib <= 0 || os.Getenv("GOMEMLIMIT") != "" {
+//
+// The default depends on the chain: an EVM batch's working set (≈540 rows a
+// block, wide rows) is larger, and a limit below it makes the collector run
+// continuously (measured: 20% slower export at 192 MiB).
+func setMemoryLimit(mib int64, chainName string) {
+	if mib < 0 || os.Getenv("GOMEMLIMIT") != "" {
 		return
+	}
+	if mib == 0 {
+		mib = 192
+		if f, err := chain.ParseFamily(chainName); err == nil && f == chain.FamilyEVM {
+			mib = 448
+		}
 	}
 	debug.SetMemoryLimit(mib << 20)
 }
