@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"runtime/debug"
+
 	"context"
 	"errors"
 	"fmt"
+	"github.com/blockhaul/blockhaul/pipeline"
 	"os"
 	"runtime"
 	"time"
@@ -188,6 +191,11 @@ func exportStaged(ctx context.Context, cfg *Config, d density, store *staging.St
 		_, _ = sm.finish()
 		return run, nil, err
 	}
+	// Export runs under the heap limit a blockhaul process sets for this
+	// family; the baseline, which must hold every row at once, keeps Go's
+	// default.
+	prevLimit := debug.SetMemoryLimit(pipeline.DefaultMemoryLimitMiB(d.name) << 20)
+	defer debug.SetMemoryLimit(prevLimit)
 	t0 := time.Now()
 	res, err := export.Run(ctx, conn, store, d.dec, export.Config{
 		Schema:      schema,
@@ -202,6 +210,7 @@ func exportStaged(ctx context.Context, cfg *Config, d density, store *staging.St
 		},
 	})
 	sec := time.Since(t0).Seconds()
+	debug.SetMemoryLimit(prevLimit)
 	stop()
 	samples, commits := sm.finish()
 	if err != nil {

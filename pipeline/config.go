@@ -257,3 +257,17 @@ func redactPGError(err error, dsn string) string {
 	}
 	return s
 }
+
+// DefaultMemoryLimitMiB is the soft Go heap limit a blockhaul process sets
+// for a chain family unless told otherwise (--memory-limit, GOMEMLIMIT).
+// Without a limit the garbage collector lets the heap grow with the live
+// set it has seen, so a long run ends with a larger footprint than a short
+// one; with it, memory stays flat whatever the range. An EVM batch's working
+// set (≈540 wide rows a block) is larger, and a limit below it makes the
+// collector run continuously (measured: 20% slower export at 192 MiB).
+func DefaultMemoryLimitMiB(chainName string) int64 {
+	if f, err := chain.ParseFamily(chainName); err == nil && f == chain.FamilyEVM {
+		return 448
+	}
+	return 192
+}

@@ -18,7 +18,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/blockhaul/blockhaul/pipeline"
 	"github.com/spf13/pflag"
@@ -171,23 +170,14 @@ func redactValue(flag, v string) string {
 	return v
 }
 
-// setMemoryLimit caps the Go heap softly. Without a limit the garbage
-// collector lets the heap grow with the live set it has seen, so a long run
-// ends with a larger footprint than a short one; with it, memory stays flat
-// whatever the range. GOMEMLIMIT, when set, takes precedence.
-//
-// The default depends on the chain: an EVM batch's working set (≈540 rows a
-// block, wide rows) is larger, and a limit below it makes the collector run
-// continuously (measured: 20% slower export at 192 MiB).
+// setMemoryLimit caps the Go heap softly (see pipeline.DefaultMemoryLimitMiB).
+// GOMEMLIMIT, when set, takes precedence; a negative limit means none.
 func setMemoryLimit(mib int64, chainName string) {
 	if mib < 0 || os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
 	if mib == 0 {
-		mib = 192
-		if f, err := chain.ParseFamily(chainName); err == nil && f == chain.FamilyEVM {
-			mib = 448
-		}
+		mib = pipeline.DefaultMemoryLimitMiB(chainName)
 	}
 	debug.SetMemoryLimit(mib << 20)
 }
