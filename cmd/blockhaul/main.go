@@ -58,7 +58,7 @@ func run(args []string) int {
 	}
 	cmd := args[0]
 	fs, cfg := newFlags(cmd)
-	memLimit := fs.Int64("memory-limit", 0, "soft limit of the Go heap in MiB, so memory stays flat over any range (0: by chain, cometbft 192, evm 448; negative: none; GOMEMLIMIT wins)")
+	memLimit := fs.Int64("memory-limit", 0, "soft limit of the Go heap in MiB, so memory stays flat over any range (0: by chain, cometbft 128, evm 448; negative: none; GOMEMLIMIT wins)")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
