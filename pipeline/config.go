@@ -184,7 +184,7 @@ func (c *Config) Validate() error {
 	if c.Staging == "" {
 		bad("staging", "a staging directory is required")
 	}
-	if c.Schema == "" {
+	if _, err := chain.ParseFamily(c.Chain); err == nil && c.Schema == "" {
 		bad("schema", "must not be empty")
 	} else if len(c.Schema) > 63 {
 		bad("schema", "%q is longer than PostgreSQL's 63-byte identifier limit", c.Schema)

@@ -53,7 +53,8 @@ func run(args []string) int {
 			fs.Usage()
 			return 0
 		}
-		fmt.Fprint(os.Stderr, usage)
+		fmt.Fprint(os.Stderr, strings.TrimSuffix(usage, "Flags (environment variable in brackets):\n"))
+		fmt.Fprintln(os.Stderr, "Flags: blockhaul COMMAND --help")
 		return pipeline.ExitConfig
 	}
 	cmd := args[0]
