@@ -26,6 +26,7 @@ const (
 	CmdExport = "export"
 	CmdStatus = "status"
 	CmdFollow = "follow"
+	CmdMerge  = "merge"
 )
 
 // Config is everything one blockhaul invocation needs. Field comments name
@@ -61,6 +62,8 @@ type Config struct {
 	DeferIndexes  bool          // --defer-indexes
 
 	HTTPAddr string // --http: serve /healthz, /readyz and /metrics
+
+	MergeFrom string // --merge-from: the staging directory merge copies from
 
 	// Source, if set, replaces the source the flags describe (tests, bench).
 	Source loader.Source
@@ -157,9 +160,9 @@ func (c *Config) Validate() error {
 		fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: fmt.Sprintf(format, args...)})
 	}
 	switch c.Command {
-	case CmdRun, CmdFetch, CmdExport, CmdStatus, CmdFollow:
+	case CmdRun, CmdFetch, CmdExport, CmdStatus, CmdFollow, CmdMerge:
 	default:
-		fs = append(fs, &FieldError{Flag: "command", Env: "-", Msg: fmt.Sprintf("unknown command %q (want run, fetch, export, follow or status)", c.Command)})
+		fs = append(fs, &FieldError{Flag: "command", Env: "-", Msg: fmt.Sprintf("unknown command %q (want run, fetch, export, follow, merge or status)", c.Command)})
 	}
 	if _, err := chain.ParseFamily(c.Chain); err != nil {
 		bad("chain", "unknown chain %q (want cometbft or evm)", c.Chain)
@@ -183,6 +186,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Staging == "" {
 		bad("staging", "a staging directory is required")
+	}
+	if c.Command == CmdMerge && c.MergeFrom == "" {
+		bad("merge-from", "merge needs the staging directory to copy from")
+	}
+	if c.Command == CmdMerge && c.MergeFrom != "" && c.MergeFrom == c.Staging {
+		bad("merge-from", "is the same directory as --staging")
 	}
 	if _, err := chain.ParseFamily(c.Chain); err == nil && c.Schema == "" {
 		bad("schema", "must not be empty")

@@ -76,8 +76,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	if err := cfg.Validate(); err != nil {
 		return Summary{}, err
 	}
-	if cfg.Command == CmdStatus {
+	switch cfg.Command {
+	case CmdStatus:
 		return Summary{Command: CmdStatus}, Status(ctx, cfg, out)
+	case CmdMerge:
+		return Merge(cfg, out)
 	}
 	start := time.Now()
 	sum := Summary{Command: cfg.Command, From: cfg.From, To: cfg.To}
@@ -404,4 +407,32 @@ func openExportJob(ctx context.Context, cfg *Config, tip func() uint64, log *slo
 		return nil, nil, nil, err
 	}
 	return dec, src, conn, nil
+}
+
+// Merge copies the blocks staged in --merge-from (within --from/--to when
+// --to is given) into --staging: disjoint ranges fetched by separate
+// processes become one store that export can read.
+func Merge(cfg Config, out io.Writer) (Summary, error) {
+	sum := Summary{Command: CmdMerge, From: cfg.From, To: cfg.To}
+	src, err := staging.Open(cfg.MergeFrom, staging.Options{ReadOnly: true})
+	if err != nil {
+		return sum, err
+	}
+	defer src.Close()
+	dst, err := staging.Open(cfg.Staging, staging.Options{})
+	if err != nil {
+		return sum, err
+	}
+	defer dst.Close()
+	from, to := uint64(0), ^uint64(0)
+	if cfg.ToSet {
+		from, to = cfg.From, cfg.To
+	}
+	n, err := dst.MergeFrom(src, from, to)
+	if err == nil {
+		err = dst.Flush()
+	}
+	sum.Complete = err == nil
+	fmt.Fprintf(out, "blockhaul merge: %d blocks copied from %s into %s\n", n, src.Dir(), dst.Dir())
+	return sum, err
 }

@@ -312,3 +312,54 @@ func TestFirstBreak(t *testing.T) {
 		t.Fatal("break reported outside the scanned range")
 	}
 }
+
+func TestMergeFrom(t *testing.T) {
+	a, b := openTest(t), openTest(t)
+	put(t, a, 1, 2, 3, 4, 5)
+	put(t, b, 4, 5, 6, 7, 8)
+	n, err := a.MergeFrom(b, 0, ^uint64(0))
+	if err != nil || n != 3 {
+		t.Fatalf("merge added %d (%v), want 3 (6-8; 4 and 5 are the same blocks)", n, err)
+	}
+	if m, _ := a.Missing(1, 8); len(m) != 0 {
+		t.Fatalf("missing after merge: %v", m)
+	}
+	for h := uint64(1); h <= 8; h++ {
+		got, err := a.Get(h)
+		if err != nil || !reflect.DeepEqual(got, testBlock(h)) {
+			t.Fatalf("block %d after merge: %v", h, err)
+		}
+	}
+	// Another chain is refused.
+	c, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Bind(chain.FamilyCometBFT, "other-9"); err != nil {
+		t.Fatal(err)
+	}
+	put(t, c, 20)
+	var wc *WrongChainError
+	if _, err := a.MergeFrom(c, 0, ^uint64(0)); !errors.As(err, &wc) {
+		t.Fatalf("merge of another chain: %v", err)
+	}
+	// A different block at a height both hold is a conflict.
+	d := openTest(t)
+	bt := d.NewBatch()
+	defer bt.Close()
+	if err := bt.Put(chain.Block{Height: 30, Hash: hashOf(300), ParentHash: hashOf(29), Raw: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bt.Put(chain.Block{Height: 31, Hash: hashOf(31), ParentHash: hashOf(300), Raw: []byte("y")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bt.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	put(t, a, 30)
+	var ce *ConflictError
+	if _, err := a.MergeFrom(d, 0, ^uint64(0)); !errors.As(err, &ce) || ce.Height != 30 {
+		t.Fatalf("merge of a conflicting block: %v", err)
+	}
+}

@@ -30,6 +30,7 @@ Usage:
   blockhaul fetch   --from N --to M            stage blocks only
   blockhaul export  --pg DSN --from N --to M   export staged blocks; no network but the database
   blockhaul follow  --pg DSN [--from N]        the head stream: tail the chain tip
+  blockhaul merge   --merge-from DIR            copy another staging directory's blocks into --staging
   blockhaul status  [--pg DSN]                 staged ranges, gaps and checkpoints
 
 With no --rpc, blocks come from a deterministic synthetic chain (--synthetic-seed).
@@ -131,6 +132,7 @@ func newFlags(cmd string) (*pflag.FlagSet, *pipeline.Config) {
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", d.PollInterval, "follow: how often to poll the chain tip")
 	fs.Uint64Var(&cfg.ReorgWindow, "reorg-window", d.ReorgWindow, "follow: how many exported heights a reorg may roll back before halting")
 	fs.BoolVar(&cfg.DeferIndexes, "defer-indexes", false, "drop secondary indexes for the fill and rebuild them when the range completes")
+	fs.StringVar(&cfg.MergeFrom, "merge-from", "", "merge: the staging directory to copy blocks from")
 	fs.StringVar(&cfg.HTTPAddr, "http", "", "serve /healthz, /readyz and Prometheus /metrics on this address (e.g. 127.0.0.1:9464)")
 	fs.StringVar(&cfg.LogFormat, "log-format", d.LogFormat, "log format: text or json")
 	fs.StringVar(&cfg.LogLevel, "log-level", d.LogLevel, "log level: debug, info, warn, error")
