@@ -241,6 +241,7 @@ func loaderConfig(cfg *Config, log *slog.Logger, c *counters) loader.Config {
 }
 
 func exportConfig(cfg *Config, log *slog.Logger, c *counters) export.Config {
+	c.m.SetReady(true, "")
 	alias := cfg.Alias
 	if alias == "" {
 		alias = export.DefaultAlias(cfg.From, cfg.To)

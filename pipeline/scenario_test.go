@@ -216,10 +216,15 @@ func TestMetricsAdvanceDuringRun(t *testing.T) {
 	m := monitor.New(monitor.Options{Logger: quiet, Out: io.Discard, Terminal: new(bool)})
 	src := newCounting(10000)
 	var scrapes []float64
+	var ready []int
 	src.onFetch = func(from uint64) {
 		// Scrape from inside the run at a few points of its progress.
 		if from%400 == 1 {
 			scrapes = append(scrapes, scrape(t, addr, "blockhaul_heights_staged_total"))
+			if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
+				ready = append(ready, resp.StatusCode)
+				resp.Body.Close()
+			}
 		}
 	}
 	cfg := testConfig(CmdRun, dsn, filepath.Join(t.TempDir(), "s"), nil, 1, 2000)
@@ -241,6 +246,14 @@ func TestMetricsAdvanceDuringRun(t *testing.T) {
 	}
 	if !advanced {
 		t.Fatalf("blockhaul_heights_staged_total never advanced during the run: %v", scrapes)
+	}
+	if len(ready) != len(scrapes) {
+		t.Fatalf("/readyz answered %d of %d probes", len(ready), len(scrapes))
+	}
+	for _, code := range ready {
+		if code != http.StatusOK {
+			t.Fatalf("/readyz answered %v during the run, want 200s", ready)
+		}
 	}
 }
 
