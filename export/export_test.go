@@ -2,10 +2,10 @@ package export
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/blockhaul/blockhaul/internal/chaintest"
 	"log/slog"
 	"strings"
 	"testing"
@@ -16,13 +16,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/jackc/pgx/v5"
 )
-
-func hashOf(h uint64) []byte {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], h)
-	s := sha256.Sum256(b[:])
-	return s[:]
-}
 
 // testDecoder turns a raw record "n=K" into one block row and K item rows.
 // A record "bad" fails to decode; "nul" yields text PostgreSQL rejects.
@@ -486,3 +479,5 @@ func TestBatchesEndEarlyAtTheRowBudget(t *testing.T) {
 		t.Fatalf("%d batches, %d blocks, %d items; want 10 batches of 10 blocks", res.Batches, res.Blocks, res.Rows["items"])
 	}
 }
+
+var hashOf = chaintest.HashOf

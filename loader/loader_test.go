@@ -2,10 +2,9 @@ package loader
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/blockhaul/blockhaul/internal/chaintest"
 	"reflect"
 	"sync"
 	"testing"
@@ -14,13 +13,6 @@ import (
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/staging"
 )
-
-func hashOf(h uint64) []byte {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], h)
-	s := sha256.Sum256(b[:])
-	return s[:]
-}
 
 type transient struct{ msg string }
 
@@ -227,3 +219,5 @@ func TestRetryable(t *testing.T) {
 		t.Fatal("deadline not retryable")
 	}
 }
+
+var hashOf = chaintest.HashOf

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,37 +94,14 @@ var quiet = slog.New(slog.DiscardHandler)
 
 func fingerprint(t *testing.T, dsn string) string {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
+	fp := pgtest.Fingerprint(t, dsn, "cometbft", map[string]string{
+		"blocks": "height", "transactions": "height, tx_index", "events": "height, event_index"})
+	out := make([]string, 0, len(fp))
+	for table, v := range fp {
+		out = append(out, table+": "+v)
 	}
-	defer conn.Close(context.Background())
-	var out []string
-	for table, key := range map[string]string{"blocks": "height", "transactions": "height, tx_index", "events": "height, event_index"} {
-		var n int64
-		var sum *string
-		q := fmt.Sprintf(`SELECT count(*), md5(string_agg(md5(t::text), '' ORDER BY %s)) FROM cometbft.%s t`, key, table)
-		if err := conn.QueryRow(context.Background(), q).Scan(&n, &sum); err != nil {
-			t.Fatal(err)
-		}
-		s := ""
-		if sum != nil {
-			s = *sum
-		}
-		out = append(out, fmt.Sprintf("%s: %d %s", table, n, s))
-	}
-	return strings.Join(sortStrings(out), "\n")
-}
-
-func sortStrings(s []string) []string {
-	for i := range s {
-		for j := i + 1; j < len(s); j++ {
-			if s[j] < s[i] {
-				s[i], s[j] = s[j], s[i]
-			}
-		}
-	}
-	return s
+	slices.Sort(out)
+	return strings.Join(out, "\n")
 }
 
 // reference loads [1, to] of the chain in its final (forked) state with a

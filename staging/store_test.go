@@ -2,10 +2,9 @@ package staging
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/blockhaul/blockhaul/internal/chaintest"
 	"reflect"
 	"sort"
 	"testing"
@@ -13,13 +12,6 @@ import (
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/cockroachdb/pebble/v2"
 )
-
-func hashOf(h uint64) []byte {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], h)
-	s := sha256.Sum256(b[:])
-	return s[:]
-}
 
 func testBlock(h uint64) chain.Block {
 	raw := []byte(fmt.Sprintf(`{"height":"%d","payload":"%s"}`, h, bytes.Repeat([]byte("ab"), int(h%50))))
@@ -363,3 +355,5 @@ func TestMergeFrom(t *testing.T) {
 		t.Fatalf("merge of a conflicting block: %v", err)
 	}
 }
+
+var hashOf = chaintest.HashOf

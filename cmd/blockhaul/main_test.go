@@ -88,26 +88,8 @@ var tableKeys = map[string]string{
 	"events":       "height, event_index",
 }
 
-// fingerprint returns, per table, the row count and an md5 over every row
-// in primary-key order.
 func fingerprint(t *testing.T, dsn string) map[string]string {
-	t.Helper()
-	c := connect(t, dsn)
-	out := map[string]string{}
-	for table, key := range tableKeys {
-		var n int64
-		var sum *string
-		q := fmt.Sprintf(`SELECT count(*), md5(string_agg(md5(t::text), '' ORDER BY %s)) FROM cometbft.%s t`, key, table)
-		if err := c.QueryRow(context.Background(), q).Scan(&n, &sum); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		s := "<empty>"
-		if sum != nil {
-			s = *sum
-		}
-		out[table] = fmt.Sprintf("%d rows %s", n, s)
-	}
-	return out
+	return pgtest.Fingerprint(t, dsn, "cometbft", tableKeys)
 }
 
 func sameFingerprint(t *testing.T, what string, got, want map[string]string) {

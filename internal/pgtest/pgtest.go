@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"os"
 	"testing"
@@ -69,4 +70,33 @@ func WithDatabase(dsn, name string) string {
 		return u.String()
 	}
 	return dsn + " dbname=" + name
+}
+
+// Fingerprint returns, for each table of schema (keyed by table name, with
+// its ORDER BY columns as value), the row count and an md5 over every row in
+// that order: two databases with equal fingerprints hold the same rows.
+func Fingerprint(t testing.TB, dsn, schema string, orderBy map[string]string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("pgtest: fingerprint: %v", err)
+	}
+	defer conn.Close(ctx)
+	out := make(map[string]string, len(orderBy))
+	for table, key := range orderBy {
+		var n int64
+		var sum *string
+		q := fmt.Sprintf(`SELECT count(*), md5(string_agg(md5(t::text), '' ORDER BY %s)) FROM %s.%s t`,
+			key, pgx.Identifier{schema}.Sanitize(), pgx.Identifier{table}.Sanitize())
+		if err := conn.QueryRow(ctx, q).Scan(&n, &sum); err != nil {
+			t.Fatalf("pgtest: %s: %v", q, err)
+		}
+		s := "<empty>"
+		if sum != nil {
+			s = *sum
+		}
+		out[table] = fmt.Sprintf("%d rows %s", n, s)
+	}
+	return out
 }
