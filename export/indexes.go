@@ -88,3 +88,45 @@ func RestoreIndexes(ctx context.Context, conn *pgx.Conn, schema string, log *slo
 	}
 	return len(defs), nil
 }
+
+// TablesEmpty reports whether every one of tables in schema is missing or
+// holds no row.
+func TablesEmpty(ctx context.Context, conn *pgx.Conn, schema string, tables []chain.Table) (bool, error) {
+	qs := chain.QuoteIdent(schema)
+	for _, t := range tables {
+		name := qs + "." + chain.QuoteIdent(t.Name)
+		var exists bool
+		if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil {
+			return false, fmt.Errorf("export: look for table %s: %w", name, err)
+		}
+		if !exists {
+			continue
+		}
+		var any bool
+		if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT EXISTS (SELECT 1 FROM %s)", name)).Scan(&any); err != nil {
+			return false, fmt.Errorf("export: look into table %s: %w", name, err)
+		}
+		if any {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// IndexesDeferred reports whether schema has indexes that a run deferred
+// and nothing has built since.
+func IndexesDeferred(ctx context.Context, conn *pgx.Conn, schema string) (bool, error) {
+	name := chain.QuoteIdent(schema) + "." + deferredTable
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil {
+		return false, fmt.Errorf("export: look for deferred indexes: %w", err)
+	}
+	if !exists {
+		return false, nil
+	}
+	var pending bool
+	if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT EXISTS (SELECT 1 FROM %s)", name)).Scan(&pending); err != nil {
+		return false, fmt.Errorf("export: read deferred indexes: %w", err)
+	}
+	return pending, nil
+}

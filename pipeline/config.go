@@ -59,7 +59,7 @@ type Config struct {
 	Confirmations uint64        // --confirmations: follow exports blocks at least this far below the tip
 	PollInterval  time.Duration // --poll-interval: follow's tip polling
 	ReorgWindow   uint64        // --reorg-window: exported heights follow may roll back on a reorg
-	DeferIndexes  bool          // --defer-indexes
+	DeferIndexes  IndexMode     // --defer-indexes: auto, always or never
 
 	HTTPAddr string // --http: serve /healthz, /readyz and /metrics
 
@@ -124,6 +124,7 @@ func DefaultConfig() Config {
 		RPCTimeout:    30 * time.Second,
 		PollInterval:  2 * time.Second,
 		ReorgWindow:   64,
+		DeferIndexes:  IndexesAuto,
 		LogFormat:     "text",
 		LogLevel:      "info",
 		Progress:      10 * time.Second,
@@ -135,6 +136,9 @@ func DefaultConfig() Config {
 func (c *Config) EnsureDefaults() {
 	if c.Chain == "" {
 		c.Chain = "cometbft"
+	}
+	if c.DeferIndexes == "" {
+		c.DeferIndexes = IndexesAuto
 	}
 	if c.Schema == "" {
 		if f, err := chain.ParseFamily(c.Chain); err == nil {
@@ -166,6 +170,11 @@ func (c *Config) Validate() error {
 	}
 	if _, err := chain.ParseFamily(c.Chain); err != nil {
 		bad("chain", "unknown chain %q (want cometbft or evm)", c.Chain)
+	}
+	switch c.DeferIndexes {
+	case IndexesAuto, IndexesAlways, IndexesNever, "":
+	default:
+		bad("defer-indexes", "want auto, always or never, got %q", c.DeferIndexes)
 	}
 	if c.ToSet && c.To < c.From {
 		bad("to", "%d is below --from %d", c.To, c.From)
@@ -279,4 +288,41 @@ func DefaultMemoryLimitMiB(chainName string) int64 {
 		return 448
 	}
 	return 128
+}
+
+// IndexMode is --defer-indexes: whether a bounded range is filled with the
+// secondary indexes dropped and built once it completes.
+type IndexMode string
+
+const (
+	// IndexesAuto defers for a bounded range (run, export) whose tables are
+	// empty — a fresh rebuild, which nothing else is reading yet — or whose
+	// indexes an earlier run already deferred; never for follow.
+	IndexesAuto IndexMode = "auto"
+	// IndexesAlways defers for every bounded range.
+	IndexesAlways IndexMode = "always"
+	// IndexesNever keeps the indexes, and builds any an earlier run deferred.
+	IndexesNever IndexMode = "never"
+)
+
+// String implements pflag.Value.
+func (m *IndexMode) String() string { return string(*m) }
+
+// Type implements pflag.Value.
+func (m *IndexMode) Type() string { return "mode" }
+
+// Set implements pflag.Value. true and false, the values of the flag when it
+// was a switch, mean always and never.
+func (m *IndexMode) Set(v string) error {
+	switch IndexMode(strings.ToLower(strings.TrimSpace(v))) {
+	case IndexesAuto:
+		*m = IndexesAuto
+	case IndexesAlways, "true":
+		*m = IndexesAlways
+	case IndexesNever, "false":
+		*m = IndexesNever
+	default:
+		return fmt.Errorf("want auto, always or never, got %q", v)
+	}
+	return nil
 }

@@ -248,7 +248,7 @@ func exportConfig(cfg *Config, log *slog.Logger, c *counters) export.Config {
 	}
 	return export.Config{
 		Schema:      cfg.Schema,
-		SkipIndexes: cfg.DeferIndexes,
+		SkipIndexes: cfg.DeferIndexes == IndexesAlways,
 		Stream:      export.Stream{Alias: alias, From: cfg.From, To: cfg.To},
 		BatchBlocks: cfg.BatchBlocks,
 		SyncCommit:  cfg.SyncCommit,
@@ -302,22 +302,58 @@ func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() 
 	return finishIndexes(ctx, cfg, conn, sum, log)
 }
 
-// prepareIndexes drops secondary indexes for the fill with --defer-indexes,
-// and without it builds any that an earlier run deferred.
+// prepareIndexes creates the schema and decides, once for the invocation,
+// whether the fill runs without secondary indexes (cfg.DeferIndexes becomes
+// always or never): it drops them for a deferred fill, and otherwise builds
+// any that an earlier run deferred.
 func prepareIndexes(ctx context.Context, cfg *Config, conn *pgx.Conn, dec export.Decoder, log *slog.Logger) error {
-	if err := export.EnsureSchema(ctx, conn, cfg.Schema, dec.Tables(), cfg.DeferIndexes); err != nil {
+	deferring, why, err := resolveIndexMode(ctx, cfg, conn, dec)
+	if err != nil {
 		return err
 	}
-	if cfg.DeferIndexes {
+	if deferring {
+		cfg.DeferIndexes = IndexesAlways
+	} else {
+		cfg.DeferIndexes = IndexesNever
+	}
+	if err := export.EnsureSchema(ctx, conn, cfg.Schema, dec.Tables(), deferring); err != nil {
+		return err
+	}
+	if deferring {
+		log.Info("filling without secondary indexes", "reason", why)
 		return export.DeferIndexes(ctx, conn, cfg.Schema, dec.Tables(), log)
 	}
-	_, err := export.RestoreIndexes(ctx, conn, cfg.Schema, log)
+	_, err = export.RestoreIndexes(ctx, conn, cfg.Schema, log)
 	return err
+}
+
+// resolveIndexMode applies --defer-indexes to this invocation. auto defers
+// a bounded fill of empty tables (a fresh rebuild: building each index once
+// at the end is cheaper than growing it row by row, and nothing reads the
+// tables yet) and carries on a deferral an earlier run left pending; it
+// never defers for follow, whose range does not end, nor beside tables that
+// already hold rows another stream may be serving.
+func resolveIndexMode(ctx context.Context, cfg *Config, conn *pgx.Conn, dec export.Decoder) (bool, string, error) {
+	switch cfg.DeferIndexes {
+	case IndexesAlways:
+		return true, "--defer-indexes=always", nil
+	case IndexesNever:
+		return false, "", nil
+	}
+	if cfg.Command == CmdFollow {
+		return false, "", nil
+	}
+	pending, err := export.IndexesDeferred(ctx, conn, cfg.Schema)
+	if err != nil || pending {
+		return pending, "an earlier run deferred them", err
+	}
+	empty, err := export.TablesEmpty(ctx, conn, cfg.Schema, dec.Tables())
+	return empty, "the tables are empty", err
 }
 
 // finishIndexes builds the deferred indexes once the range is complete.
 func finishIndexes(ctx context.Context, cfg *Config, conn *pgx.Conn, sum *Summary, log *slog.Logger) error {
-	if !cfg.DeferIndexes || !sum.Complete {
+	if cfg.DeferIndexes != IndexesAlways || !sum.Complete {
 		return nil
 	}
 	_, err := export.RestoreIndexes(ctx, conn, cfg.Schema, log)

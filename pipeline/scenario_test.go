@@ -14,6 +14,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/jackc/pgx/v5"
@@ -166,42 +167,106 @@ func TestBackfillWithoutEndStopsWhereHeadStarted(t *testing.T) {
 	}
 }
 
-func TestDeferredIndexesAreBuiltWhenRangeCompletes(t *testing.T) {
+func TestDeferIndexesModes(t *testing.T) {
+	want := 0
+	for _, tb := range cometbft.NewDecoder().Tables() {
+		want += len(tb.Indexes)
+	}
+	if want == 0 {
+		t.Fatal("the cometbft tables have no secondary index to defer")
+	}
+	for _, tc := range []struct {
+		name   string
+		mode   IndexMode
+		before string // what happened to the schema before the measured run
+		during int    // secondary indexes while it fills
+	}{
+		{"always, empty tables", IndexesAlways, "", 0},
+		{"auto, empty tables", IndexesAuto, "", 0},
+		{"never, empty tables", IndexesNever, "", want},
+		{"auto beside rows already exported", IndexesAuto, "filled", want},
+		{"auto after a deferred run stopped", IndexesAuto, "deferred", 0},
+		{"always beside rows already exported", IndexesAlways, "filled", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dsn := pgtest.NewDatabase(t)
+			stg := filepath.Join(t.TempDir(), "s")
+			conn, err := pgx.Connect(context.Background(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			secondary := func() int {
+				var n int
+				if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_indexes WHERE schemaname = 'cometbft' AND indexname NOT LIKE '%pkey'`).Scan(&n); err != nil {
+					t.Error(err)
+				}
+				return n
+			}
+			from := uint64(1)
+			if tc.before != "" {
+				first := testConfig(CmdRun, dsn, stg, nil, 1, 100)
+				first.DeferIndexes = IndexesNever
+				if _, err := runWith(t, first, newCounting(5000)); err != nil {
+					t.Fatal(err)
+				}
+				if tc.before == "deferred" {
+					if err := export.DeferIndexes(context.Background(), conn, "cometbft", cometbft.NewDecoder().Tables(), quiet); err != nil {
+						t.Fatal(err)
+					}
+				}
+				from = 101
+			}
+			src := newCounting(5000)
+			var during atomic.Int64
+			during.Store(-1)
+			src.onFetch = func(h uint64) {
+				if h > from+200 && during.Load() < 0 {
+					during.Store(int64(secondary()))
+				}
+			}
+			cfg := testConfig(CmdRun, dsn, stg, nil, from, from+399)
+			cfg.DeferIndexes = tc.mode
+			cfg.FetchWorkers = 1
+			if _, err := runWith(t, cfg, src); err != nil {
+				t.Fatal(err)
+			}
+			if got := during.Load(); got != int64(tc.during) {
+				t.Fatalf("%d secondary indexes existed during the fill, want %d", got, tc.during)
+			}
+			if got := secondary(); got != want {
+				t.Fatalf("%d secondary indexes after the fill, want %d", got, want)
+			}
+		})
+	}
+}
+
+func TestFollowNeverDefersIndexesOnItsOwn(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
-	stg := filepath.Join(t.TempDir(), "s")
 	conn, err := pgx.Connect(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	secondary := func() int {
-		var n int
-		conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_indexes WHERE schemaname = 'cometbft' AND indexname NOT LIKE '%pkey'`).Scan(&n)
-		return n
-	}
-	src := newCounting(5000)
+	src := newCounting(300)
 	var during atomic.Int64
 	during.Store(-1)
-	src.onFetch = func(from uint64) {
-		if from > 200 && during.Load() < 0 {
-			during.Store(int64(secondary()))
+	src.onFetch = func(h uint64) {
+		if h > 100 && during.Load() < 0 {
+			var n int64
+			if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_indexes WHERE schemaname = 'cometbft' AND indexname NOT LIKE '%pkey'`).Scan(&n); err != nil {
+				t.Error(err)
+			}
+			during.Store(n)
 		}
 	}
-	cfg := testConfig(CmdRun, dsn, stg, nil, 1, 400)
-	cfg.DeferIndexes = true
+	cfg := testConfig(CmdFollow, dsn, filepath.Join(t.TempDir(), "s"), nil, 1, 300)
 	cfg.FetchWorkers = 1
 	if _, err := runWith(t, cfg, src); err != nil {
 		t.Fatal(err)
 	}
-	if during.Load() != 0 {
-		t.Fatalf("%d secondary indexes existed during the fill, want 0", during.Load())
-	}
-	want := 0
-	for _, tb := range cometbft.NewDecoder().Tables() {
-		want += len(tb.Indexes)
-	}
-	if got := secondary(); got != want || want == 0 {
-		t.Fatalf("%d secondary indexes after the fill, want %d", got, want)
+	if during.Load() <= 0 {
+		t.Fatalf("%d secondary indexes while follow filled empty tables, want all of them", during.Load())
 	}
 }
 

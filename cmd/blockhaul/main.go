@@ -131,7 +131,9 @@ func newFlags(cmd string) (*pflag.FlagSet, *pipeline.Config) {
 	fs.Uint64Var(&cfg.Confirmations, "confirmations", 0, "follow: export only blocks at least this many below the tip")
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", d.PollInterval, "follow: how often to poll the chain tip")
 	fs.Uint64Var(&cfg.ReorgWindow, "reorg-window", d.ReorgWindow, "follow: how many exported heights a reorg may roll back before halting")
-	fs.BoolVar(&cfg.DeferIndexes, "defer-indexes", false, "drop secondary indexes for the fill and rebuild them when the range completes")
+	cfg.DeferIndexes = d.DeferIndexes
+	fs.Var(&cfg.DeferIndexes, "defer-indexes", "drop secondary indexes for the fill and build them when the range completes: auto (when the tables are empty), always (the flag alone) or never")
+	fs.Lookup("defer-indexes").NoOptDefVal = string(pipeline.IndexesAlways)
 	fs.StringVar(&cfg.MergeFrom, "merge-from", "", "merge: the staging directory to copy blocks from")
 	fs.StringVar(&cfg.HTTPAddr, "http", "", "serve /healthz, /readyz and Prometheus /metrics on this address (e.g. 127.0.0.1:9464)")
 	fs.StringVar(&cfg.LogFormat, "log-format", d.LogFormat, "log format: text or json")

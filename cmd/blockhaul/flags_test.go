@@ -1,0 +1,50 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/blockhaul/blockhaul/pipeline"
+)
+
+func TestDeferIndexesFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want pipeline.IndexMode
+		err  string
+	}{
+		{want: pipeline.IndexesAuto},
+		{args: []string{"--defer-indexes"}, want: pipeline.IndexesAlways},
+		{args: []string{"--defer-indexes=never"}, want: pipeline.IndexesNever},
+		{args: []string{"--defer-indexes=AUTO"}, want: pipeline.IndexesAuto},
+		{env: "true", want: pipeline.IndexesAlways},
+		{env: "false", want: pipeline.IndexesNever},
+		{args: []string{"--defer-indexes=always"}, env: "never", want: pipeline.IndexesAlways},
+		{args: []string{"--defer-indexes=sometimes"}, err: `want auto, always or never, got "sometimes"`},
+		{env: "sometimes", err: "BLOCKHAUL_DEFER_INDEXES"},
+	} {
+		t.Run(strings.Join(tc.args, " ")+" env="+tc.env, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("BLOCKHAUL_DEFER_INDEXES", tc.env)
+			}
+			fs, cfg := newFlags("run")
+			err := fs.Parse(tc.args)
+			if err == nil {
+				err = applyEnv(fs)
+			}
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.DeferIndexes != tc.want {
+				t.Fatalf("--defer-indexes is %q, want %q", cfg.DeferIndexes, tc.want)
+			}
+		})
+	}
+}
