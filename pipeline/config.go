@@ -34,11 +34,12 @@ const (
 type Config struct {
 	Command string
 
-	Chain         string   // --chain: cometbft or evm
-	RPC           []string // --rpc: endpoints; empty means the synthetic chain
-	SyntheticSeed int64    // --synthetic-seed
-	SyntheticTip  uint64   // --synthetic-tip: the synthetic chain's tip height
-	SyntheticTxs  float64  // --synthetic-txs: mean transactions per block (0: the family's default)
+	Chain           string   // --chain: cometbft or evm
+	RPC             []string // --rpc: endpoints; empty means the synthetic chain
+	SyntheticSeed   int64    // --synthetic-seed
+	SyntheticTip    uint64   // --synthetic-tip: the synthetic chain's tip height
+	SyntheticTxs    float64  // --synthetic-txs: mean transactions per block (0: the family's default)
+	SyntheticSteady bool     // --synthetic-steady: every block at the mean density
 
 	From  uint64 // --from (inclusive)
 	To    uint64 // --to (inclusive)

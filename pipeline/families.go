@@ -28,7 +28,7 @@ func newSource(cfg *Config, tip func() uint64, log *slog.Logger) (loader.Source,
 	}
 	switch fam {
 	case chain.FamilyCometBFT:
-		return cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: tip, TxPerBlock: cfg.SyntheticTxs}), nil
+		return cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: tip, TxPerBlock: cfg.SyntheticTxs, Steady: cfg.SyntheticSteady}), nil
 	case chain.FamilyEVM:
 		return evm.NewSynthetic(evm.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: tip, TxPerBlock: cfg.SyntheticTxs, LogsPerBlock: cfg.SyntheticTxs * 400 / 150}), nil
 	}

@@ -21,7 +21,8 @@ const FormatVersion = 1
 //	parentLen  1 byte   then parent hash
 //	rawLen     4 bytes  uncompressed length of the raw record
 //	checksum   4 bytes  CRC-32C of every byte before it and of the payload
-//	payload    zstd frame (with its own content checksum)
+//	payload    zstd frame, without a content checksum of its own (the
+//	           CRC-32C covers it); frames that carry one decode too
 //
 // The header lets export check continuity without decompressing; the
 // checksum turns a flipped bit anywhere in the value into a

@@ -11,6 +11,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/klauspost/compress/zstd"
 )
 
 func testBlock(h uint64) chain.Block {
@@ -89,6 +90,28 @@ func TestCodecDetectsEveryFlippedByte(t *testing.T) {
 		if _, _, err := s.decodeValue(42, v[:n], nil); !errors.As(err, &ce) {
 			t.Fatalf("truncated to %d: err = %v", n, err)
 		}
+	}
+}
+
+// Values staged before frames dropped zstd's own checksum still decode.
+func TestFramesWithContentChecksumDecode(t *testing.T) {
+	s := openTest(t)
+	b := testBlock(9)
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderCRC(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := enc.EncodeAll(b.Raw, nil)
+	if without := s.enc.EncodeAll(b.Raw, nil); len(with) != len(without)+4 {
+		t.Fatalf("frames of %d and %d bytes: want exactly the 4-byte checksum between them", len(with), len(without))
+	}
+	v, err := appendValue(nil, chain.FamilyCometBFT, &b, with)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := s.decodeValue(9, v, nil)
+	if err != nil || !bytes.Equal(got.Raw, b.Raw) {
+		t.Fatalf("decode of a frame with a checksum: %v, raw equal %v", err, bytes.Equal(got.Raw, b.Raw))
 	}
 }
 

@@ -45,6 +45,9 @@ type SyntheticConfig struct {
 	// DefaultTxPerBlock. The rate varies by stretches of 200 blocks (quiet
 	// stretches of nearly empty blocks, bursts at 3.5×) around this mean.
 	TxPerBlock float64
+	// Steady gives every block the mean rate: no quiet stretches or bursts,
+	// so that any range has the same density (benchmarks of scaling).
+	Steady bool
 	// Validators is the size of the validator set; 0 means
 	// DefaultValidators.
 	Validators int
@@ -85,6 +88,7 @@ type Synthetic struct {
 	seed       uint64
 	chainID    string
 	txPerBlock float64
+	steady     bool
 	tip        func() uint64
 
 	vals     []validator
@@ -118,6 +122,7 @@ func NewSynthetic(cfg SyntheticConfig) *Synthetic {
 		seed:       uint64(cfg.Seed),
 		chainID:    cfg.ChainID,
 		txPerBlock: cfg.TxPerBlock,
+		steady:     cfg.Steady,
 		tip:        cfg.Tip,
 	}
 	if s.chainID == "" {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"regexp"
 	"strconv"
@@ -342,6 +343,37 @@ func TestSyntheticDensity(t *testing.T) {
 		if empty < n/20 || busy < n/100 {
 			t.Errorf("TxPerBlock %v: %d empty and %d busy blocks of %d: want stretches of both", rate, empty, busy, n)
 		}
+	}
+}
+
+// TestSyntheticSteady checks that a steady chain has the same density over
+// the ranges where the default chain's stretches make it differ.
+func TestSyntheticSteady(t *testing.T) {
+	mean := func(s *Synthetic, lo, hi uint64) float64 {
+		var total int
+		for h := lo; h <= hi; h++ {
+			txs, _ := s.ExpectedCounts(h)
+			total += txs
+		}
+		return float64(total) / float64(hi-lo+1)
+	}
+	// Windows of 2,000 blocks: ten stretches each.
+	spread := func(s *Synthetic) float64 {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for w := range uint64(10) {
+			m := mean(s, 1+w*2000, (w+1)*2000)
+			lo, hi = min(lo, m), max(hi, m)
+		}
+		return (hi - lo) / lo
+	}
+	bursty := spread(NewSynthetic(SyntheticConfig{Seed: 5}))
+	steady := spread(NewSynthetic(SyntheticConfig{Seed: 5, Steady: true}))
+	t.Logf("spread of tx/block over ten windows of 2,000 blocks: %.3f default, %.3f steady", bursty, steady)
+	if steady > 0.05 {
+		t.Errorf("steady chain: windows differ by %.1f%% in tx/block, want at most 5%%", 100*steady)
+	}
+	if bursty < 2*steady {
+		t.Errorf("default chain: windows differ by %.1f%%, steady by %.1f%%: the stretches should show", 100*bursty, 100*steady)
 	}
 }
 

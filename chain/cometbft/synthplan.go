@@ -100,6 +100,9 @@ const (
 
 // txRate is the mean number of txs of the blocks of h's region.
 func (s *Synthetic) txRate(h uint64) float64 {
+	if s.steady {
+		return s.txPerBlock
+	}
 	r := newRNG(s.seed, (h-1)/regionLen, streamRegion)
 	switch u := r.float(); {
 	case u < quietShare:

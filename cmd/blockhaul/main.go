@@ -116,6 +116,7 @@ func newFlags(cmd string) (*pflag.FlagSet, *pipeline.Config) {
 	fs.Int64Var(&cfg.SyntheticSeed, "synthetic-seed", d.SyntheticSeed, "seed of the synthetic chain")
 	fs.Uint64Var(&cfg.SyntheticTip, "synthetic-tip", 0, "tip height of the synthetic chain (0: unbounded)")
 	fs.Float64Var(&cfg.SyntheticTxs, "synthetic-txs", 0, "mean transactions per synthetic block (0: the family's mainnet-like default: cometbft 4.5, evm 150 with 400 logs)")
+	fs.BoolVar(&cfg.SyntheticSteady, "synthetic-steady", false, "every synthetic block at the mean density (cometbft: no quiet stretches or bursts)")
 	fs.Uint64Var(&cfg.From, "from", d.From, "first height (inclusive)")
 	fs.Uint64Var(&cfg.To, "to", 0, "last height (inclusive); default: the chain tip (fetch, run) or the staged prefix (export)")
 	fs.StringVar(&cfg.PG, "pg", "", "PostgreSQL DSN (URL or key=value)")
