@@ -80,7 +80,8 @@ func TestRunSmall(t *testing.T) {
 			}
 		}
 	}
-	if res.Fetch == nil || res.Fetch.Blockhaul == nil || res.Fetch.Blockhaul.Blocks != 300 || res.Fetch.Minimal.Blocks != 300 || res.Fetch.Ratio <= 0 {
+	if res.Fetch == nil || res.Fetch.Blockhaul == nil || res.Fetch.Blockhaul.Blocks != 300 || res.Fetch.Minimal.Blocks != 300 || res.Fetch.Ratio <= 0 ||
+		res.Fetch.Client == nil || res.Fetch.Client.Blocks != 300 || res.Fetch.Client.Requests < 300/16 || res.Fetch.ClientRatio <= 0 {
 		t.Errorf("fetch: %+v", res.Fetch)
 	}
 	if len(res.Processes) != 3 {

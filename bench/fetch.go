@@ -37,9 +37,15 @@ type FetchResult struct {
 	Span      int       `json:"span"`
 	Minimal   FetchRun  `json:"minimal"`
 	Blockhaul *FetchRun `json:"blockhaul,omitempty"`
+	// Client is blockhaul's RPC source alone: requests, splits and checks
+	// the blocks as fetch does, then drops them (nothing compressed or
+	// staged) — the part of fetch that a client does.
+	Client *FetchRun `json:"client,omitempty"`
 	// Ratio is blockhaul's rate over the minimal client's (0 when not
 	// measured).
 	Ratio float64 `json:"ratio,omitempty"`
+	// ClientRatio is the RPC source's rate over the minimal client's.
+	ClientRatio float64 `json:"client_ratio,omitempty"`
 	// Note says why blockhaul's side was not measured.
 	Note string `json:"note,omitempty"`
 }
@@ -113,6 +119,23 @@ func runFetch(ctx context.Context, cfg *Config) (*FetchResult, error) {
 		res.Ratio = res.Blockhaul.BlocksPerSec / res.Minimal.BlocksPerSec
 	}
 	cfg.Logger.Info("fetch: blockhaul", "blocks_per_s", int(res.Blockhaul.BlocksPerSec), "ratio", round2(res.Ratio))
+
+	req0, _, bytes0 = srv.Requests()
+	runtime.GC()
+	rate, err := sourceRate(ctx, src, to, cfg.FetchWorkers, cfg.FetchSpan)
+	if err != nil {
+		return nil, err
+	}
+	req1, _, bytes1 = srv.Requests()
+	res.Client = &FetchRun{Blocks: to, BlocksPerSec: rate, Requests: req1 - req0}
+	if rate > 0 {
+		res.Client.Seconds = float64(to) / rate
+		res.Client.MBPerSec = float64(bytes1-bytes0) / 1e6 / res.Client.Seconds
+	}
+	if res.Minimal.BlocksPerSec > 0 {
+		res.ClientRatio = rate / res.Minimal.BlocksPerSec
+	}
+	cfg.Logger.Info("fetch: blockhaul RPC source alone", "blocks_per_s", int(rate), "ratio", round2(res.ClientRatio))
 	return res, nil
 }
 

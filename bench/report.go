@@ -75,8 +75,15 @@ func Markdown(r Result, images string) string {
 		}
 		row("minimal (net/http, read and discard)", f.Minimal)
 		if f.Blockhaul != nil {
-			row("blockhaul (source → loader → staging)", *f.Blockhaul)
-			fmt.Fprintf(&b, "\nblockhaul / minimal client: **%s**\n", fmtNum(f.Ratio))
+			row("blockhaul fetch (source → loader → staging)", *f.Blockhaul)
+			if f.Client != nil {
+				row("blockhaul RPC source alone (request, split, check; nothing staged)", *f.Client)
+			}
+			fmt.Fprintf(&b, "\nblockhaul fetch / minimal client: **%s**", fmtNum(f.Ratio))
+			if f.Client != nil {
+				fmt.Fprintf(&b, "; RPC source alone / minimal client: %s", fmtNum(f.ClientRatio))
+			}
+			b.WriteString("\n")
 		} else {
 			fmt.Fprintf(&b, "| blockhaul | %s | | | |\n", f.Note)
 		}

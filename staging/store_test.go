@@ -2,6 +2,9 @@ package staging
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/blockhaul/blockhaul/internal/chaintest"
@@ -112,6 +115,52 @@ func TestFramesWithContentChecksumDecode(t *testing.T) {
 	got, _, err := s.decodeValue(9, v, nil)
 	if err != nil || !bytes.Equal(got.Raw, b.Raw) {
 		t.Fatalf("decode of a frame with a checksum: %v, raw equal %v", err, bytes.Equal(got.Raw, b.Raw))
+	}
+}
+
+// noise is n bytes of hex that do not compress below half their size.
+func noise(seed uint64, n int) []byte {
+	out := make([]byte, 0, n+64)
+	sum := sha256.Sum256(binary.BigEndian.AppendUint64(nil, seed))
+	for len(out) < n {
+		out = hex.AppendEncode(out, sum[:])
+		sum = sha256.Sum256(sum[:])
+	}
+	return out[:n]
+}
+
+// Records leave the LSM for blob files when flushed, so that compactions
+// do not rewrite them; small index values stay inline.
+func TestRecordsFlushToBlobFiles(t *testing.T) {
+	s := openTest(t)
+	hs := make([]uint64, 200)
+	for i := range hs {
+		hs[i] = uint64(i + 1)
+	}
+	b := s.NewBatch()
+	defer b.Close()
+	var raw uint64
+	for _, h := range hs {
+		blk := testBlock(h)
+		blk.Raw = noise(h, 8<<10) // kilobytes even compressed, as real records are
+		raw += uint64(len(blk.Raw))
+		if err := b.Put(blk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	m := s.db.Metrics()
+	if m.BlobFiles.LiveCount == 0 || m.BlobFiles.ValueSize == 0 {
+		t.Fatalf("no blob file after a flush of %d records (%d raw bytes): %+v", len(hs), raw, m.BlobFiles)
+	}
+	got, err := s.Get(150)
+	if err != nil || !bytes.Equal(got.Raw, noise(150, 8<<10)) {
+		t.Fatalf("read back through the blob file: %v", err)
 	}
 }
 
