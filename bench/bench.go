@@ -74,7 +74,8 @@ type Config struct {
 	// baseline too. Default 500, the CLI's.
 	BatchBlocks int
 	// Rounds is how many times export and baseline each run, alternating
-	// which goes first; the best round of each is reported. Default 2.
+	// which goes first, and how many times each range size of the process
+	// section runs; the best round of each is reported. Default 2.
 	Rounds int
 	// IngestWorkers and IngestSpan configure the loader for ingest.
 	// Defaults 8 and 16, the CLI's.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -90,6 +91,9 @@ func TestRunSmall(t *testing.T) {
 	for _, p := range res.Processes {
 		if p.PeakRSSBytes < 1<<20 || p.MicrosPerBlock <= 0 || p.Rows < p.Blocks || p.MicrosPerRow <= 0 || p.PolledHWMBytes <= 0 || p.PeakRSSBytes < p.PolledHWMBytes {
 			t.Errorf("process run %+v", p)
+		}
+		if len(p.AllSeconds) != res.Settings.Rounds || res.Settings.Rounds < 2 || slices.Min(p.AllSeconds) != p.Seconds {
+			t.Errorf("%d blocks: runs of %v s, reported %v s; want %d runs and the fastest", p.Blocks, p.AllSeconds, p.Seconds, res.Settings.Rounds)
 		}
 	}
 	if len(res.Targets) != 10 {

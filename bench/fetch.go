@@ -122,7 +122,12 @@ func runFetch(ctx context.Context, cfg *Config) (*FetchResult, error) {
 
 	req0, _, bytes0 = srv.Requests()
 	runtime.GC()
+	stop, err = startProfile(cfg, "fetch-client")
+	if err != nil {
+		return nil, err
+	}
 	rate, err := sourceRate(ctx, src, to, cfg.FetchWorkers, cfg.FetchSpan)
+	stop()
 	if err != nil {
 		return nil, err
 	}

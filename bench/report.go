@@ -91,7 +91,7 @@ func Markdown(r Result, images string) string {
 
 	if len(r.Processes) > 0 {
 		b.WriteString("\n### Memory and scaling (`blockhaul run`, CometBFT density, a process of its own)\n\n")
-		b.WriteString("Each size is a prefix of one steady-density chain (`--synthetic-steady`: no quiet stretches or bursts, so every range has the same rows per block), run with the defaults into a fresh database: secondary indexes are deferred and built at the end, inside the time shown.\n\n")
+		fmt.Fprintf(&b, "Each size is a prefix of one steady-density chain (`--synthetic-steady`: no quiet stretches or bursts, so every range has the same rows per block), run with the defaults into a fresh database: secondary indexes are deferred and built at the end, inside the time shown. Each size ran %d times, the sizes taking turns; the fastest run counts, with the highest peak RSS of its runs.\n\n", r.Settings.Rounds)
 		b.WriteString("| blocks | rows | seconds | µs/block | µs/row | peak RSS |\n|---:|---:|---:|---:|---:|---:|\n")
 		for _, p := range r.Processes {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", fmtNum(float64(p.Blocks)), fmtNum(float64(p.Rows)), fmtNum(p.Seconds), fmtNum(p.MicrosPerBlock), fmtNum(p.MicrosPerRow), fmtBytes(uint64(p.PeakRSSBytes)))

@@ -109,8 +109,11 @@ type ProcessRun struct {
 	MicrosPerBlock float64 `json:"us_per_block"`
 	Rows           uint64  `json:"rows"`
 	MicrosPerRow   float64 `json:"us_per_row"`
+	// AllSeconds is the time of every run of this size; the fields above
+	// describe the fastest.
+	AllSeconds []float64 `json:"all_seconds,omitempty"`
 	// PeakRSSBytes is the process's peak resident set, the best of the
-	// three figures below (see peakRSS).
+	// three figures below (see peakRSS), the highest over the runs.
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
 	// KernelMaxRSSBytes is wait4's ru_maxrss; SpawnerHWMBytes the
 	// benchmark's own peak when it started the process, below which the

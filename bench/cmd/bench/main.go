@@ -42,7 +42,7 @@ func run() error {
 	fs.Uint64Var(&cfg.CometBFTBlocks, "cometbft-blocks", 20_000, "blocks staged and exported at CometBFT density")
 	fs.Uint64Var(&cfg.EVMBlocks, "evm-blocks", 2_000, "blocks staged and exported at EVM density")
 	fs.IntVar(&cfg.BatchBlocks, "batch-blocks", 500, "blocks per export transaction (baseline too)")
-	fs.IntVar(&cfg.Rounds, "rounds", 2, "runs of export and of the baseline, alternating; the best counts")
+	fs.IntVar(&cfg.Rounds, "rounds", 2, "runs of export and of the baseline (alternating), and of each range size; the best counts")
 	fs.IntVar(&cfg.IngestWorkers, "ingest-workers", 8, "loader workers for ingest")
 	fs.IntVar(&cfg.IngestSpan, "ingest-span", 16, "heights per loader request for ingest")
 	fs.StringVar(&fetchChain, "fetch-chain", "cometbft", "chain family the fetch server serves")
