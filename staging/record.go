@@ -56,6 +56,13 @@ func (e *CorruptRecordError) Error() string {
 // appendValue appends the encoded header of b followed by payload (the
 // compressed raw record) to dst.
 func appendValue(dst []byte, family chain.Family, b *chain.Block, payload []byte) ([]byte, error) {
+	return appendValueFunc(dst, family, b, func(dst []byte) []byte { return append(dst, payload...) })
+}
+
+// appendValueFunc is appendValue with the payload appended by compress, so
+// that a compressor can write it in place, after the header, rather than
+// into a buffer of its own that is then copied.
+func appendValueFunc(dst []byte, family chain.Family, b *chain.Block, compress func(dst []byte) []byte) ([]byte, error) {
 	if len(b.Hash) > 255 || len(b.ParentHash) > 255 {
 		return dst, fmt.Errorf("staging: block %d: hash longer than 255 bytes", b.Height)
 	}
@@ -70,10 +77,13 @@ func appendValue(dst []byte, family chain.Family, b *chain.Block, payload []byte
 	dst = append(dst, byte(len(b.ParentHash)))
 	dst = append(dst, b.ParentHash...)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(b.Raw)))
-	sum := crc32.Update(0, castagnoli, dst[start:])
-	sum = crc32.Update(sum, castagnoli, payload)
-	dst = binary.BigEndian.AppendUint32(dst, sum)
-	return append(dst, payload...), nil
+	sumAt := len(dst)
+	dst = append(dst, 0, 0, 0, 0) // the checksum, once the payload is there
+	dst = compress(dst)
+	sum := crc32.Update(0, castagnoli, dst[start:sumAt])
+	sum = crc32.Update(sum, castagnoli, dst[sumAt+4:])
+	binary.BigEndian.PutUint32(dst[sumAt:], sum)
+	return dst, nil
 }
 
 // parseValue splits a staged value into its header and compressed payload,
