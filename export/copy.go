@@ -16,14 +16,14 @@ import (
 // (another stream wrote some of these heights), the batch is retried through
 // temporary tables and INSERT … ON CONFLICT DO NOTHING: the rows already
 // there are kept, the rest added, and the cursor moves the same way.
-func writeBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chain.Table, b batch, last bool) (BatchStats, error) {
+func writeBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chain.Table, cp *copier, b batch, last bool) (BatchStats, error) {
 	st := BatchStats{From: b.from, To: b.to, Rows: make([]int, len(tables)), Decode: b.decode}
 	t0 := time.Now()
-	err := commitBatch(ctx, conn, cfg, tables, b, last, false)
+	err := commitBatch(ctx, conn, cfg, tables, cp, b, last, false)
 	if isUniqueViolation(err) || isDeadlock(err) {
 		st.Conflicted = true
 		cfg.Logger.Info("batch collides with rows already present; merging", "from", b.from, "to", b.to)
-		err = commitBatch(ctx, conn, cfg, tables, b, last, true)
+		err = commitBatch(ctx, conn, cfg, tables, cp, b, last, true)
 	}
 	if err != nil {
 		return st, fmt.Errorf("export: batch %d-%d: %w", b.from, b.to, err)
@@ -35,7 +35,32 @@ func writeBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chain
 	return st, nil
 }
 
-func commitBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chain.Table, b batch, last, merge bool) error {
+// copier holds the COPY plans of every table, into the table itself and
+// into the temporary table of the merge path.
+type copier struct {
+	direct, merge []*copyPlan
+}
+
+func newCopier(ctx context.Context, conn *pgx.Conn, schema string, tables []chain.Table) (*copier, error) {
+	oids, err := typeOIDs(ctx, conn, tables)
+	if err != nil {
+		return nil, err
+	}
+	cp := &copier{direct: make([]*copyPlan, len(tables)), merge: make([]*copyPlan, len(tables))}
+	for i, t := range tables {
+		if cp.direct[i], err = newCopyPlan(conn.TypeMap(), oids, chain.QuoteIdent(schema)+"."+chain.QuoteIdent(t.Name), t); err != nil {
+			return nil, err
+		}
+		if cp.merge[i], err = newCopyPlan(conn.TypeMap(), oids, chain.QuoteIdent(mergeTableName(t)), t); err != nil {
+			return nil, err
+		}
+	}
+	return cp, nil
+}
+
+func mergeTableName(t chain.Table) string { return "blockhaul_merge_" + t.Name }
+
+func commitBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chain.Table, cp *copier, b batch, last, merge bool) error {
 	qs := chain.QuoteIdent(cfg.Schema)
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if !cfg.SyncCommit && !last {
@@ -49,12 +74,12 @@ func commitBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chai
 				continue
 			}
 			if merge {
-				if err := mergeTable(ctx, tx, qs, t, rows); err != nil {
+				if err := mergeTable(ctx, tx, qs, t, cp.merge[i], rows); err != nil {
 					return err
 				}
 				continue
 			}
-			if _, err := tx.CopyFrom(ctx, pgx.Identifier{cfg.Schema, t.Name}, t.ColumnNames(), pgx.CopyFromRows(rows)); err != nil {
+			if _, err := cp.direct[i].copy(ctx, tx, rows); err != nil {
 				return fmt.Errorf("copy %s: %w", t.Name, err)
 			}
 		}
@@ -62,13 +87,12 @@ func commitBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chai
 	})
 }
 
-func mergeTable(ctx context.Context, tx pgx.Tx, qs string, t chain.Table, rows [][]any) error {
-	tmp := "blockhaul_merge_" + t.Name
-	qt := chain.QuoteIdent(tmp)
+func mergeTable(ctx context.Context, tx pgx.Tx, qs string, t chain.Table, plan *copyPlan, rows [][]any) error {
+	qt := chain.QuoteIdent(mergeTableName(t))
 	if _, err := tx.Exec(ctx, fmt.Sprintf("CREATE TEMP TABLE %s (LIKE %s.%s) ON COMMIT DROP", qt, qs, chain.QuoteIdent(t.Name))); err != nil {
 		return fmt.Errorf("merge %s: %w", t.Name, err)
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{tmp}, t.ColumnNames(), pgx.CopyFromRows(rows)); err != nil {
+	if _, err := plan.copy(ctx, tx, rows); err != nil {
 		return fmt.Errorf("merge %s: copy: %w", t.Name, err)
 	}
 	if _, err := tx.Exec(ctx, fmt.Sprintf("INSERT INTO %s.%s SELECT * FROM %s ON CONFLICT DO NOTHING", qs, chain.QuoteIdent(t.Name), qt)); err != nil {

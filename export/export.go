@@ -131,6 +131,10 @@ func Run(ctx context.Context, conn *pgx.Conn, store *staging.Store, dec Decoder,
 	if err := EnsureSchema(ctx, conn, cfg.Schema, tables, cfg.SkipIndexes); err != nil {
 		return res, err
 	}
+	cp, err := newCopier(ctx, conn, cfg.Schema, tables)
+	if err != nil {
+		return res, err
+	}
 	cur, err := LoadCursor(ctx, conn, cfg.Schema, cfg.Stream)
 	if err != nil {
 		return res, err
@@ -182,7 +186,7 @@ func Run(ctx context.Context, conn *pgx.Conn, store *staging.Store, dec Decoder,
 	werr := func() error {
 		for b := range decoded {
 			last := b.to == end && !cfg.Stream.Head
-			st, err := writeBatch(ctx, conn, &cfg, tables, b, last)
+			st, err := writeBatch(ctx, conn, &cfg, tables, cp, b, last)
 			if err != nil {
 				return err
 			}
