@@ -33,17 +33,19 @@ type copyColumn struct {
 type fastKind uint8
 
 const (
-	fastNone  fastKind = iota
-	fastInt8           // bigint: int64
-	fastInt4           // integer: int32
-	fastInt2           // smallint: int16
-	fastBytes          // bytea: []byte; text: string or []byte
-	fastJSONB          // jsonb: []byte or string holding JSON text
+	fastNone    fastKind = iota
+	fastInt8             // bigint: int64
+	fastInt4             // integer: int32
+	fastInt2             // smallint: int16
+	fastBytes            // bytea: []byte; text: string or []byte
+	fastJSONB            // jsonb: []byte or string holding JSON text
+	fastNumeric          // numeric: int64 (EVM quantities mostly fit)
 )
 
 var fastKinds = map[uint32]fastKind{
 	pgtype.Int8OID: fastInt8, pgtype.Int4OID: fastInt4, pgtype.Int2OID: fastInt2,
 	pgtype.ByteaOID: fastBytes, pgtype.TextOID: fastBytes, pgtype.JSONBOID: fastJSONB,
+	pgtype.NumericOID: fastNumeric,
 }
 
 // copyPlan writes the rows of one table into one target with COPY ... FROM
@@ -224,6 +226,11 @@ func (p *copyPlan) appendRow(buf []byte, row []any) ([]byte, error) {
 				buf = append(buf, js...)
 				continue
 			}
+		case fastNumeric:
+			if x, ok := v.(int64); ok {
+				buf = appendNumeric(buf, x)
+				continue
+			}
 		}
 		var err error
 		if buf, err = p.appendValue(buf, c, v); err != nil {
@@ -270,4 +277,36 @@ func CopyRows(ctx context.Context, conn *pgx.Conn, schema string, tables []chain
 		return nil
 	})
 	return total, err
+}
+
+// appendNumeric writes x as a binary numeric field: digit count, weight,
+// sign and display scale, then base-10000 digits from the most significant,
+// trailing zero digits left out as PostgreSQL stores them.
+func appendNumeric(buf []byte, x int64) []byte {
+	var sign uint16
+	u := uint64(x)
+	if x < 0 {
+		sign, u = 0x4000, uint64(-(x+1))+1
+	}
+	var digits [5]uint16 // 2^63 has 19 decimal digits: five base-10000 digits
+	n := 0
+	for ; u > 0; u /= 10000 {
+		digits[n] = uint16(u % 10000)
+		n++
+	}
+	weight := n - 1
+	low := 0 // trailing (least significant) zero digits
+	for low < n && digits[low] == 0 {
+		low++
+	}
+	nd := n - low
+	buf = binary.BigEndian.AppendUint32(buf, uint32(8+2*nd))
+	buf = binary.BigEndian.AppendUint16(buf, uint16(nd))
+	buf = binary.BigEndian.AppendUint16(buf, uint16(max(weight, 0)))
+	buf = binary.BigEndian.AppendUint16(buf, sign)
+	buf = binary.BigEndian.AppendUint16(buf, 0) // dscale
+	for i := n - 1; i >= low; i-- {
+		buf = binary.BigEndian.AppendUint16(buf, digits[i])
+	}
+	return buf
 }

@@ -3,7 +3,9 @@ package export_test
 import (
 	"context"
 	"errors"
+	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +116,43 @@ func TestCopyRefusesAValueOfTheWrongType(t *testing.T) {
 	rows.Table(0)[2][1] = time.Unix(1700000002, 0)
 	if n, err := export.CopyRows(ctx, conn, "s", tables, rows); err != nil || n != 3 {
 		t.Fatalf("copy after the failure: %d rows, %v", n, errors.Unwrap(err))
+	}
+}
+
+// Integers written into numeric columns read back as the same numbers, at
+// every digit boundary and both ends of int64.
+func TestCopyNumericFromIntegers(t *testing.T) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tables := []chain.Table{{
+		Name:       "nums",
+		Columns:    []chain.Column{{Name: "i", Type: "integer"}, {Name: "v", Type: "numeric"}},
+		PrimaryKey: []string{"i"},
+	}}
+	if err := export.EnsureSchema(ctx, conn, "s", tables, false); err != nil {
+		t.Fatal(err)
+	}
+	vals := []int64{0, 1, 7, 9999, 10000, 10001, 12340000, 100000000, 123456789012, 1e18, math.MaxInt64, -1, -10000, -99990000, math.MinInt64 + 1, math.MinInt64}
+	rows := chain.NewRows(tables)
+	for i, v := range vals {
+		r := rows.Row(0)
+		r[0], r[1] = int32(i), v
+	}
+	if _, err := export.CopyRows(ctx, conn, "s", tables, rows); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range vals {
+		var got string
+		var eq bool
+		if err := conn.QueryRow(ctx, "SELECT v::text, v = $2::numeric FROM s.nums WHERE i = $1", i, strconv.FormatInt(v, 10)).Scan(&got, &eq); err != nil {
+			t.Fatal(err)
+		}
+		if got != strconv.FormatInt(v, 10) || !eq {
+			t.Errorf("numeric from %d reads back as %s", v, got)
+		}
 	}
 }
