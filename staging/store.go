@@ -33,10 +33,11 @@ var ErrNotFound = errors.New("staging: block not found")
 // every unset field.
 type Options struct {
 	// MemTableSize is Pebble's memtable size. Staging is a bulk, append-ordered
-	// writer; a large memtable means fewer, larger L0 files. Default 64 MiB.
+	// writer; a large memtable means fewer, larger L0 files, and more memory.
+	// Default 16 MiB.
 	MemTableSize uint64
 	// CacheSize is Pebble's block cache. Scans read each block once, so a
-	// large cache buys little. Default 32 MiB.
+	// large cache buys little. Default 8 MiB.
 	CacheSize int64
 	// Level is the zstd level for raw records. Default SpeedFastest (≈ zstd 1),
 	// the sensible choice on few cores.
