@@ -44,6 +44,10 @@ type Config struct {
 	OnPlan func(missing uint64)
 	// OnFetched, if set, is called by a worker after each span it fetched.
 	OnFetched func(blocks int)
+	// Gate, if set, is called with the last height of each span before the
+	// span is handed to a worker, and may wait: run uses it to keep fetch a
+	// bounded distance ahead of export. An error stops the fetch.
+	Gate func(ctx context.Context, to uint64) error
 }
 
 // CommitStats describes one staging commit.
@@ -193,6 +197,14 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 	g.Go(func() error {
 		defer close(jobs)
 		for i := range spans {
+			if cfg.Gate != nil {
+				if err := cfg.Gate(gctx, spans[i].To); err != nil {
+					if gctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+			}
 			select {
 			case jobs <- i:
 			case <-gctx.Done():

@@ -52,6 +52,7 @@ type Config struct {
 
 	FetchWorkers int           // --fetch-workers
 	FetchSpan    int           // --fetch-span
+	FetchLead    uint64        // --fetch-lead: run's fetch stays at most this far ahead of export (0: four export batches)
 	BatchBlocks  int           // --batch-blocks
 	RPS          float64       // --rps per endpoint
 	RPCTimeout   time.Duration // --rpc-timeout

@@ -403,9 +403,17 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 	next := cur.Next(cfg.From)
 	progress := loader.NewProgress(next, cfg.To)
 	ecfg.Available = progress.Wait
+	gate := newLeadGate(fetchLead(cfg), next)
+	onBatch := ecfg.OnBatch
+	ecfg.OnBatch = func(b export.BatchStats) {
+		onBatch(b)
+		gate.advance(b.To)
+	}
+	lcfg := loaderConfig(cfg, log, c)
+	lcfg.Gate = gate.wait
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		st, err := loader.Fetch(gctx, src, store, next, cfg.To, loaderConfig(cfg, log, c), progress)
+		st, err := loader.Fetch(gctx, src, store, next, cfg.To, lcfg, progress)
 		sum.Fetch = st
 		return err
 	})

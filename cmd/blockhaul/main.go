@@ -125,6 +125,7 @@ func newFlags(cmd string) (*pflag.FlagSet, *pipeline.Config) {
 	fs.StringVar(&cfg.Alias, "alias", "", "name of this backfill (default: range-FROM-TO)")
 	fs.IntVar(&cfg.FetchWorkers, "fetch-workers", d.FetchWorkers, "concurrent fetches")
 	fs.IntVar(&cfg.FetchSpan, "fetch-span", d.FetchSpan, "heights per fetch request")
+	fs.Uint64Var(&cfg.FetchLead, "fetch-lead", 0, "run: how many heights fetch may stage ahead of export (0: four export batches)")
 	fs.IntVar(&cfg.BatchBlocks, "batch-blocks", d.BatchBlocks, "blocks per export transaction")
 	fs.Float64Var(&cfg.RPS, "rps", 0, "requests per second per RPC endpoint (0: unlimited)")
 	fs.DurationVar(&cfg.RPCTimeout, "rpc-timeout", d.RPCTimeout, "timeout of one RPC request")
