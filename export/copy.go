@@ -79,7 +79,7 @@ func commitBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chai
 				}
 				continue
 			}
-			if _, err := cp.direct[i].copy(ctx, tx, rows); err != nil {
+			if _, err := cp.direct[i].send(ctx, tx, rows); err != nil {
 				return fmt.Errorf("copy %s: %w", t.Name, err)
 			}
 		}
@@ -92,7 +92,7 @@ func mergeTable(ctx context.Context, tx pgx.Tx, qs string, t chain.Table, plan *
 	if _, err := tx.Exec(ctx, fmt.Sprintf("CREATE TEMP TABLE %s (LIKE %s.%s) ON COMMIT DROP", qt, qs, chain.QuoteIdent(t.Name))); err != nil {
 		return fmt.Errorf("merge %s: %w", t.Name, err)
 	}
-	if _, err := plan.copy(ctx, tx, rows); err != nil {
+	if _, err := plan.send(ctx, tx, rows); err != nil {
 		return fmt.Errorf("merge %s: copy: %w", t.Name, err)
 	}
 	if _, err := tx.Exec(ctx, fmt.Sprintf("INSERT INTO %s.%s SELECT * FROM %s ON CONFLICT DO NOTHING", qs, chain.QuoteIdent(t.Name), qt)); err != nil {

@@ -92,9 +92,9 @@ func typeOIDs(ctx context.Context, conn *pgx.Conn, tables []chain.Table) (map[st
 	return oids, nil
 }
 
-// copy sends rows through tx's connection and returns how many the server
+// send COPYs rows through tx's connection and returns how many the server
 // took.
-func (p *copyPlan) copy(ctx context.Context, tx pgx.Tx, rows [][]any) (int64, error) {
+func (p *copyPlan) send(ctx context.Context, tx pgx.Tx, rows [][]any) (int64, error) {
 	r := &copyReader{p: p, rows: rows}
 	tag, err := tx.Conn().PgConn().CopyFrom(ctx, r, p.sql)
 	if r.err != nil {
@@ -268,7 +268,7 @@ func CopyRows(ctx context.Context, conn *pgx.Conn, schema string, tables []chain
 			if rows.Len(i) == 0 {
 				continue
 			}
-			n, err := cp.direct[i].copy(ctx, tx, rows.Table(i))
+			n, err := cp.direct[i].send(ctx, tx, rows.Table(i))
 			if err != nil {
 				return err
 			}
