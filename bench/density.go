@@ -149,32 +149,9 @@ func ingest(ctx context.Context, cfg *Config, d density, store *staging.Store) (
 // concurrency and span, keeping nothing.
 func sourceRate(ctx context.Context, src loader.Source, n uint64, workers, span int) (float64, error) {
 	settle()
-	spans := make(chan uint64)
-	g, gctx := errgroup.WithContext(ctx)
 	t0 := time.Now()
-	g.Go(func() error {
-		defer close(spans)
-		for lo := uint64(1); lo <= n; lo += uint64(span) {
-			select {
-			case spans <- lo:
-			case <-gctx.Done():
-				return nil
-			}
-		}
-		return nil
-	})
-	for range workers {
-		g.Go(func() error {
-			for lo := range spans {
-				if _, err := src.Fetch(gctx, lo, min(lo+uint64(span)-1, n)); err != nil {
-					return fmt.Errorf("bench: source alone: %w", err)
-				}
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return 0, err
+	if err := fetchSpans(ctx, src, 1, n, workers, span, nil); err != nil {
+		return 0, fmt.Errorf("bench: source alone: %w", err)
 	}
 	return perSec(n, time.Since(t0).Seconds()), nil
 }

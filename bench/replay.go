@@ -22,6 +22,19 @@ type replaySource struct {
 // render produces heights [from, to] of src with workers goroutines.
 func render(ctx context.Context, src loader.Source, from, to uint64, workers, span int) (*replaySource, error) {
 	r := &replaySource{Source: src, from: from, blocks: make([]chain.Block, to-from+1)}
+	err := fetchSpans(ctx, src, from, to, workers, span, func(lo uint64, bs []chain.Block) {
+		copy(r.blocks[lo-from:], bs)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: render: %w", err)
+	}
+	return r, nil
+}
+
+// fetchSpans fetches [from, to] from src in spans of span heights, workers
+// at a time, checks that each span came whole, and hands it to keep (nil:
+// the blocks are dropped).
+func fetchSpans(ctx context.Context, src loader.Source, from, to uint64, workers, span int, keep func(lo uint64, blocks []chain.Block)) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
 	for lo := from; lo <= to; lo += uint64(span) {
@@ -29,16 +42,18 @@ func render(ctx context.Context, src loader.Source, from, to uint64, workers, sp
 		g.Go(func() error {
 			bs, err := src.Fetch(gctx, lo, hi)
 			if err != nil {
-				return fmt.Errorf("bench: render blocks %d-%d: %w", lo, hi, err)
+				return fmt.Errorf("blocks %d-%d: %w", lo, hi, err)
 			}
 			if len(bs) != int(hi-lo+1) {
-				return fmt.Errorf("bench: render blocks %d-%d: got %d blocks", lo, hi, len(bs))
+				return fmt.Errorf("blocks %d-%d: got %d blocks", lo, hi, len(bs))
 			}
-			copy(r.blocks[lo-from:], bs)
+			if keep != nil {
+				keep(lo, bs)
+			}
 			return nil
 		})
 	}
-	return r, g.Wait()
+	return g.Wait()
 }
 
 // Fetch returns the rendered blocks of [from, to]; their bytes are shared,

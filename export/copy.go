@@ -58,6 +58,23 @@ func newCopier(ctx context.Context, conn *pgx.Conn, schema string, tables []chai
 	return cp, nil
 }
 
+// sendAll COPYs the rows of every table straight into it, within tx, and
+// returns how many rows the server took.
+func (cp *copier) sendAll(ctx context.Context, tx pgx.Tx, tables []chain.Table, rows *chain.Rows) (int64, error) {
+	var total int64
+	for i, t := range tables {
+		if rows.Len(i) == 0 {
+			continue
+		}
+		n, err := cp.direct[i].send(ctx, tx, rows.Table(i))
+		if err != nil {
+			return total, fmt.Errorf("copy %s: %w", t.Name, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
 func mergeTableName(t chain.Table) string { return "blockhaul_merge_" + t.Name }
 
 func commitBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chain.Table, cp *copier, b batch, last, merge bool) error {
@@ -68,19 +85,17 @@ func commitBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chai
 				return err
 			}
 		}
-		for i, t := range tables {
-			rows := b.rows.Table(i)
-			if len(rows) == 0 {
-				continue
+		if !merge {
+			if _, err := cp.sendAll(ctx, tx, tables, b.rows); err != nil {
+				return err
 			}
-			if merge {
+			return saveCursor(ctx, tx, cfg.Schema, cfg.Stream, b.from, b.to, b.lastHash)
+		}
+		for i, t := range tables {
+			if rows := b.rows.Table(i); len(rows) > 0 {
 				if err := mergeTable(ctx, tx, qs, t, cp.merge[i], rows); err != nil {
 					return err
 				}
-				continue
-			}
-			if _, err := cp.direct[i].send(ctx, tx, rows); err != nil {
-				return fmt.Errorf("copy %s: %w", t.Name, err)
 			}
 		}
 		return saveCursor(ctx, tx, cfg.Schema, cfg.Stream, b.from, b.to, b.lastHash)

@@ -199,31 +199,26 @@ func (p *copyPlan) appendRow(buf []byte, row []any) ([]byte, error) {
 			switch x := v.(type) {
 			case []byte:
 				if x == nil {
-					buf = binary.BigEndian.AppendUint32(buf, 0xffffffff)
-					continue
+					buf = binary.BigEndian.AppendUint32(buf, 0xffffffff) // NULL
+				} else {
+					buf = appendField(buf, x)
 				}
-				buf = binary.BigEndian.AppendUint32(buf, uint32(len(x)))
-				buf = append(buf, x...)
 				continue
 			case string:
 				if c.oid == pgtype.TextOID {
-					buf = binary.BigEndian.AppendUint32(buf, uint32(len(x)))
-					buf = append(buf, x...)
+					buf = appendField(buf, x)
 					continue
 				}
 			}
 		case fastJSONB:
-			var js []byte
 			switch x := v.(type) {
 			case []byte:
-				js = x
+				if x != nil {
+					buf = appendJSONB(buf, x)
+					continue
+				}
 			case string:
-				js = []byte(x)
-			}
-			if js != nil {
-				buf = binary.BigEndian.AppendUint32(buf, uint32(len(js)+1))
-				buf = append(buf, 1) // jsonb binary format version
-				buf = append(buf, js...)
+				buf = appendJSONB(buf, x)
 				continue
 			}
 		case fastNumeric:
@@ -264,19 +259,24 @@ func CopyRows(ctx context.Context, conn *pgx.Conn, schema string, tables []chain
 	}
 	var total int64
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		for i := range tables {
-			if rows.Len(i) == 0 {
-				continue
-			}
-			n, err := cp.direct[i].send(ctx, tx, rows.Table(i))
-			if err != nil {
-				return err
-			}
-			total += n
-		}
-		return nil
+		total, err = cp.sendAll(ctx, tx, tables, rows)
+		return err
 	})
 	return total, err
+}
+
+// appendField writes one field: its length, then its bytes.
+func appendField[T []byte | string](buf []byte, x T) []byte {
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(x)))
+	return append(buf, x...)
+}
+
+// appendJSONB writes JSON text as a binary jsonb field: a version byte, then
+// the text.
+func appendJSONB[T []byte | string](buf []byte, js T) []byte {
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(js)+1))
+	buf = append(buf, 1)
+	return append(buf, js...)
 }
 
 // appendNumeric writes x as a binary numeric field: digit count, weight,

@@ -85,26 +85,19 @@ func TestCopyWritesWhatPgxWrites(t *testing.T) {
 // names the table, the column and the value's type, and nothing is written.
 func TestCopyRefusesAValueOfTheWrongType(t *testing.T) {
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	tables := []chain.Table{{
 		Name:       "items",
 		Columns:    []chain.Column{{Name: "height", Type: "bigint"}, {Name: "at", Type: "timestamptz"}, {Name: "note", Type: "text", Null: true}},
 		PrimaryKey: []string{"height"},
 	}}
-	if err := export.EnsureSchema(ctx, conn, "s", tables, false); err != nil {
-		t.Fatal(err)
-	}
+	conn := schemaOf(t, tables)
 	rows := chain.NewRows(tables)
 	for h := range int64(3) {
 		r := rows.Row(0)
 		r[0], r[1], r[2] = h, time.Unix(1700000000+h, 0), nil
 	}
 	rows.Table(0)[2][1] = struct{ x int }{7}
-	_, err = export.CopyRows(ctx, conn, "s", tables, rows)
+	_, err := export.CopyRows(ctx, conn, "s", tables, rows)
 	if err == nil || !strings.Contains(err.Error(), "table items column at (timestamptz): cannot encode struct") {
 		t.Fatalf("err = %v, want one naming table items, column at and the value's type", err)
 	}
@@ -123,19 +116,12 @@ func TestCopyRefusesAValueOfTheWrongType(t *testing.T) {
 // every digit boundary and both ends of int64.
 func TestCopyNumericFromIntegers(t *testing.T) {
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	tables := []chain.Table{{
 		Name:       "nums",
 		Columns:    []chain.Column{{Name: "i", Type: "integer"}, {Name: "v", Type: "numeric"}},
 		PrimaryKey: []string{"i"},
 	}}
-	if err := export.EnsureSchema(ctx, conn, "s", tables, false); err != nil {
-		t.Fatal(err)
-	}
+	conn := schemaOf(t, tables)
 	vals := []int64{0, 1, 7, 9999, 10000, 10001, 12340000, 100000000, 123456789012, 1e18, math.MaxInt64, -1, -10000, -99990000, math.MinInt64 + 1, math.MinInt64}
 	rows := chain.NewRows(tables)
 	for i, v := range vals {
@@ -155,4 +141,19 @@ func TestCopyNumericFromIntegers(t *testing.T) {
 			t.Errorf("numeric from %d reads back as %s", v, got)
 		}
 	}
+}
+
+// schemaOf connects to a fresh database holding tables in schema "s".
+func schemaOf(t *testing.T, tables []chain.Table) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	if err := export.EnsureSchema(ctx, conn, "s", tables, false); err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }

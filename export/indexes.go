@@ -53,12 +53,8 @@ func DeferIndexes(ctx context.Context, conn *pgx.Conn, schema string, tables []c
 // nothing. It returns the number of indexes built.
 func RestoreIndexes(ctx context.Context, conn *pgx.Conn, schema string, log *slog.Logger) (int, error) {
 	qs := chain.QuoteIdent(schema)
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", qs+"."+deferredTable).Scan(&exists); err != nil {
-		return 0, fmt.Errorf("export: look for deferred indexes: %w", err)
-	}
-	if !exists {
-		return 0, nil
+	if exists, err := tableExists(ctx, conn, qs+"."+deferredTable); err != nil || !exists {
+		return 0, err
 	}
 	rows, err := conn.Query(ctx, fmt.Sprintf("SELECT index_name, table_name, definition FROM %s.%s ORDER BY table_name, index_name", qs, deferredTable))
 	if err != nil {
@@ -95,11 +91,9 @@ func TablesEmpty(ctx context.Context, conn *pgx.Conn, schema string, tables []ch
 	qs := chain.QuoteIdent(schema)
 	for _, t := range tables {
 		name := qs + "." + chain.QuoteIdent(t.Name)
-		var exists bool
-		if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil {
-			return false, fmt.Errorf("export: look for table %s: %w", name, err)
-		}
-		if !exists {
+		if exists, err := tableExists(ctx, conn, name); err != nil {
+			return false, err
+		} else if !exists {
 			continue
 		}
 		var any bool
@@ -117,16 +111,22 @@ func TablesEmpty(ctx context.Context, conn *pgx.Conn, schema string, tables []ch
 // and nothing has built since.
 func IndexesDeferred(ctx context.Context, conn *pgx.Conn, schema string) (bool, error) {
 	name := chain.QuoteIdent(schema) + "." + deferredTable
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil {
-		return false, fmt.Errorf("export: look for deferred indexes: %w", err)
-	}
-	if !exists {
-		return false, nil
+	if exists, err := tableExists(ctx, conn, name); err != nil || !exists {
+		return false, err
 	}
 	var pending bool
 	if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT EXISTS (SELECT 1 FROM %s)", name)).Scan(&pending); err != nil {
 		return false, fmt.Errorf("export: read deferred indexes: %w", err)
 	}
 	return pending, nil
+}
+
+// tableExists reports whether the table named by name (quoted, schema
+// qualified) exists.
+func tableExists(ctx context.Context, conn *pgx.Conn, name string) (bool, error) {
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil {
+		return false, fmt.Errorf("export: look for table %s: %w", name, err)
+	}
+	return exists, nil
 }

@@ -15,24 +15,18 @@ func (st *decodeState) receipts() error {
 	s := &st.sc
 	n := 0
 	if !s.null() {
-		if err := s.beginArray(); err != nil {
-			return err
-		}
-		for {
-			done, err := s.nextElem(&n)
-			if err != nil {
-				return err
-			}
-			if done {
-				break
-			}
-			i := n - 1
+		var err error
+		n, err = s.eachElem(func(i int) error {
 			if i >= len(st.txs) {
 				return fmt.Errorf("%w: more receipts than the block's %d transactions", ErrReceiptMismatch, len(st.txs))
 			}
 			if err := st.receipt(i); err != nil {
 				return inElem("", i, err)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	if n != len(st.txs) {
@@ -174,23 +168,13 @@ func checkIndex(v []byte, i int) error {
 }
 
 func (st *decodeState) logs(t *txState, txIndex int) error {
-	s := &st.sc
-	if err := s.beginArray(); err != nil {
-		return err
-	}
-	n := 0
-	for {
-		done, err := s.nextElem(&n)
-		if err != nil {
-			return err
-		}
-		if done {
-			return nil
-		}
+	_, err := st.sc.eachElem(func(i int) error {
 		if err := st.log(t, txIndex); err != nil {
-			return inElem("", n-1, err)
+			return inElem("", i, err)
 		}
-	}
+		return nil
+	})
+	return err
 }
 
 // Required fields of a log.
@@ -283,29 +267,20 @@ func (st *decodeState) log(t *txState, txIndex int) error {
 
 func (st *decodeState) topics(row []any) error {
 	s := &st.sc
-	if err := s.beginArray(); err != nil {
-		return err
-	}
-	n := 0
-	for {
-		done, err := s.nextElem(&n)
-		if err != nil {
-			return err
-		}
-		if done {
-			return nil
-		}
-		if n > 4 {
+	_, err := s.eachElem(func(i int) error {
+		if i >= 4 {
 			return errors.New("more than 4 topics")
 		}
 		v, err := s.str()
 		if err != nil {
-			return inElem("", n-1, err)
+			return inElem("", i, err)
 		}
 		b, err := st.slab.fixed(v, 32)
 		if err != nil {
-			return inElem("", n-1, err)
+			return inElem("", i, err)
 		}
-		row[colLogTopic0+n-1] = b
-	}
+		row[colLogTopic0+i] = b
+		return nil
+	})
+	return err
 }

@@ -440,18 +440,7 @@ func (st *decodeState) transactions() error {
 	if s.null() {
 		return nil
 	}
-	if err := s.beginArray(); err != nil {
-		return err
-	}
-	n := 0
-	for {
-		done, err := s.nextElem(&n)
-		if err != nil {
-			return err
-		}
-		if done {
-			return nil
-		}
+	_, err := s.eachElem(func(int) error {
 		i := len(st.txs)
 		if i >= math.MaxInt32 {
 			return errRange
@@ -459,7 +448,9 @@ func (st *decodeState) transactions() error {
 		if err := st.transaction(i); err != nil {
 			return inElem("", i, err)
 		}
-	}
+		return nil
+	})
+	return err
 }
 
 // Required fields of a transaction.
@@ -603,27 +594,21 @@ func (st *decodeState) txField(t *txState, key []byte, row []any, have *int) err
 // hashList reads an array of 32-byte hashes.
 func (st *decodeState) hashList() ([][]byte, error) {
 	s := &st.sc
-	if err := s.beginArray(); err != nil {
-		return nil, err
-	}
 	out := make([][]byte, 0, 6)
-	n := 0
-	for {
-		done, err := s.nextElem(&n)
-		if err != nil {
-			return nil, err
-		}
-		if done {
-			return out, nil
-		}
+	_, err := s.eachElem(func(i int) error {
 		v, err := s.str()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		b, err := st.slab.fixed(v, 32)
 		if err != nil {
-			return nil, inElem("", len(out), err)
+			return inElem("", i, err)
 		}
 		out = append(out, b)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }

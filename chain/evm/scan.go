@@ -140,6 +140,28 @@ func (s *scanner) nextElem(n *int) (done bool, err error) {
 	return false, nil
 }
 
+// eachElem reads the array at the cursor, calling fn with the index of each
+// element (fn reads the element), and returns the element count. fn's
+// error is returned as it is.
+func (s *scanner) eachElem(fn func(i int) error) (int, error) {
+	if err := s.beginArray(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for {
+		done, err := s.nextElem(&n)
+		if err != nil {
+			return n, err
+		}
+		if done {
+			return n, nil
+		}
+		if err := fn(n - 1); err != nil {
+			return n, err
+		}
+	}
+}
+
 // str reads a string value and returns its contents as they stand in the
 // input: escapes other than a quote's are left uninterpreted. Every
 // string the decoder reads is hex, whose parsers reject a backslash, so
