@@ -2,11 +2,14 @@ package export
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"log/slog"
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/crashpoint"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -25,10 +28,14 @@ func deferredSQL(qs string) string {
 }
 
 // DeferIndexes drops the secondary indexes (never primary keys) of tables,
-// recording each definition first, in one transaction.
+// recording each definition first, in one transaction under the schema's
+// DDL lock.
 func DeferIndexes(ctx context.Context, conn *pgx.Conn, schema string, tables []chain.Table, log *slog.Logger) error {
 	qs := chain.QuoteIdent(schema)
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if err := lockSchema(ctx, tx, schema); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, deferredSQL(qs)); err != nil {
 			return fmt.Errorf("export: defer indexes: %w", err)
 		}
@@ -48,41 +55,115 @@ func DeferIndexes(ctx context.Context, conn *pgx.Conn, schema string, tables []c
 	})
 }
 
+// IndexesPendingError reports deferred indexes a build left unbuilt: the
+// range's rows are all there, but the job is not done until a later run
+// builds these.
+type IndexesPendingError struct {
+	Schema  string
+	Pending []string // index names, in build order
+	Err     error
+}
+
+func (e *IndexesPendingError) Error() string {
+	return fmt.Sprintf("%v (%d deferred indexes of schema %s not built yet: %s; run again to build them)",
+		e.Err, len(e.Pending), e.Schema, strings.Join(e.Pending, ", "))
+}
+func (e *IndexesPendingError) Unwrap() error { return e.Err }
+
 // RestoreIndexes builds every index recorded as deferred and forgets it,
 // logging each build time. It is idempotent: with nothing recorded it does
-// nothing. It returns the number of indexes built.
+// nothing. It returns the number of indexes built; when a build fails, the
+// error is an *IndexesPendingError naming the indexes still unbuilt.
+//
+// Each index is built in a transaction of its own that holds the schema's
+// DDL lock and deletes the index's record: the build and the bookkeeping
+// commit together or not at all. A process killed mid-build leaves its
+// backend building (PostgreSQL notices the lost client only when it next
+// writes to it); that backend still holds the lock, so the next run waits
+// for it, finds its work rolled back, and builds the index itself, instead
+// of racing it to the catalog.
 func RestoreIndexes(ctx context.Context, conn *pgx.Conn, schema string, log *slog.Logger) (int, error) {
 	qs := chain.QuoteIdent(schema)
 	if exists, err := tableExists(ctx, conn, qs+"."+deferredTable); err != nil || !exists {
 		return 0, err
 	}
-	rows, err := conn.Query(ctx, fmt.Sprintf("SELECT index_name, table_name, definition FROM %s.%s ORDER BY table_name, index_name", qs, deferredTable))
+	names, err := PendingIndexes(ctx, conn, schema)
 	if err != nil {
-		return 0, fmt.Errorf("export: read deferred indexes: %w", err)
-	}
-	type def struct{ name, table, sql string }
-	var defs []def
-	for rows.Next() {
-		var d def
-		if err := rows.Scan(&d.name, &d.table, &d.sql); err != nil {
-			return 0, err
-		}
-		defs = append(defs, d)
-	}
-	if err := rows.Err(); err != nil {
 		return 0, err
 	}
-	for i, d := range defs {
+	built := 0
+	for i, name := range names {
 		t0 := time.Now()
-		if _, err := conn.Exec(ctx, d.sql); err != nil {
-			return i, fmt.Errorf("export: build index %s on %s: %w", d.name, d.table, err)
+		table, did, err := buildDeferred(ctx, conn, schema, name)
+		if err != nil {
+			return built, &IndexesPendingError{Schema: schema, Pending: names[i:], Err: err}
 		}
-		if _, err := conn.Exec(ctx, fmt.Sprintf("DELETE FROM %s.%s WHERE index_name = $1", qs, deferredTable), d.name); err != nil {
-			return i, err
+		if did {
+			built++
+			log.Info("index built", "index", name, "table", table, "duration", time.Since(t0).Round(time.Millisecond))
 		}
-		log.Info("index built", "index", d.name, "table", d.table, "duration", time.Since(t0).Round(time.Millisecond))
 	}
-	return len(defs), nil
+	return built, nil
+}
+
+// PendingIndexes lists the deferred indexes of schema not built yet, in the
+// order RestoreIndexes builds them.
+func PendingIndexes(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {
+	qs := chain.QuoteIdent(schema)
+	rows, err := conn.Query(ctx, fmt.Sprintf("SELECT index_name FROM %s.%s ORDER BY table_name, index_name", qs, deferredTable))
+	if err != nil {
+		return nil, fmt.Errorf("export: read deferred indexes: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("export: read deferred indexes: %w", err)
+	}
+	return names, nil
+}
+
+// buildDeferred builds one deferred index and deletes its record, in one
+// transaction under the schema's DDL lock. It builds nothing when another
+// process built it while this one waited for the lock.
+func buildDeferred(ctx context.Context, conn *pgx.Conn, schema, name string) (table string, built bool, err error) {
+	qs := chain.QuoteIdent(schema)
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if err := lockSchema(ctx, tx, schema); err != nil {
+			return err
+		}
+		var def string
+		err := tx.QueryRow(ctx, fmt.Sprintf("SELECT table_name, definition FROM %s.%s WHERE index_name = $1", qs, deferredTable), name).Scan(&table, &def)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("export: read deferred index %s: %w", name, err)
+		}
+		// An index left INVALID (a CREATE INDEX CONCURRENTLY cut short, by
+		// hand or by an older blockhaul) would satisfy IF NOT EXISTS and
+		// stay unusable: drop it and build it again.
+		var invalid bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+	JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2 AND NOT i.indisvalid)`, schema, name).Scan(&invalid); err != nil {
+			return fmt.Errorf("export: check index %s: %w", name, err)
+		}
+		if invalid {
+			if _, err := tx.Exec(ctx, fmt.Sprintf("DROP INDEX %s.%s", qs, chain.QuoteIdent(name))); err != nil {
+				return fmt.Errorf("export: drop invalid index %s: %w", name, err)
+			}
+		}
+		if err := crashpoint.Hit(ctx, crashpoint.MidIndexBuild); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, def); err != nil {
+			return fmt.Errorf("export: build index %s on %s: %w", name, table, err)
+		}
+		if _, err := tx.Exec(ctx, fmt.Sprintf("DELETE FROM %s.%s WHERE index_name = $1", qs, deferredTable), name); err != nil {
+			return fmt.Errorf("export: forget deferred index %s: %w", name, err)
+		}
+		built = true
+		return nil
+	})
+	return table, built && err == nil, err
 }
 
 // TablesEmpty reports whether every one of tables in schema is missing or

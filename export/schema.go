@@ -41,14 +41,28 @@ func ownTablesSQL(qs string) []string {
 	}
 }
 
+// lockSchema takes, until tx ends, the lock that serialises blockhaul's DDL
+// on schema: its creation, and the dropping and building of its secondary
+// indexes. Concurrent CREATE … IF NOT EXISTS of the same object is not safe
+// in PostgreSQL (both pass the check, one fails on a catalog unique index),
+// so any number of streams may start at once only if they take turns here.
+// The lock is transaction-scoped, so a process killed while holding it
+// releases it when its backend ends.
+func lockSchema(ctx context.Context, tx pgx.Tx, schema string) error {
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('blockhaul:' || $1))", schema); err != nil {
+		return fmt.Errorf("export: lock schema %s: %w", schema, err)
+	}
+	return nil
+}
+
 // EnsureSchema creates the schema, the decoder's tables, their secondary
 // indexes (unless skipIndexes) and blockhaul's own tables, idempotently. An
 // advisory lock serialises concurrent blockhaul processes doing the same.
 func EnsureSchema(ctx context.Context, conn *pgx.Conn, schema string, tables []chain.Table, skipIndexes bool) error {
 	qs := chain.QuoteIdent(schema)
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('blockhaul:' || $1))", schema); err != nil {
-			return fmt.Errorf("export: lock schema %s: %w", schema, err)
+		if err := lockSchema(ctx, tx, schema); err != nil {
+			return err
 		}
 		stmts := []string{"CREATE SCHEMA IF NOT EXISTS " + qs}
 		for _, t := range tables {
@@ -60,6 +74,7 @@ func EnsureSchema(ctx context.Context, conn *pgx.Conn, schema string, tables []c
 			}
 		}
 		stmts = append(stmts, ownTablesSQL(qs)...)
+		stmts = append(stmts, deferredSQL(qs))
 		for _, s := range stmts {
 			if _, err := tx.Exec(ctx, s); err != nil {
 				return fmt.Errorf("export: create schema %s: %w\n%s", schema, err, s)
