@@ -8,9 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
@@ -85,6 +89,11 @@ type FieldError struct {
 }
 
 func (e *FieldError) Error() string {
+	if e.Flag == "" {
+		// A problem of the command line itself (a stray word, a flag
+		// before the command) rather than of one field.
+		return e.Msg
+	}
 	return fmt.Sprintf("--%s (%s): %s", e.Flag, e.Env, e.Msg)
 }
 
@@ -101,7 +110,9 @@ func (e *ConfigError) Error() string {
 	return b.String()
 }
 
-// EnvName is the environment variable that sets a flag.
+// EnvName is the environment variable that sets a flag. --from and --to
+// are BLOCKHAUL_FROM_HEIGHT and BLOCKHAUL_TO_HEIGHT; EnvAliases lists the
+// shorter names also accepted for them.
 func EnvName(flag string) string {
 	switch flag {
 	case "from":
@@ -111,6 +122,24 @@ func EnvName(flag string) string {
 	}
 	return "BLOCKHAUL_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
+
+// EnvAliases maps a flag to the other environment variables that also set
+// it: BLOCKHAUL_FROM and BLOCKHAUL_TO are what the flag names suggest, and
+// ignoring them would fetch from height 1 to the tip.
+var EnvAliases = map[string][]string{
+	"from": {"BLOCKHAUL_FROM"},
+	"to":   {"BLOCKHAUL_TO"},
+}
+
+// Bounds past which a value is a mistake rather than a tuning choice.
+const (
+	MaxFetchWorkers = 1024
+	MaxFetchSpan    = 10_000  // heights per fetch request
+	MaxBatchBlocks  = 100_000 // blocks per export transaction
+	MaxSyntheticTxs = 10_000  // mean transactions per synthetic block
+	MaxRPS          = 1e6     // requests per second per endpoint
+	MaxAliasLen     = 128     // bytes of a backfill alias
+)
 
 // DefaultConfig returns a Config holding every default; the CLI's flags
 // start from it.
@@ -136,6 +165,7 @@ func DefaultConfig() Config {
 // EnsureDefaults fills fields derived from others (the schema from the
 // chain) and empty strings that have defaults.
 func (c *Config) EnsureDefaults() {
+	c.Chain = strings.ToLower(strings.TrimSpace(c.Chain))
 	if c.Chain == "" {
 		c.Chain = "cometbft"
 	}
@@ -181,9 +211,30 @@ func (c *Config) Validate() error {
 	if c.ToSet && c.To < c.From {
 		bad("to", "%d is below --from %d", c.To, c.From)
 	}
+	if f, err := chain.ParseFamily(c.Chain); err == nil && f == chain.FamilyCometBFT && c.From == 0 && c.Command != CmdStatus && c.Command != CmdMerge {
+		bad("from", "CometBFT heights start at 1, got 0")
+	}
+	seen := make(map[string]int, len(c.RPC))
 	for i, u := range c.RPC {
 		if err := validRPCURL(u); err != nil {
 			bad("rpc", "endpoint %d (%s): %v", i+1, jsonrpc.Redact(u), err)
+			continue
+		}
+		key := endpointKey(u)
+		if j, dup := seen[key]; dup {
+			bad("rpc", "endpoint %d (%s) is endpoint %d again", i+1, jsonrpc.Redact(u), j+1)
+		} else {
+			seen[key] = i
+		}
+	}
+	if c.HTTPAddr != "" {
+		if err := validListenAddr(c.HTTPAddr); err != nil {
+			bad("http", "%q: %v", c.HTTPAddr, err)
+		}
+	}
+	if c.Alias != "" {
+		if err := validAlias(c.Alias); err != nil {
+			bad("alias", "%v", err)
 		}
 	}
 	needPG := c.Command == CmdRun || c.Command == CmdExport || c.Command == CmdFollow
@@ -209,20 +260,20 @@ func (c *Config) Validate() error {
 	} else if len(c.Schema) > 63 {
 		bad("schema", "%q is longer than PostgreSQL's 63-byte identifier limit", c.Schema)
 	}
-	if c.FetchWorkers <= 0 {
-		bad("fetch-workers", "must be positive, got %d", c.FetchWorkers)
+	if c.FetchWorkers <= 0 || c.FetchWorkers > MaxFetchWorkers {
+		bad("fetch-workers", "want 1 to %d, got %d", MaxFetchWorkers, c.FetchWorkers)
 	}
-	if c.FetchSpan <= 0 {
-		bad("fetch-span", "must be positive, got %d", c.FetchSpan)
+	if c.FetchSpan <= 0 || c.FetchSpan > MaxFetchSpan {
+		bad("fetch-span", "want 1 to %d heights, got %d", MaxFetchSpan, c.FetchSpan)
 	}
-	if c.BatchBlocks <= 0 {
-		bad("batch-blocks", "must be positive, got %d", c.BatchBlocks)
+	if c.BatchBlocks <= 0 || c.BatchBlocks > MaxBatchBlocks {
+		bad("batch-blocks", "want 1 to %d blocks, got %d", MaxBatchBlocks, c.BatchBlocks)
 	}
-	if c.SyntheticTxs < 0 {
-		bad("synthetic-txs", "must not be negative, got %g", c.SyntheticTxs)
+	if !(c.SyntheticTxs >= 0 && c.SyntheticTxs <= MaxSyntheticTxs) { // also NaN
+		bad("synthetic-txs", "want 0 to %d, got %g", MaxSyntheticTxs, c.SyntheticTxs)
 	}
-	if c.RPS < 0 {
-		bad("rps", "must not be negative, got %g", c.RPS)
+	if !(c.RPS >= 0 && c.RPS <= MaxRPS) { // also NaN
+		bad("rps", "want 0 (unlimited) to %g, got %g", float64(MaxRPS), c.RPS)
 	}
 	if c.RPCTimeout <= 0 {
 		bad("rpc-timeout", "must be positive, got %s", c.RPCTimeout)
@@ -251,8 +302,66 @@ func validRPCURL(u string) error {
 	if p.Scheme != "http" && p.Scheme != "https" {
 		return errors.New("needs an http:// or https:// scheme")
 	}
-	if p.Host == "" {
+	if p.Host == "" || p.Hostname() == "" {
 		return errors.New("has no host")
+	}
+	if port := p.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return errors.New("port out of range (want 1 to 65535)")
+		}
+	}
+	return nil
+}
+
+// endpointKey is the form of an RPC URL under which two spellings of one
+// endpoint compare equal: scheme and host are case-insensitive, and a
+// trailing slash names the same resource.
+func endpointKey(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	p.Scheme, p.Host = strings.ToLower(p.Scheme), strings.ToLower(p.Host)
+	if port := p.Port(); (p.Scheme == "http" && port == "80") || (p.Scheme == "https" && port == "443") {
+		p.Host = p.Hostname()
+	}
+	p.Path = strings.TrimSuffix(p.Path, "/")
+	p.RawPath = ""
+	return p.String()
+}
+
+// validListenAddr checks an --http address without binding it: host:port
+// with a numeric port (0 picks a free one).
+func validListenAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port or :port (e.g. 127.0.0.1:9464)")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return errors.New("port must be a number from 0 to 65535")
+	}
+	if strings.ContainsAny(host, " /\\") {
+		return errors.New("host is not a host name or IP address")
+	}
+	return nil
+}
+
+// validAlias checks a backfill alias: it is stored in PostgreSQL and shown
+// one per line by status, so it is bounded printable UTF-8.
+func validAlias(a string) error {
+	if len(a) > MaxAliasLen {
+		return fmt.Errorf("is %d bytes long, more than %d", len(a), MaxAliasLen)
+	}
+	if !utf8.ValidString(a) {
+		return errors.New("is not valid UTF-8")
+	}
+	for _, r := range a {
+		if unicode.IsControl(r) || !unicode.IsPrint(r) && r != ' ' {
+			return fmt.Errorf("%q holds the unprintable character %U", a, r)
+		}
+	}
+	if strings.TrimSpace(a) != a {
+		return fmt.Errorf("%q begins or ends with white space", a)
 	}
 	return nil
 }

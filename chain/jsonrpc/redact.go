@@ -93,27 +93,51 @@ func unescapePath(s string) string {
 
 // looksLikeKey reports whether s has the shape of an API key or token: at
 // least 16 characters of a token alphabet, with a digit or mixed case (which
-// words and chain names rarely have), or at least 32 characters of it. A
-// false positive only hides a harmless path segment; a false negative leaks.
+// words and chain names rarely have), or at least 32 characters of it; or a
+// shorter one (from 6 characters) whose digits sit among its letters, as in
+// a hand-made token like s3cr3tk3y, or that holds three digits or more and
+// three letters or more — which chain ids and versions such as cosmoshub-4,
+// v3 or eth rarely do. A false positive only hides a harmless path segment;
+// a false negative leaks.
 func looksLikeKey(s string) bool {
-	if len(s) < 16 {
+	if len(s) < 6 {
 		return false
 	}
-	var digit, upper, lower bool
-	for _, r := range s {
+	var digits, letters int
+	var upper, lower, interleaved bool
+	prev := byte(0) // 'a' after a letter, '0' after a digit
+	sawLetterThenDigit := false
+	for i := 0; i < len(s); i++ {
+		r := s[i]
 		switch {
 		case r >= '0' && r <= '9':
-			digit = true
-		case r >= 'A' && r <= 'Z':
-			upper = true
-		case r >= 'a' && r <= 'z':
-			lower = true
+			digits++
+			if prev == 'a' {
+				sawLetterThenDigit = true
+			}
+			prev = '0'
+		case r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
+			letters++
+			if r <= 'Z' {
+				upper = true
+			} else {
+				lower = true
+			}
+			if prev == '0' && sawLetterThenDigit {
+				interleaved = true
+			}
+			prev = 'a'
 		case r == '-' || r == '_' || r == '.' || r == '~' || r == '+' || r == '=':
+			prev = 0
+			sawLetterThenDigit = false
 		default:
 			return false
 		}
 	}
-	return digit || (upper && lower) || len(s) >= 32
+	if len(s) >= 16 {
+		return digits > 0 || (upper && lower) || len(s) >= 32
+	}
+	return interleaved || (digits >= 3 && letters >= 3)
 }
 
 // secretsOf lists the substrings of rawURL that Redact hides and that are

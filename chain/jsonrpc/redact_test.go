@@ -17,6 +17,8 @@ func TestRedact(t *testing.T) {
 		{"https://rpc.ankr.com/eth/8c1d4b8f3e2a7d6c5b4a3928f1e0d9c8b7a6f5e4d3c2b1a09f8e7d6c5b4a3f2e", "https://rpc.ankr.com/eth/***"},
 		{"https://go.getblock.io/3b0c7e1f-4d2a-4a8e-9f6b-2c1d0e9f8a7b", "https://go.getblock.io/***"},
 		{"https://node.example.com/ethereum-mainnet/rpc", "https://node.example.com/ethereum-mainnet/rpc"},
+		{"http://127.0.0.1:26657/rpc/s3cr3tk3y", "http://127.0.0.1:26657/rpc/***"},
+		{"https://rpc.example.com/cosmoshub-4/v1", "https://rpc.example.com/cosmoshub-4/v1"},
 		{"https://node.example.com/rpc#frag-secret", "https://node.example.com/rpc"},
 		{"https://node.example.com/?0123456789abcdef0123", "https://node.example.com/?***"},
 		{"localhost:8545", "localhost:8545"},
@@ -46,6 +48,15 @@ func TestLooksLikeKey(t *testing.T) {
 		{"abcdefghijklmnopQRSTUV", true}, // mixed case
 		{"abcdefghijklmnopqrstuvwxyzabcdef", true},
 		{"with/slash0123456789", false},
+		{"s3cr3tk3y", true},      // a short hand-made token
+		{"abc123", true},         // three letters, three digits
+		{"cosmoshub-4", false},   // a chain id
+		{"osmosis-1", false},     // a chain id
+		{"mainnet", false},       // a word
+		{"arb1", false},          // too short to tell
+		{"bsc-dataseed1", false}, // one digit
+		{"polygon-zkevm", false}, // words
+		{"ext_bc_C_rpc", false},  // words
 	} {
 		if got := looksLikeKey(tc.s); got != tc.want {
 			t.Errorf("looksLikeKey(%q) = %v, want %v", tc.s, got, tc.want)
