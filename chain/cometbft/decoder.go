@@ -150,9 +150,14 @@ type header struct {
 	sawHeight bool
 	hash      strRef // block_id.hash
 	parent    strRef // header.last_block_id.hash
-	time      strRef
-	chainID   strRef
-	proposer  strRef
+	// header.last_block_id.parts and header.version, for HeaderHash.
+	parentParts      strRef
+	parentPartsTotal int64
+	verBlock, verApp int64
+	sawHeader        bool
+	time             strRef
+	chainID          strRef
+	proposer         strRef
 	// Other header hashes, in blocks column order from app_hash on.
 	appHash, lastCommit, dataHash, vals, nextVals, consensus, lastResults, evidence strRef
 }
@@ -295,7 +300,9 @@ func (st *decodeState) parseHeader() {
 		case "time":
 			h.time = s.str()
 		case "last_block_id":
-			h.parent = st.blockIDHash()
+			h.parent, h.parentPartsTotal, h.parentParts = st.blockID()
+		case "version":
+			h.verBlock, h.verApp = st.version()
 		case "proposer_address":
 			h.proposer = s.str()
 		case "app_hash":
@@ -314,10 +321,65 @@ func (st *decodeState) parseHeader() {
 			h.lastResults = s.str()
 		case "evidence_hash":
 			h.evidence = s.str()
-		default: // version
+		default:
 			s.skip()
 		}
 	}
+	h.sawHeader = s.err == nil
+}
+
+// blockID reads a BlockID object: its hash and its part set header.
+func (st *decodeState) blockID() (hash strRef, total int64, parts strRef) {
+	s := &st.sc
+	if !s.openObject() {
+		return
+	}
+	n := 0
+	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+		switch string(k) {
+		case "hash":
+			hash = s.str()
+		case "parts", "part_set_header":
+			if !s.openObject() {
+				continue
+			}
+			m := 0
+			for k, ok := s.nextKey(&m); ok; k, ok = s.nextKey(&m) {
+				switch string(k) {
+				case "total":
+					total = s.integer()
+				case "hash":
+					parts = s.str()
+				default:
+					s.skip()
+				}
+			}
+		default:
+			s.skip()
+		}
+	}
+	return
+}
+
+// version reads a header's version object (consensus block and app
+// versions; 0.34 prints no app).
+func (st *decodeState) version() (block, app int64) {
+	s := &st.sc
+	if !s.openObject() {
+		return
+	}
+	n := 0
+	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+		switch string(k) {
+		case "block":
+			block = s.integer()
+		case "app":
+			app = s.integer()
+		default:
+			s.skip()
+		}
+	}
+	return
 }
 
 func (st *decodeState) parseData() {

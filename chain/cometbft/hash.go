@@ -1,0 +1,280 @@
+package cometbft
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"time"
+
+	"github.com/blockhaul/blockhaul/chain"
+)
+
+// This file recomputes a block's hash from its header the way CometBFT does
+// (types/block.go, Header.Hash): the RFC 6962 Merkle root
+// (crypto/merkle/tree.go, HashFromByteSlices) of the header's fields, each
+// encoded as CometBFT encodes it for hashing — the Version and BlockID
+// protobuf messages, the time as a protobuf Timestamp, and every other field
+// through cdcEncode, the protobuf of a gogotypes wrapper (StringValue,
+// Int64Value, BytesValue), which is empty for a zero value. The data_hash
+// is the Merkle root of the SHA-256 of each tx (Txs.Hash).
+
+// headerFields is a header in the types CometBFT hashes.
+type headerFields struct {
+	verBlock, verApp   uint64
+	chainID            []byte
+	height             int64
+	sec                int64
+	nsec               int32
+	lastHash           []byte
+	lastPartsTotal     uint32
+	lastPartsHash      []byte
+	lastCommit, data   []byte
+	vals, nextVals     []byte
+	consensus, app     []byte
+	lastResults, evid  []byte
+	proposer           []byte
+	scratch            [14][]byte
+	buf                []byte
+	leaves             [14][32]byte
+	tmp                [14][32]byte
+	leafIn, innerInput []byte
+}
+
+// hash returns the header's hash (Header.Hash).
+func (f *headerFields) hash() [32]byte {
+	b := f.buf[:0]
+	mark := func(i, start int) { f.scratch[i] = b[start:len(b):len(b)] }
+	s := len(b)
+	if f.verBlock != 0 {
+		b = append(b, 0x08)
+		b = appendUvarint(b, f.verBlock)
+	}
+	if f.verApp != 0 {
+		b = append(b, 0x10)
+		b = appendUvarint(b, f.verApp)
+	}
+	mark(0, s)
+	s = len(b)
+	b = appendBytesField(b, 1, f.chainID)
+	mark(1, s)
+	s = len(b)
+	if f.height != 0 {
+		b = append(b, 0x08)
+		b = appendUvarint(b, uint64(f.height))
+	}
+	mark(2, s)
+	s = len(b)
+	if f.sec != 0 {
+		b = append(b, 0x08)
+		b = appendUvarint(b, uint64(f.sec))
+	}
+	if f.nsec != 0 {
+		b = append(b, 0x10)
+		b = appendUvarint(b, uint64(int64(f.nsec)))
+	}
+	mark(3, s)
+	s = len(b)
+	// BlockID{hash = 1, part_set_header = 2 (non-nullable: always written)}
+	// with PartSetHeader{total = 1, hash = 2}.
+	b = appendBytesField(b, 1, f.lastHash)
+	psh := 0
+	if f.lastPartsTotal != 0 {
+		psh += 1 + uvarintLen(uint64(f.lastPartsTotal))
+	}
+	if len(f.lastPartsHash) > 0 {
+		psh += 1 + uvarintLen(uint64(len(f.lastPartsHash))) + len(f.lastPartsHash)
+	}
+	b = append(b, 0x12)
+	b = appendUvarint(b, uint64(psh))
+	if f.lastPartsTotal != 0 {
+		b = append(b, 0x08)
+		b = appendUvarint(b, uint64(f.lastPartsTotal))
+	}
+	b = appendBytesField(b, 2, f.lastPartsHash)
+	mark(4, s)
+	for i, v := range [...][]byte{f.lastCommit, f.data, f.vals, f.nextVals, f.consensus, f.app, f.lastResults, f.evid, f.proposer} {
+		s = len(b)
+		b = appendBytesField(b, 1, v)
+		mark(5+i, s)
+	}
+	f.buf = b[:0] // the marks stay valid: appends that grew b left them in place
+	for i := range f.leaves {
+		f.leaves[i] = leafHash(&f.leafIn, f.scratch[i])
+	}
+	return merkleRootOfLeaves(f.leaves[:], f.tmp[:], &f.innerInput)
+}
+
+// appendBytesField appends protobuf field num (wire type 2) holding v, or
+// nothing when v is empty (proto3 omits empty scalars).
+func appendBytesField(b []byte, num byte, v []byte) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	b = append(b, num<<3|2)
+	b = appendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+func appendUvarint(b []byte, v uint64) []byte {
+	for v >= 0x80 {
+		b = append(b, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(b, byte(v))
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
+
+// leafHash is RFC 6962's leaf hash: SHA-256(0x00 || item).
+func leafHash(scratch *[]byte, item []byte) [32]byte {
+	b := append((*scratch)[:0], 0)
+	b = append(b, item...)
+	*scratch = b
+	return sha256.Sum256(b)
+}
+
+// merkleRootOfLeaves returns the RFC 6962 root of leaf hashes, splitting at
+// the largest power of two below n as CometBFT does; tmp has room for
+// len(leaves) hashes and is overwritten. No leaves is SHA-256 of nothing.
+func merkleRootOfLeaves(leaves, tmp [][32]byte, scratch *[]byte) [32]byte {
+	switch len(leaves) {
+	case 0:
+		return sha256.Sum256(nil)
+	case 1:
+		return leaves[0]
+	}
+	k := splitPoint(len(leaves))
+	left := merkleRootOfLeaves(leaves[:k], tmp[:k], scratch)
+	right := merkleRootOfLeaves(leaves[k:], tmp[k:], scratch)
+	b := append((*scratch)[:0], 1)
+	b = append(b, left[:]...)
+	b = append(b, right[:]...)
+	*scratch = b
+	return sha256.Sum256(b)
+}
+
+// splitPoint is the largest power of two less than n (n ≥ 2).
+func splitPoint(n int) int {
+	k := 1
+	for k*2 < n {
+		k *= 2
+	}
+	return k
+}
+
+// txsHash is Txs.Hash: the Merkle root over SHA-256 of each tx.
+func txsHash(txs [][]byte) [32]byte {
+	leaves := make([][32]byte, len(txs))
+	var scratch []byte
+	for i, tx := range txs {
+		h := sha256.Sum256(tx)
+		leaves[i] = leafHash(&scratch, h[:])
+	}
+	return merkleRootOfLeaves(leaves, make([][32]byte, len(leaves)), &scratch)
+}
+
+// VerifyBlock recomputes the hash of a raw record's block from its header,
+// as CometBFT computes it, and the header's data_hash from the block's txs.
+// It returns the recomputed hash when both match what the record says, a
+// *chain.HashMismatchError when one does not, and an error wrapping
+// ErrMalformedRecord when the record cannot be read.
+func VerifyBlock(raw []byte) (hash []byte, err error) {
+	st := statePool.Get().(*decodeState)
+	defer st.release()
+	s := &st.sc
+	s.b = raw
+	if !s.openObject() && s.err == nil {
+		return nil, fmt.Errorf("cometbft: verify block: %w: record is null", ErrMalformedRecord)
+	}
+	n := 0
+	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+		if string(k) == "block" {
+			st.sawBlock = true
+			st.parseBlockResult()
+			break
+		}
+		s.skip()
+	}
+	if s.err != nil {
+		return nil, fmt.Errorf("cometbft: verify block: %w: %w", ErrMalformedRecord, s.err)
+	}
+	if err := st.checkBlock(); err != nil {
+		return nil, fmt.Errorf("cometbft: verify block: %w", err)
+	}
+	h := &st.hdr
+	if !h.sawHeader {
+		return nil, fmt.Errorf("cometbft: verify block %d: %w: no header", h.height, ErrMalformedRecord)
+	}
+	var f headerFields
+	var arena []byte
+	field := func(r strRef, name string) []byte {
+		if err != nil {
+			return nil
+		}
+		var v []byte
+		arena, v, err = st.appendHex(arena, r, name)
+		return v
+	}
+	arena = make([]byte, 0, 512)
+	claimed := field(h.hash, "block_id.hash")
+	f.lastHash = field(h.parent, "header.last_block_id.hash")
+	f.lastPartsHash = field(h.parentParts, "header.last_block_id.parts.hash")
+	f.lastCommit = field(h.lastCommit, "header.last_commit_hash")
+	f.data = field(h.dataHash, "header.data_hash")
+	f.vals = field(h.vals, "header.validators_hash")
+	f.nextVals = field(h.nextVals, "header.next_validators_hash")
+	f.consensus = field(h.consensus, "header.consensus_hash")
+	f.app = field(h.appHash, "header.app_hash")
+	f.lastResults = field(h.lastResults, "header.last_results_hash")
+	f.evid = field(h.evidence, "header.evidence_hash")
+	f.proposer = field(h.proposer, "header.proposer_address")
+	if err != nil {
+		return nil, fmt.Errorf("cometbft: verify block %d: %w", h.height, err)
+	}
+	f.chainID = append([]byte(nil), st.bytesOf(h.chainID)...)
+	f.height = h.height
+	if h.verBlock < 0 || h.verApp < 0 || h.parentPartsTotal < 0 || h.parentPartsTotal > 1<<32-1 {
+		return nil, fmt.Errorf("cometbft: verify block %d: %w: negative version or part count", h.height, ErrMalformedRecord)
+	}
+	f.verBlock, f.verApp, f.lastPartsTotal = uint64(h.verBlock), uint64(h.verApp), uint32(h.parentPartsTotal)
+	t, terr := time.Parse(time.RFC3339Nano, string(st.bytesOf(h.time)))
+	if terr != nil {
+		return nil, fmt.Errorf("cometbft: verify block %d: %w: header.time: %v", h.height, ErrMalformedRecord, terr)
+	}
+	f.sec, f.nsec = t.Unix(), int32(t.Nanosecond())
+	sum := f.hash()
+	if string(sum[:]) != string(claimed) {
+		return nil, &chain.HashMismatchError{Family: chain.FamilyCometBFT, Height: uint64(h.height), What: "block hash",
+			Claimed: claimed, Computed: append([]byte(nil), sum[:]...)}
+	}
+	txs := make([][]byte, len(st.txs))
+	for i, r := range st.txs {
+		tx, derr := base64.StdEncoding.AppendDecode(nil, st.bytesOf(r))
+		if derr != nil {
+			return nil, fmt.Errorf("cometbft: verify block %d: %w: tx %d: %v", h.height, ErrMalformedRecord, i, derr)
+		}
+		txs[i] = tx
+	}
+	if dh := txsHash(txs); string(dh[:]) != string(f.data) {
+		return nil, &chain.HashMismatchError{Family: chain.FamilyCometBFT, Height: uint64(h.height), What: "data_hash",
+			Claimed: f.data, Computed: append([]byte(nil), dh[:]...)}
+	}
+	return append([]byte(nil), sum[:]...), nil
+}
+
+// hexUpperString is the uppercase hex CometBFT prints for hashes.
+func hexUpperString(b []byte) string {
+	const digits = "0123456789ABCDEF"
+	out := make([]byte, 2*len(b))
+	for i, c := range b {
+		out[2*i], out[2*i+1] = digits[c>>4], digits[c&15]
+	}
+	return string(out)
+}

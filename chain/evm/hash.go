@@ -1,0 +1,288 @@
+package evm
+
+import (
+	"errors"
+	"fmt"
+	"hash"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"golang.org/x/crypto/sha3"
+)
+
+// This file recomputes a block's hash from its header the way go-ethereum
+// does (core/types/block.go, Header.Hash): keccak256 of the header's RLP
+// list, whose shape grew with the forks — 15 fields up to Berlin, then
+// base fee (London), withdrawals root (Shanghai), blob gas used, excess blob
+// gas and parent beacon block root (Cancun), requests hash (Prague). An
+// optional field is encoded when present, and so is every optional field
+// before a present one (as zero), as geth's `rlp:"optional"` does.
+
+// headerField is one field of the header RLP list, in order.
+type headerField struct {
+	key  string
+	kind byte // 'h' fixed-length bytes (hash, address, bloom, nonce), 'b' byte string, 'q' quantity
+	size int  // byte length of 'h' fields
+}
+
+var headerFields = [...]headerField{
+	{"parentHash", 'h', 32},
+	{"sha3Uncles", 'h', 32},
+	{"miner", 'h', 20},
+	{"stateRoot", 'h', 32},
+	{"transactionsRoot", 'h', 32},
+	{"receiptsRoot", 'h', 32},
+	{"logsBloom", 'h', 256},
+	{"difficulty", 'q', 0},
+	{"number", 'q', 0},
+	{"gasLimit", 'q', 0},
+	{"gasUsed", 'q', 0},
+	{"timestamp", 'q', 0},
+	{"extraData", 'b', 0},
+	{"mixHash", 'h', 32},
+	{"nonce", 'h', 8},
+	// Optional, by fork.
+	{"baseFeePerGas", 'q', 0},
+	{"withdrawalsRoot", 'h', 32},
+	{"blobGasUsed", 'q', 0},
+	{"excessBlobGas", 'q', 0},
+	{"parentBeaconBlockRoot", 'h', 32},
+	{"requestsHash", 'h', 32},
+}
+
+const firstOptional = 15
+
+// headerIndex maps a JSON key of the block object to its headerFields index.
+func headerIndex(key []byte) int {
+	for i := range headerFields {
+		if headerFields[i].key == string(key) {
+			return i
+		}
+	}
+	return -1
+}
+
+// headerRLP accumulates a header's field encodings and hashes them.
+type headerRLP struct {
+	vals [len(headerFields)][]byte // field contents as raw bytes (quantities big-endian, minimal)
+	have uint32
+	body []byte
+	out  []byte
+	k    hash.Hash
+	sum  [32]byte
+}
+
+// set decodes the JSON value v (a 0x-hex string) of field i.
+func (r *headerRLP) set(i int, v []byte, arena []byte) ([]byte, error) {
+	f := &headerFields[i]
+	d, err := digits(v)
+	if err != nil {
+		return arena, err
+	}
+	if f.kind == 'q' {
+		if d, err = quantityDigits(v); err != nil {
+			return arena, err
+		}
+		if len(d) == 1 && d[0] == '0' {
+			d = d[:0]
+		}
+	}
+	if len(d)%2 == 1 {
+		// A quantity of odd length: decode with a leading zero nibble.
+		arena = append(arena, 0)
+		start := len(arena) - 1
+		arena = append(arena, make([]byte, len(d)/2)...)
+		x := unhex[d[0]]
+		if x > 0xf {
+			return arena, badHex(v, errHexDigit)
+		}
+		arena[start] = x
+		if !decodeHex(arena[start+1:], d[1:]) {
+			return arena, badHex(v, errHexDigit)
+		}
+		r.vals[i] = arena[start:]
+	} else {
+		start := len(arena)
+		arena = append(arena, make([]byte, len(d)/2)...)
+		if !decodeHex(arena[start:], d) {
+			return arena, badHex(v, errHexDigit)
+		}
+		r.vals[i] = arena[start:]
+	}
+	if f.kind == 'h' && len(r.vals[i]) != f.size {
+		return arena, fmt.Errorf("%d bytes, want %d", len(r.vals[i]), f.size)
+	}
+	r.have |= 1 << i
+	return arena, nil
+}
+
+// hash returns keccak256 of the header's RLP.
+func (r *headerRLP) hash() ([32]byte, error) {
+	for i := 0; i < firstOptional; i++ {
+		if r.have&(1<<i) == 0 {
+			return [32]byte{}, &fieldError{path: headerFields[i].key, err: errMissing}
+		}
+	}
+	last := firstOptional - 1
+	for i := firstOptional; i < len(headerFields); i++ {
+		if r.have&(1<<i) != 0 {
+			last = i
+		}
+	}
+	b := r.body[:0]
+	for i := 0; i <= last; i++ {
+		v := r.vals[i]
+		if r.have&(1<<i) == 0 {
+			v = nil // an absent optional field before a present one: zero
+			if headerFields[i].kind == 'h' {
+				v = make([]byte, headerFields[i].size)
+			}
+		}
+		b = appendRLPString(b, v)
+	}
+	r.body = b
+	out := appendRLPListHeader(r.out[:0], len(b))
+	out = append(out, b...)
+	r.out = out
+	if r.k == nil {
+		r.k = sha3.NewLegacyKeccak256()
+	}
+	r.k.Reset()
+	r.k.Write(out)
+	r.k.Sum(r.sum[:0])
+	return r.sum, nil
+}
+
+// appendRLPString appends v as an RLP byte string.
+func appendRLPString(b, v []byte) []byte {
+	switch {
+	case len(v) == 1 && v[0] < 0x80:
+		return append(b, v[0])
+	case len(v) <= 55:
+		b = append(b, 0x80+byte(len(v)))
+	default:
+		b = appendRLPLength(b, 0xb7, len(v))
+	}
+	return append(b, v...)
+}
+
+func appendRLPListHeader(b []byte, n int) []byte {
+	if n <= 55 {
+		return append(b, 0xc0+byte(n))
+	}
+	return appendRLPLength(b, 0xf7, n)
+}
+
+// appendRLPLength appends the long-form prefix base+len(len) and n big-endian.
+func appendRLPLength(b []byte, base byte, n int) []byte {
+	var be [8]byte
+	k := 8
+	for v := uint64(n); v > 0; v >>= 8 {
+		k--
+		be[k] = byte(v)
+	}
+	b = append(b, base+byte(8-k))
+	return append(b, be[k:]...)
+}
+
+// VerifyBlock recomputes the hash of a raw record's block as keccak256 of
+// its RLP header, whatever the fork, and returns it when it is the hash the
+// record carries. A different hash is a *chain.HashMismatchError; a record
+// that cannot be read is an error naming the field.
+func VerifyBlock(raw []byte) (hash []byte, err error) {
+	var r headerRLP
+	claimed, height, err := r.read(raw)
+	if err != nil {
+		return nil, fmt.Errorf("evm: verify block: %w", err)
+	}
+	sum, err := r.hash()
+	if err != nil {
+		return nil, fmt.Errorf("evm: verify block %d: %w", height, err)
+	}
+	if string(sum[:]) != string(claimed) {
+		return nil, &chain.HashMismatchError{Family: chain.FamilyEVM, Height: height, What: "block hash",
+			Claimed: claimed, Computed: append([]byte(nil), sum[:]...)}
+	}
+	return append([]byte(nil), sum[:]...), nil
+}
+
+// read fills r from the block object of raw and returns the block's
+// claimed hash and number.
+func (r *headerRLP) read(raw []byte) (claimed []byte, height uint64, err error) {
+	s := &scanner{b: raw}
+	if err := s.beginObject(); err != nil {
+		return nil, 0, err
+	}
+	n := 0
+	for {
+		key, done, err := s.nextKey(&n)
+		if err != nil {
+			return nil, 0, err
+		}
+		if done {
+			return nil, 0, errors.New("record has no block")
+		}
+		if string(key) == "block" {
+			break
+		}
+		if err := s.skip(); err != nil {
+			return nil, 0, err
+		}
+	}
+	if s.null() {
+		return nil, 0, errors.New("block is null (not found on the node?)")
+	}
+	if err := s.beginObject(); err != nil {
+		return nil, 0, err
+	}
+	arena := make([]byte, 0, 1024)
+	claimed = make([]byte, 32)
+	sawHash := false
+	m := 0
+	for {
+		key, done, err := s.nextKey(&m)
+		if err != nil {
+			return nil, 0, err
+		}
+		if done {
+			break
+		}
+		if string(key) == "hash" {
+			v, err := s.str()
+			if err != nil {
+				return nil, 0, inField("hash", err)
+			}
+			if err := parseFixed(claimed, v); err != nil {
+				return nil, 0, inField("hash", err)
+			}
+			sawHash = true
+			continue
+		}
+		i := headerIndex(key)
+		if i < 0 || s.null() {
+			if i < 0 {
+				if err := s.skip(); err != nil {
+					return nil, 0, err
+				}
+			}
+			continue
+		}
+		v, err := s.str()
+		if err != nil {
+			return nil, 0, inField(headerFields[i].key, err)
+		}
+		if arena, err = r.set(i, v, arena); err != nil {
+			return nil, 0, inField(headerFields[i].key, err)
+		}
+	}
+	if !sawHash {
+		return nil, 0, &fieldError{path: "hash", err: errMissing}
+	}
+	num := r.vals[8]
+	for _, c := range num {
+		height = height<<8 | uint64(c)
+	}
+	if len(num) > 8 {
+		return nil, 0, inField("number", errors.New("above 64 bits"))
+	}
+	return claimed, height, nil
+}
