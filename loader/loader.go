@@ -171,11 +171,10 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 	if err != nil {
 		return Stats{}, err
 	}
-	spans := split(missing, uint64(cfg.Span))
 	if progress == nil {
 		progress = NewProgress(from, to)
 	}
-	progress.plan(spans)
+	progress.plan(missing)
 
 	var st Stats
 	for _, r := range missing {
@@ -184,21 +183,21 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 	if cfg.OnPlan != nil {
 		cfg.OnPlan(st.Planned)
 	}
-	if len(spans) == 0 {
+	if len(missing) == 0 {
 		progress.finish(nil)
 		st.Duration = time.Since(start)
 		return st, nil
 	}
-	cfg.Logger.Info("fetch planned", "from", from, "to", to, "missing", st.Planned, "spans", len(spans))
+	cfg.Logger.Info("fetch planned", "from", from, "to", to, "missing", st.Planned, "spans", spanCount(missing, uint64(cfg.Span)))
 
 	g, gctx := errgroup.WithContext(ctx)
-	jobs := make(chan int)
+	jobs := make(chan staging.Range)
 	fetched := make(chan fetchedSpan, cfg.Workers)
 	g.Go(func() error {
 		defer close(jobs)
-		for i := range spans {
+		for r := range spans(missing, uint64(cfg.Span)) {
 			if cfg.Gate != nil {
-				if err := cfg.Gate(gctx, spans[i].To); err != nil {
+				if err := cfg.Gate(gctx, r.To); err != nil {
 					if gctx.Err() != nil {
 						return nil
 					}
@@ -206,7 +205,7 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 				}
 			}
 			select {
-			case jobs <- i:
+			case jobs <- r:
 			case <-gctx.Done():
 				return nil
 			}
@@ -217,8 +216,8 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 	var retries countingRetries
 	for w := 0; w < cfg.Workers; w++ {
 		workers.Go(func() error {
-			for i := range jobs {
-				blocks, err := fetchSpan(wctx, src, spans[i], &cfg, &retries)
+			for r := range jobs {
+				blocks, err := fetchSpan(wctx, src, r, &cfg, &retries)
 				if err != nil {
 					return err
 				}
@@ -233,7 +232,7 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 					}
 				}
 				select {
-				case fetched <- fetchedSpan{idx: i, blocks: enc}:
+				case fetched <- fetchedSpan{span: r, blocks: enc}:
 				case <-wctx.Done():
 					return wctx.Err()
 				}
@@ -260,7 +259,7 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 }
 
 type fetchedSpan struct {
-	idx    int
+	span   staging.Range
 	blocks []staging.Encoded
 }
 
@@ -270,7 +269,7 @@ type fetchedSpan struct {
 func write(store *staging.Store, fetched <-chan fetchedSpan, cfg *Config, progress *Progress, st *Stats) error {
 	batch := store.NewBatch()
 	defer batch.Close()
-	var done []int
+	var done []staging.Range
 	var werr error
 	commit := func() error {
 		t0 := time.Now()
@@ -301,7 +300,7 @@ func write(store *staging.Store, fetched <-chan fetchedSpan, cfg *Config, progre
 		if werr != nil {
 			continue
 		}
-		done = append(done, fs.idx)
+		done = append(done, fs.span)
 		if batch.Size() >= cfg.BatchBytes || len(fetched) == 0 {
 			werr = commit()
 		}
@@ -379,22 +378,4 @@ func backoff(base, max time.Duration, attempt int) time.Duration {
 		d = max
 	}
 	return time.Duration(rand.Int64N(int64(d)) + 1)
-}
-
-// split cuts ranges into spans of at most n heights, in height order.
-func split(ranges []staging.Range, n uint64) []staging.Range {
-	var out []staging.Range
-	for _, r := range ranges {
-		for from := r.From; ; from += n {
-			to := from + n - 1
-			if to > r.To || to < from {
-				to = r.To
-			}
-			out = append(out, staging.Range{From: from, To: to})
-			if to == r.To {
-				break
-			}
-		}
-	}
-	return out
 }

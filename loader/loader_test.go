@@ -158,19 +158,19 @@ func TestFetchRefusesWrongHeight(t *testing.T) {
 
 func TestProgressFollowsContiguousPrefix(t *testing.T) {
 	p := NewProgress(1, 30)
-	p.plan([]staging.Range{{From: 1, To: 10}, {From: 11, To: 20}, {From: 21, To: 30}})
+	p.plan([]staging.Range{{From: 1, To: 30}})
 	ctx := context.Background()
-	p.committed([]int{1})
+	p.committed([]staging.Range{{From: 11, To: 20}})
 	if last, ok, _ := waitNow(p, 1); ok {
 		t.Fatalf("prefix reported %d before height 1 was staged", last)
 	}
-	p.committed([]int{0})
+	p.committed([]staging.Range{{From: 1, To: 10}})
 	if last, ok, err := p.Wait(ctx, 15); !ok || last != 20 || err != nil {
 		t.Fatalf("Wait = %d %v %v, want 20", last, ok, err)
 	}
 	done := make(chan uint64)
 	go func() { l, _, _ := p.Wait(ctx, 30); done <- l }()
-	p.committed([]int{2})
+	p.committed([]staging.Range{{From: 21, To: 30}})
 	if l := <-done; l != 30 {
 		t.Fatalf("Wait(30) = %d", l)
 	}
@@ -188,24 +188,6 @@ func waitNow(p *Progress, h uint64) (uint64, bool, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	return p.Wait(ctx, h)
-}
-
-func TestSplit(t *testing.T) {
-	tests := []struct {
-		in   []staging.Range
-		n    uint64
-		want []staging.Range
-	}{
-		{[]staging.Range{{From: 1, To: 10}}, 4, []staging.Range{{From: 1, To: 4}, {From: 5, To: 8}, {From: 9, To: 10}}},
-		{[]staging.Range{{From: 1, To: 4}, {From: 9, To: 9}}, 4, []staging.Range{{From: 1, To: 4}, {From: 9, To: 9}}},
-		{[]staging.Range{{From: ^uint64(0) - 2, To: ^uint64(0)}}, 2, []staging.Range{{From: ^uint64(0) - 2, To: ^uint64(0) - 1}, {From: ^uint64(0), To: ^uint64(0)}}},
-		{nil, 3, nil},
-	}
-	for _, tc := range tests {
-		if got := split(tc.in, tc.n); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("split(%v, %d) = %v, want %v", tc.in, tc.n, got, tc.want)
-		}
-	}
 }
 
 func TestRetryable(t *testing.T) {

@@ -41,7 +41,7 @@ type Config struct {
 	Chain           string   // --chain: cometbft or evm
 	RPC             []string // --rpc: endpoints; empty means the synthetic chain
 	SyntheticSeed   int64    // --synthetic-seed
-	SyntheticTip    uint64   // --synthetic-tip: the synthetic chain's tip height
+	SyntheticTip    uint64   // --synthetic-tip: the synthetic chain's tip height (0: --to, else DefaultSyntheticTip)
 	SyntheticTxs    float64  // --synthetic-txs: mean transactions per block (0: the family's default)
 	SyntheticSteady bool     // --synthetic-steady: every block at the mean density
 
@@ -81,6 +81,12 @@ type Config struct {
 	LogLevel  string        // --log-level
 	Progress  time.Duration // --progress-interval
 }
+
+// DefaultSyntheticTip is the synthetic chain's tip when neither
+// --synthetic-tip nor --to sets it: a range without --to loads 10,000
+// blocks (seconds for CometBFT, about a minute for EVM), as a trial of the
+// tool should, instead of heading for a tip no run reaches.
+const DefaultSyntheticTip = 10_000
 
 // FieldError is one invalid configuration field.
 type FieldError struct {

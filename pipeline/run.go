@@ -90,11 +90,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	}
 	defer store.Close()
 
-	var tip func() uint64
-	if cfg.SyntheticTip > 0 {
-		t := cfg.SyntheticTip
-		tip = func() uint64 { return t }
-	}
+	t := syntheticTip(&cfg)
+	tip := func() uint64 { return t }
 	m := cfg.Monitor
 	if m == nil {
 		m = monitor.New(monitor.Options{Logger: log, Out: io.Discard, Terminal: new(bool), Interval: cfg.Progress})
@@ -166,6 +163,24 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 		err = fmt.Errorf("%w: %v", ErrInterrupted, err)
 	}
 	return sum, err
+}
+
+// syntheticTip is the tip of the synthetic chain: --synthetic-tip when
+// given; else --to (plus --confirmations, so that follow can confirm it),
+// since the generator renders any height a range asks for; else
+// DefaultSyntheticTip, so that a range without --to ends where a user trying
+// the tool expects a job to end, not at a height no machine reaches.
+func syntheticTip(cfg *Config) uint64 {
+	switch {
+	case cfg.SyntheticTip > 0:
+		return cfg.SyntheticTip
+	case cfg.ToSet:
+		if cfg.To > ^uint64(0)-cfg.Confirmations {
+			return ^uint64(0)
+		}
+		return cfg.To + cfg.Confirmations
+	}
+	return DefaultSyntheticTip
 }
 
 // resolveTo fixes the range end: --to if given (refused when above the

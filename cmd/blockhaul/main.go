@@ -114,7 +114,7 @@ func newFlags(cmd string) (*pflag.FlagSet, *pipeline.Config) {
 	fs.StringVar(&cfg.Chain, "chain", d.Chain, "chain family: cometbft or evm")
 	fs.StringSliceVar(&cfg.RPC, "rpc", nil, "RPC endpoint URL(s), comma separated; empty means the synthetic chain")
 	fs.Int64Var(&cfg.SyntheticSeed, "synthetic-seed", d.SyntheticSeed, "seed of the synthetic chain")
-	fs.Uint64Var(&cfg.SyntheticTip, "synthetic-tip", 0, "tip height of the synthetic chain (0: unbounded)")
+	fs.Uint64Var(&cfg.SyntheticTip, "synthetic-tip", 0, "tip height of the synthetic chain (0: --to plus --confirmations when --to is given, else 10000)")
 	fs.Float64Var(&cfg.SyntheticTxs, "synthetic-txs", 0, "mean transactions per synthetic block (0: the family's mainnet-like default: cometbft 4.5, evm 150 with 400 logs)")
 	fs.BoolVar(&cfg.SyntheticSteady, "synthetic-steady", false, "every synthetic block at the mean density (cometbft: no quiet stretches or bursts)")
 	fs.Uint64Var(&cfg.From, "from", d.From, "first height (inclusive)")
