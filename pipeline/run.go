@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/blockhaul/blockhaul/export"
@@ -66,7 +67,11 @@ type Summary struct {
 	Export   export.Result
 	Complete bool
 	Reorgs   uint64 // reorganisations the head stream repaired
-	Duration time.Duration
+	// IndexesPending names the deferred indexes the job left unbuilt (it
+	// was stopped or failed while building them): the range's rows are all
+	// in PostgreSQL but the job is not done.
+	IndexesPending []string
+	Duration       time.Duration
 }
 
 // Run runs cfg.Command. It validates cfg first; the returned error maps to
@@ -146,8 +151,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 		err = ferr
 	}
 	ms := m.Summary()
-	ms.Command, ms.Complete = cfg.Command, sum.Complete
+	ms.Command, ms.Complete = cfg.Command, sum.Complete && len(sum.IndexesPending) == 0
 	ms.WriteText(out)
+	if len(sum.IndexesPending) > 0 {
+		fmt.Fprintf(out, "  indexes: %d deferred, not built yet: %s (the next run builds them)\n", len(sum.IndexesPending), strings.Join(sum.IndexesPending, ", "))
+	}
 	if sum.Reorgs > 0 {
 		fmt.Fprintf(out, "  reorgs repaired: %d\n", sum.Reorgs)
 	}
@@ -372,6 +380,10 @@ func finishIndexes(ctx context.Context, cfg *Config, conn *pgx.Conn, sum *Summar
 		return nil
 	}
 	_, err := export.RestoreIndexes(ctx, conn, cfg.Schema, log)
+	var pe *export.IndexesPendingError
+	if errors.As(err, &pe) {
+		sum.IndexesPending = pe.Pending
+	}
 	return err
 }
 
