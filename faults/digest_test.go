@@ -25,7 +25,7 @@ CREATE TABLE s.blocks (height bigint PRIMARY KEY, hash bytea);
 CREATE INDEX blocks_hash_idx ON s.blocks (hash);
 CREATE TABLE s.blockhaul_checkpoints (stream text, height bigint, updated_at timestamptz DEFAULT clock_timestamp());
 INSERT INTO s.blockhaul_checkpoints (stream, height) VALUES ('head', 3);
-INSERT INTO s.blocks SELECT h, sha256(h::text::bytea) FROM generate_series(1, 3) h ORDER BY h ` + order); err != nil {
+INSERT INTO s.blocks SELECT h, sha256(h::text::bytea) FROM generate_series(1, 3) h ORDER BY h `+order); err != nil {
 			t.Fatal(err)
 		}
 		return dsn
