@@ -228,7 +228,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-r.Context().Done():
 			case <-p.closed:
+				resetConn(w) // never an answer, not even an empty one
 			case <-t.C:
+				resetConn(w)
 			}
 			return
 		case Reset:
