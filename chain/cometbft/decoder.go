@@ -20,29 +20,60 @@ import (
 //   - 0.34: begin_block_events/end_block_events, attribute keys and values
 //     base64-encoded;
 //   - 0.37: begin_block_events/end_block_events, plain strings;
-//   - 0.38 and later: finalize_block_events, plain strings;
+//   - 0.38 and later: finalize_block_events, plain strings (Sei's fork:
+//     base64, as 0.34);
 //
 // and stores them in one form: plain text attributes (see Tables). Text
 // that PostgreSQL cannot hold, NUL bytes and invalid UTF-8, is replaced by
 // U+FFFD (see cleanText); the raw record keeps the original.
 //
-// block_results says nothing about its version, and a 0.34 record is told
-// from a 0.37 one per block, by its content. A record is read as 0.34 when
-// it has begin/end_block_events and no finalize_block_events, has at least
-// one non-empty attribute key, every attribute key is valid padded standard
-// base64 that decodes to printable UTF-8, and every value is valid base64.
-// The keys chains use ("spender", "amount", "module", "acc_seq", …) are
-// almost never valid base64 (wrong length, '_'), and the few that are
-// ("receiver") decode to bytes that are not printable text, so a plain block
-// that has any of them is never taken for base64; a 0.34 block always
-// passes. The test is on every attribute of the block at once, so one
-// ambiguous key cannot flip a block either way.
+// # Attribute encoding
 //
-// A Decoder holds no state: it is safe for concurrent use.
-type Decoder struct{}
+// block_results says nothing about its version, and forks differ (Sei
+// writes base64 attributes in 0.38-shaped results), so the encoding of a
+// block's attributes is decided from the attributes themselves, per block,
+// over every attribute of the block at once (tx, begin, end and finalize
+// events), whatever the shape. Each non-empty key is one of: plain (not
+// canonical padded standard base64: wrong length, a character outside
+// A–Z a–z 0–9 + / =, non-zero padding bits), a name (base64 of an
+// identifier-like key: ASCII letters, digits and _ . - / : @), text
+// (base64 of other printable UTF-8) or binary (base64 of anything else).
+//
+//   - Some key is plain: the block is plain text. A base64 block has no
+//     such key; the keys chains use ("spender", "fee", "acc_seq", …) almost
+//     all are (wrong length, '_').
+//   - No key is a name or text (no keys at all, or only plain words that
+//     happen to be base64 of binary bytes: "receiver", "proposer", "mode"):
+//     plain text.
+//   - Some key is a name, none is binary, and every non-empty value is
+//     canonical base64: base64 (0.34, Sei).
+//   - Anything else (names beside binary keys, text but no name, base64
+//     keys with a value that is not base64) cannot be decided: Decode
+//     returns an error wrapping ErrEncodingUndecided that names the
+//     height, and the operator chooses with DecoderOptions.EventEncoding
+//     (--event-encoding).
+//
+// For a plain block to be read as base64, every one of its keys would have
+// to be base64 of a name (length a multiple of four, every decoded byte an
+// identifier byte); one plain key anywhere keeps the block plain, so one odd
+// key cannot flip a block.
+//
+// A Decoder holds no state but its options: it is safe for concurrent use.
+type Decoder struct{ opts DecoderOptions }
 
-// NewDecoder returns a Decoder.
+// DecoderOptions configures a Decoder.
+type DecoderOptions struct {
+	// EventEncoding overrides the per-block decision of how attributes are
+	// written; the zero value decides from the data.
+	EventEncoding EventEncoding
+}
+
+// NewDecoder returns a Decoder that decides attribute encodings from the
+// data.
 func NewDecoder() *Decoder { return &Decoder{} }
+
+// NewDecoderOptions returns a Decoder configured by opts.
+func NewDecoderOptions(opts DecoderOptions) *Decoder { return &Decoder{opts: opts} }
 
 // Family returns chain.FamilyCometBFT.
 func (*Decoder) Family() chain.Family { return chain.FamilyCometBFT }
@@ -57,7 +88,7 @@ var ErrMalformedRecord = errors.New("malformed record")
 // DecodeError is a raw record that could not be decoded.
 type DecodeError struct {
 	Height uint64
-	Err    error // wraps ErrMalformedRecord
+	Err    error // wraps ErrMalformedRecord or ErrEncodingUndecided
 }
 
 func (e *DecodeError) Error() string {
@@ -72,7 +103,7 @@ func malformed(format string, args ...any) error {
 
 // Decode appends the rows of the block at height, whose raw record is raw,
 // to rows. On error rows are left as they were.
-func (*Decoder) Decode(height uint64, raw []byte, rows *chain.Rows) error {
+func (d *Decoder) Decode(height uint64, raw []byte, rows *chain.Rows) error {
 	st := statePool.Get().(*decodeState)
 	defer st.release()
 	if err := st.parse(raw); err != nil {
@@ -82,7 +113,7 @@ func (*Decoder) Decode(height uint64, raw []byte, rows *chain.Rows) error {
 		return &DecodeError{Height: height, Err: err}
 	}
 	lens := rows.Lens()
-	if err := st.emit(height, rows); err != nil {
+	if err := st.emit(height, rows, d.opts.EventEncoding); err != nil {
 		rows.Truncate(lens)
 		return &DecodeError{Height: height, Err: err}
 	}
@@ -634,31 +665,6 @@ func (st *decodeState) appendHex(arena []byte, r strRef, field string) (grown, v
 	return arena, arena[start:len(arena):len(arena)], nil
 }
 
-// attrsAreBase64 tells a 0.34 record (see Decoder).
-func (st *decodeState) attrsAreBase64() bool {
-	if !st.sawLegacy || st.sawFinalize {
-		return false
-	}
-	sawKey := false
-	for _, a := range st.attrs {
-		if k := st.bytesOf(a.key); len(k) > 0 {
-			var err error
-			st.scratch2, err = base64.StdEncoding.AppendDecode(st.scratch2[:0], k)
-			if err != nil || !isPrintableText(st.scratch2) {
-				return false
-			}
-			sawKey = true
-		}
-		if v := st.bytesOf(a.value); len(v) > 0 {
-			var err error
-			if st.scratch2, err = base64.StdEncoding.AppendDecode(st.scratch2[:0], v); err != nil {
-				return false
-			}
-		}
-	}
-	return sawKey
-}
-
 // text returns a string value as a Go string fit for a text column.
 func (st *decodeState) text(r strRef) string {
 	b := st.bytesOf(r)
@@ -714,7 +720,7 @@ func (st *decodeState) appendAttrText(dst []byte, r strRef, b64 bool) []byte {
 }
 
 // emit appends the rows of the parsed block.
-func (st *decodeState) emit(height uint64, rows *chain.Rows) error {
+func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) error {
 	h := &st.hdr
 	hv := any(int64(height)) // boxed once, shared by every row of the block
 
@@ -805,7 +811,10 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows) error {
 		row[tTx] = tx
 	}
 
-	b64 := st.attrsAreBase64()
+	b64, err := st.attrsAreBase64(enc)
+	if err != nil {
+		return err
+	}
 	// `[]` per event; `["","",false],` per attribute.
 	jsonSize := 2 * numEvents
 	for _, a := range st.attrs {

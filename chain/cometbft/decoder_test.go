@@ -173,6 +173,18 @@ func TestDecodeVersionsNormalise(t *testing.T) {
 	b34, tx34, ev34 := decodeFixture(t, "v034")
 	b37, tx37, ev37 := decodeFixture(t, "v037")
 	b38, tx38, ev38 := decodeFixture(t, "v038")
+	bSei, txSei, evSei := decodeFixture(t, "sei")
+
+	// Sei: 0.38's shape with base64 attributes reads as 0.38 does.
+	if !reflect.DeepEqual(evSei, ev38) {
+		t.Errorf("Sei and 0.38 events differ:\n%v\n%v", evSei, ev38)
+	}
+	if got := findAttr(evSei, "tx", "fee"); got != "5000uatom" {
+		t.Errorf("Sei fee %q: base64 not decoded", got)
+	}
+	if !reflect.DeepEqual(txSei, tx38) || fmt.Sprint(bSei) != fmt.Sprint(b38) {
+		t.Errorf("Sei and 0.38 blocks or txs differ")
+	}
 
 	// The plain-text values the fixtures were written from.
 	memo := findAttr(ev37, "ibc_transfer", "memo")
@@ -351,29 +363,46 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
-// TestDecodeAttributeEncoding checks how a block's attributes are read:
-// base64 only for a legacy record whose every key is base64 of text.
+// TestDecodeAttributeEncoding checks how a block's attributes are read
+// (the rule in Decoder's doc), in every section and under each override.
 func TestDecodeAttributeEncoding(t *testing.T) {
 	b := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 	type kv struct{ k, v string }
 	for _, c := range []struct {
 		name    string
 		section string // where the events are
+		mode    EventEncoding
 		attrs   []kv
-		want    []kv
+		want    []kv   // nil: an error
+		wantErr string // what the error says
 	}{
-		{"0.34", "begin_block_events", []kv{{b("spender"), b("cosmos1x")}, {b("amount"), b("5uatom")}}, []kv{{"spender", "cosmos1x"}, {"amount", "5uatom"}}},
-		{"0.34 in end_block", "end_block_events", []kv{{b("key"), b("")}}, []kv{{"key", ""}}},
-		{"0.34 binary value", "begin_block_events", []kv{{b("bloom"), base64.StdEncoding.EncodeToString([]byte{0, 'a', 0xff})}}, []kv{{"bloom", "\uFFFDa\uFFFD"}}},
-		{"0.37", "begin_block_events", []kv{{"spender", "cosmos1x"}, {"amount", "5uatom"}}, []kv{{"spender", "cosmos1x"}, {"amount", "5uatom"}}},
-		// "receiver" and "proposer" are valid base64, of bytes that are not text.
-		{"0.37 base64-like keys", "begin_block_events", []kv{{"receiver", "dGVzdA=="}, {"proposer", "abcd"}}, []kv{{"receiver", "dGVzdA=="}, {"proposer", "abcd"}}},
+		{"0.34", "begin_block_events", 0, []kv{{b("spender"), b("cosmos1x")}, {b("amount"), b("5uatom")}}, []kv{{"spender", "cosmos1x"}, {"amount", "5uatom"}}, ""},
+		{"0.34 in end_block", "end_block_events", 0, []kv{{b("key"), b("")}}, []kv{{"key", ""}}, ""},
+		{"0.34 binary value", "begin_block_events", 0, []kv{{b("bloom"), base64.StdEncoding.EncodeToString([]byte{0, 'a', 0xff})}}, []kv{{"bloom", "\uFFFDa\uFFFD"}}, ""},
+		// A key decoding to text that is not a name, beside a name: still base64.
+		{"0.34 odd key", "begin_block_events", 0, []kv{{b("my key"), b("v")}, {b("sender"), b("x")}}, []kv{{"my key", "v"}, {"sender", "x"}}, ""},
+		{"0.37", "begin_block_events", 0, []kv{{"spender", "cosmos1x"}, {"amount", "5uatom"}}, []kv{{"spender", "cosmos1x"}, {"amount", "5uatom"}}, ""},
+		// "fee" is valid unpadded base64, but not padded: plain.
+		{"0.37 fee", "begin_block_events", 0, []kv{{"fee", "0usei"}}, []kv{{"fee", "0usei"}}, ""},
+		// "receiver", "proposer" and "mode" are valid base64, of bytes that are not text.
+		{"0.37 base64-like keys", "begin_block_events", 0, []kv{{"receiver", "dGVzdA=="}, {"proposer", "abcd"}, {"mode", "ZmVl"}}, []kv{{"receiver", "dGVzdA=="}, {"proposer", "abcd"}, {"mode", "ZmVl"}}, ""},
 		// One plain key keeps the whole block plain.
-		{"0.37 mixed", "end_block_events", []kv{{b("sender"), b("x")}, {"module", "bank"}}, []kv{{b("sender"), b("x")}, {"module", "bank"}}},
-		{"0.37 value not base64", "begin_block_events", []kv{{b("sender"), "cosmos1 x"}}, []kv{{b("sender"), "cosmos1 x"}}},
-		{"0.37 only empty keys", "begin_block_events", []kv{{"", b("x")}}, []kv{{"", b("x")}}},
-		// 0.38 is never base64, even when it looks so.
-		{"0.38", "finalize_block_events", []kv{{b("sender"), b("x")}}, []kv{{b("sender"), b("x")}}},
+		{"0.37 mixed", "end_block_events", 0, []kv{{b("sender"), b("x")}, {"module", "bank"}}, []kv{{b("sender"), b("x")}, {"module", "bank"}}, ""},
+		{"0.37 only empty keys", "begin_block_events", 0, []kv{{"", b("x")}}, []kv{{"", b("x")}}, ""},
+		// Non-canonical padding bits: "ZmU=" is "fe", "ZmV=" is no encoder's output.
+		{"0.37 non-canonical", "begin_block_events", 0, []kv{{"ZmV=", "v"}}, []kv{{"ZmV=", "v"}}, ""},
+		{"0.38 plain", "finalize_block_events", 0, []kv{{"spender", "cosmos1x"}, {"mode", "BeginBlock"}}, []kv{{"spender", "cosmos1x"}, {"mode", "BeginBlock"}}, ""},
+		// Sei: 0.38's shape, base64 attributes.
+		{"sei", "finalize_block_events", 0, []kv{{b("fee"), b("0usei")}, {b("mode"), b("BeginBlock")}}, []kv{{"fee", "0usei"}, {"mode", "BeginBlock"}}, ""},
+		// Undecided: an error naming the height.
+		{"value not base64", "begin_block_events", 0, []kv{{b("sender"), "cosmos1 x"}}, nil, `value "cosmos1 x" is not`},
+		{"name beside binary", "finalize_block_events", 0, []kv{{b("sender"), b("x")}, {"receiver", b("y")}}, nil, `"c2VuZGVy" is base64 of a key name but "receiver"`},
+		{"text but no name", "finalize_block_events", 0, []kv{{b("a b"), b("x")}}, nil, "not a key name"},
+		// Overrides.
+		{"forced text", "finalize_block_events", EventEncodingText, []kv{{b("fee"), b("0usei")}}, []kv{{b("fee"), b("0usei")}}, ""},
+		{"forced text undecided", "begin_block_events", EventEncodingText, []kv{{b("sender"), "cosmos1 x"}}, []kv{{b("sender"), "cosmos1 x"}}, ""},
+		{"forced base64", "begin_block_events", EventEncodingBase64, []kv{{b("a b"), b("x")}}, []kv{{"a b", "x"}}, ""},
+		{"forced base64 plain", "begin_block_events", EventEncodingBase64, []kv{{"spender", "x"}}, nil, `--event-encoding base64: attribute "spender" is not base64`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var attrs []string
@@ -390,9 +419,23 @@ func TestDecodeAttributeEncoding(t *testing.T) {
 			raw := strings.Replace(minimalRecord, `"txs":["dHgx"]`, `"txs":[]`, 1)
 			raw = strings.Replace(raw, raw[strings.Index(raw, `"txs_results"`):len(raw)-2],
 				fmt.Sprintf(`"txs_results":null,%q:[{"type":"e","attributes":[%s]}],%q:null`, c.section, strings.Join(attrs, ","), other), 1)
-			d := NewDecoder()
+			d := NewDecoderOptions(DecoderOptions{EventEncoding: c.mode})
 			rows := chain.NewRows(d.Tables())
-			if err := d.Decode(123, []byte(raw), rows); err != nil {
+			err := d.Decode(123, []byte(raw), rows)
+			if c.want == nil {
+				var de *DecodeError
+				if !errors.As(err, &de) || de.Height != 123 || !strings.Contains(err.Error(), c.wantErr) || !strings.Contains(err.Error(), "decode block 123") {
+					t.Fatalf("Decode = %v, want a *DecodeError at height 123 saying %q", err, c.wantErr)
+				}
+				if c.mode == EventEncodingAuto && !errors.Is(err, ErrEncodingUndecided) {
+					t.Errorf("%v does not wrap ErrEncodingUndecided", err)
+				}
+				if rows.Lens()[tableBlocks] != 0 {
+					t.Errorf("rows left behind by a failed Decode: %v", rows.Lens())
+				}
+				return
+			}
+			if err != nil {
 				t.Fatalf("%s: %v", raw, err)
 			}
 			got, err := parseAttributes(rows.Table(tableEvents)[0][eAttributes].([]byte))
@@ -408,6 +451,18 @@ func TestDecodeAttributeEncoding(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestParseEventEncoding checks the values --event-encoding takes.
+func TestParseEventEncoding(t *testing.T) {
+	for s, want := range map[string]EventEncoding{"": EventEncodingAuto, "auto": EventEncodingAuto, "base64": EventEncodingBase64, "text": EventEncodingText} {
+		if got, err := ParseEventEncoding(s); err != nil || got != want || (s != "" && got.String() != s) {
+			t.Errorf("ParseEventEncoding(%q) = %v, %v", s, got, err)
+		}
+	}
+	if _, err := ParseEventEncoding("hex"); err == nil || !strings.Contains(err.Error(), `"hex"`) {
+		t.Errorf("ParseEventEncoding(hex) = %v", err)
 	}
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes block_v034.json, block_v037.json and block_v038.json: one block as CometBFT 0.34, 0.37
-and 0.38 nodes print it (see README.md). Run from anywhere: python3 make_fixtures.py"""
+"""Writes block_v034.json, block_v037.json, block_v038.json and block_sei.json: one block as
+CometBFT 0.34, 0.37 and 0.38 nodes and Sei's fork print it (see README.md). Run from anywhere: python3 make_fixtures.py"""
 import base64, copy, hashlib, json, os
 
 H = 9000123
@@ -127,7 +127,13 @@ r38["validator_updates"] = None
 r38["consensus_param_updates"] = None
 r38["app_hash"] = base64.b64encode(bytes.fromhex(hx("next app"))).decode()
 
-for name, app, r in (("v034", False, r34), ("v037", True, r37), ("v038", True, r38)):
+# Sei: 0.38's shape (finalize_block_events) with 0.34's base64 attributes, everywhere.
+rsei = copy.deepcopy(r38)
+rsei["finalize_block_events"] = b64ev(rsei["finalize_block_events"])
+for t in rsei["txs_results"]:
+    t["events"] = b64ev(t["events"])
+
+for name, app, r in (("v034", False, r34), ("v037", True, r37), ("v038", True, r38), ("sei", True, rsei)):
     rec = {"block": block(app), "block_results": r}
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "block_%s.json" % name), "w") as f:
         f.write(json.dumps(rec, indent=2, ensure_ascii=(name == "v037")) + "\n")
