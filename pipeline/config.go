@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/monitor"
@@ -66,6 +67,8 @@ type Config struct {
 	PollInterval  time.Duration // --poll-interval: follow's tip polling
 	ReorgWindow   uint64        // --reorg-window: exported heights follow may roll back on a reorg
 	DeferIndexes  IndexMode     // --defer-indexes: auto, always or never
+
+	EventEncoding cometbft.EventEncoding // --event-encoding: cometbft attributes auto, base64 or text
 
 	HTTPAddr string // --http: serve /healthz, /readyz and /metrics
 

@@ -42,7 +42,7 @@ func newDecoder(cfg *Config) (export.Decoder, error) {
 	}
 	switch fam {
 	case chain.FamilyCometBFT:
-		return cometbft.NewDecoder(), nil
+		return cometbft.NewDecoderOptions(cometbft.DecoderOptions{EventEncoding: cfg.EventEncoding}), nil
 	case chain.FamilyEVM:
 		return evm.NewDecoder(), nil
 	}

@@ -44,6 +44,19 @@ func (e EventEncoding) String() string {
 	return "auto"
 }
 
+// Set implements pflag.Value (--event-encoding).
+func (e *EventEncoding) Set(s string) error {
+	v, err := ParseEventEncoding(s)
+	if err != nil {
+		return err
+	}
+	*e = v
+	return nil
+}
+
+// Type implements pflag.Value.
+func (*EventEncoding) Type() string { return "encoding" }
+
 // ErrEncodingUndecided is wrapped by the error of a block whose attributes
 // read neither as plain text nor as base64 with confidence: decoding it
 // either way could store wrong text, so the block is refused and the

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/pipeline"
 )
 
@@ -44,6 +45,41 @@ func TestDeferIndexesFlag(t *testing.T) {
 			}
 			if cfg.DeferIndexes != tc.want {
 				t.Fatalf("--defer-indexes is %q, want %q", cfg.DeferIndexes, tc.want)
+			}
+		})
+	}
+}
+
+func TestEventEncodingFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want cometbft.EventEncoding
+		err  string
+	}{
+		{want: cometbft.EventEncodingAuto},
+		{args: []string{"--event-encoding=base64"}, want: cometbft.EventEncodingBase64},
+		{env: "text", want: cometbft.EventEncodingText},
+		{args: []string{"--event-encoding=hex"}, err: `unknown event encoding "hex"`},
+		{env: "hex", err: "BLOCKHAUL_EVENT_ENCODING"},
+	} {
+		t.Run(strings.Join(tc.args, " ")+" env="+tc.env, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("BLOCKHAUL_EVENT_ENCODING", tc.env)
+			}
+			fs, cfg := newFlags("export")
+			err := fs.Parse(tc.args)
+			if err == nil {
+				err = applyEnv(fs)
+			}
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || cfg.EventEncoding != tc.want {
+				t.Fatalf("--event-encoding is %v (%v), want %v", cfg.EventEncoding, err, tc.want)
 			}
 		})
 	}

@@ -136,6 +136,7 @@ func newFlags(cmd string) (*pflag.FlagSet, *pipeline.Config) {
 	cfg.DeferIndexes = d.DeferIndexes
 	fs.Var(&cfg.DeferIndexes, "defer-indexes", "drop secondary indexes for the fill and build them when the range completes: auto (when the tables are empty), always (the flag alone) or never")
 	fs.Lookup("defer-indexes").NoOptDefVal = string(pipeline.IndexesAlways)
+	fs.Var(&cfg.EventEncoding, "event-encoding", "cometbft: how event attributes are written: auto (decided per block from the data), base64 or text")
 	fs.StringVar(&cfg.MergeFrom, "merge-from", "", "merge: the staging directory to copy blocks from")
 	fs.StringVar(&cfg.HTTPAddr, "http", "", "serve /healthz, /readyz and Prometheus /metrics on this address (e.g. 127.0.0.1:9464)")
 	fs.StringVar(&cfg.LogFormat, "log-format", d.LogFormat, "log format: text or json")
