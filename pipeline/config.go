@@ -32,6 +32,10 @@ const (
 	CmdStatus = "status"
 	CmdFollow = "follow"
 	CmdMerge  = "merge"
+
+	CmdChecksum = "checksum" // archive commands (pipeline/archive.go)
+	CmdVerify   = "verify"
+	CmdPrune    = "prune"
 )
 
 // Config is everything one blockhaul invocation needs. Field comments name
@@ -46,9 +50,10 @@ type Config struct {
 	SyntheticTxs    float64  // --synthetic-txs: mean transactions per block (0: the family's default)
 	SyntheticSteady bool     // --synthetic-steady: every block at the mean density
 
-	From  uint64 // --from (inclusive)
-	To    uint64 // --to (inclusive)
-	ToSet bool   // whether --to was given
+	From    uint64 // --from (inclusive)
+	To      uint64 // --to (inclusive)
+	ToSet   bool   // whether --to was given
+	FromSet bool   // whether --from was given (checksum, verify: else every height)
 
 	PG      string // --pg: PostgreSQL DSN
 	Staging string // --staging: staging directory
@@ -73,6 +78,16 @@ type Config struct {
 	HTTPAddr string // --http: serve /healthz, /readyz and /metrics
 
 	MergeFrom string // --merge-from: the staging directory merge copies from
+
+	// The archive commands' fields.
+	JSON          bool   // --json: print the report as JSON
+	Against       string // --against: checksum: the DSN of the database to compare with
+	AgainstSchema string // --against-schema (default: --schema)
+	Chunk         uint64 // --chunk: checksum: heights per chunk
+	Deep          bool   // --deep: verify: decompress and decode every record
+	Below         uint64 // --below: prune: delete staged heights below this
+	BelowSet      bool   // whether --below was given
+	Force         bool   // --force: prune even when a target has not exported below --below
 
 	// Source, if set, replaces the source the flags describe (tests, bench).
 	Source loader.Source
@@ -164,6 +179,7 @@ func DefaultConfig() Config {
 		RPCTimeout:    30 * time.Second,
 		PollInterval:  2 * time.Second,
 		ReorgWindow:   64,
+		Chunk:         10_000,
 		DeferIndexes:  IndexesAuto,
 		LogFormat:     "text",
 		LogLevel:      "info",
@@ -206,8 +222,10 @@ func (c *Config) Validate() error {
 	}
 	switch c.Command {
 	case CmdRun, CmdFetch, CmdExport, CmdStatus, CmdFollow, CmdMerge:
+	case CmdChecksum, CmdVerify, CmdPrune:
+		fs = append(fs, c.validateArchive()...)
 	default:
-		fs = append(fs, &FieldError{Flag: "command", Env: "-", Msg: fmt.Sprintf("unknown command %q (want run, fetch, export, follow, merge or status)", c.Command)})
+		fs = append(fs, &FieldError{Flag: "command", Env: "-", Msg: fmt.Sprintf("unknown command %q (want run, fetch, export, follow, merge, status, checksum, verify or prune)", c.Command)})
 	}
 	if _, err := chain.ParseFamily(c.Chain); err != nil {
 		bad("chain", "unknown chain %q (want cometbft or evm)", c.Chain)

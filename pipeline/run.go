@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/monitor"
@@ -45,10 +46,11 @@ func ExitCode(err error) int {
 	var dec *export.DecodeError
 	var alias *export.AliasRangeError
 	var inv *loader.InvalidBlockError
+	var archived *archive.DataError
 	switch {
 	case errors.As(err, &ce), errors.As(err, &alias):
 		return ExitConfig
-	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &wrong), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv), errors.As(err, &reorg):
+	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &wrong), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv), errors.As(err, &reorg), errors.As(err, &archived):
 		return ExitData
 	case errors.Is(err, context.Canceled), errors.Is(err, ErrInterrupted):
 		return ExitInterrupted
@@ -86,6 +88,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 		return Summary{Command: CmdStatus}, Status(ctx, cfg, out)
 	case CmdMerge:
 		return Merge(cfg, out)
+	case CmdChecksum:
+		return Summary{Command: cfg.Command}, Checksum(ctx, cfg, out)
 	}
 	start := time.Now()
 	sum := Summary{Command: cfg.Command, From: cfg.From, To: cfg.To}

@@ -32,12 +32,15 @@ Usage:
   blockhaul follow  --pg DSN [--from N]        the head stream: tail the chain tip
   blockhaul merge   --merge-from DIR            copy another staging directory's blocks into --staging
   blockhaul status  [--pg DSN]                 staged ranges, gaps and checkpoints
+  blockhaul checksum --pg DSN [--against DSN2]  digest every exported row; compare two databases
+  blockhaul verify  [--deep] [--pg DSN]         check every staged record, the chain, and PostgreSQL against it
+  blockhaul prune   --below H [--force]         delete staged blocks every target has exported
 
 With no --rpc, blocks come from a deterministic synthetic chain (--synthetic-seed).
 
-Exit status: 0 range complete; 1 runtime failure; 2 invalid configuration;
+Exit status: 0 range complete (or check clean); 1 runtime failure; 2 invalid configuration;
 3 interrupted part way (resumable); 4 fatal data error (continuity break,
-corrupt record, wrong chain).
+corrupt record, wrong chain, a check that found the data wrong).
 
 Flags (environment variable in brackets):
 `
@@ -74,6 +77,8 @@ func run(args []string) int {
 	}
 	cfg.Command = cmd
 	cfg.ToSet = fs.Changed("to")
+	cfg.FromSet = fs.Changed("from")
+	cfg.BelowSet = fs.Changed("below")
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "blockhaul:", err)
@@ -138,6 +143,13 @@ func newFlags(cmd string) (*pflag.FlagSet, *pipeline.Config) {
 	fs.Lookup("defer-indexes").NoOptDefVal = string(pipeline.IndexesAlways)
 	fs.Var(&cfg.EventEncoding, "event-encoding", "cometbft: how event attributes are written: auto (decided per block from the data), base64 or text")
 	fs.StringVar(&cfg.MergeFrom, "merge-from", "", "merge: the staging directory to copy blocks from")
+	fs.BoolVar(&cfg.JSON, "json", false, "checksum, verify, prune: print the report as JSON")
+	fs.StringVar(&cfg.Against, "against", "", "checksum: DSN of a second database to compare with (exit 4 when they differ)")
+	fs.StringVar(&cfg.AgainstSchema, "against-schema", "", "checksum: schema in the --against database (default: --schema)")
+	fs.Uint64Var(&cfg.Chunk, "chunk", d.Chunk, "checksum: heights per digest chunk")
+	fs.BoolVar(&cfg.Deep, "deep", false, "verify: also decompress and decode every record")
+	fs.Uint64Var(&cfg.Below, "below", 0, "prune: delete staged heights below this one")
+	fs.BoolVar(&cfg.Force, "force", false, "prune: even when a target has not exported below --below")
 	fs.StringVar(&cfg.HTTPAddr, "http", "", "serve /healthz, /readyz and Prometheus /metrics on this address (e.g. 127.0.0.1:9464)")
 	fs.StringVar(&cfg.LogFormat, "log-format", d.LogFormat, "log format: text or json")
 	fs.StringVar(&cfg.LogLevel, "log-level", d.LogLevel, "log level: debug, info, warn, error")

@@ -1,0 +1,15 @@
+package archive
+
+import "fmt"
+
+// DataError reports that a check ran to its end and found the data wrong:
+// differences between two databases, corrupt or missing records, broken
+// links. The report has the details; the command exits 4.
+type DataError struct {
+	Check    string // checksum, verify, …
+	Problems int
+}
+
+func (e *DataError) Error() string {
+	return fmt.Sprintf("archive: %s found %d problem(s)", e.Check, e.Problems)
+}

@@ -1,0 +1,127 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/blockhaul/blockhaul/archive"
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
+)
+
+// validateArchive checks the fields of the archive commands (checksum,
+// verify, prune).
+func (c *Config) validateArchive() []*FieldError {
+	var fs []*FieldError
+	bad := func(flag, format string, args ...any) {
+		fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: fmt.Sprintf(format, args...)})
+	}
+	switch c.Command {
+	case CmdChecksum:
+		if c.PG == "" {
+			bad("pg", "a PostgreSQL DSN is required for checksum")
+		}
+		if c.Against != "" {
+			if _, err := pgx.ParseConfig(c.Against); err != nil {
+				bad("against", "does not parse as a PostgreSQL DSN: %s", redactPGError(err, c.Against))
+			}
+		}
+		if c.AgainstSchema != "" && c.Against == "" {
+			bad("against-schema", "needs --against")
+		}
+		if len(c.AgainstSchema) > 63 {
+			bad("against-schema", "%q is longer than PostgreSQL's 63-byte identifier limit", c.AgainstSchema)
+		}
+		if c.Chunk == 0 {
+			bad("chunk", "must be positive")
+		}
+	case CmdPrune:
+		if !c.BelowSet {
+			bad("below", "prune needs the height below which staged blocks are deleted")
+		}
+	}
+	if (c.FromSet || c.ToSet) && (c.From > math.MaxInt64 || (c.ToSet && c.To > math.MaxInt64)) {
+		bad("to", "heights above %d do not fit PostgreSQL's bigint", int64(math.MaxInt64))
+	}
+	return fs
+}
+
+// archiveRange is the height range an archive command covers: --from and
+// --to when given (either alone bounds one side), else everything.
+func (c *Config) archiveRange() (from, to uint64, bounded bool) {
+	from, to = 0, math.MaxInt64
+	if c.FromSet {
+		from = c.From
+	}
+	if c.ToSet {
+		to = c.To
+	}
+	return from, to, c.FromSet || c.ToSet
+}
+
+// Checksum digests the exported rows of --pg (and of --against, at the same
+// time, comparing the two) and prints the report. Differences are a
+// *archive.DataError (exit 4).
+func Checksum(ctx context.Context, cfg Config, out io.Writer) error {
+	dec, err := newDecoder(&cfg)
+	if err != nil {
+		return err
+	}
+	from, to, bounded := cfg.archiveRange()
+	ccfg := archive.ChecksumConfig{Schema: cfg.Schema, Tables: dec.Tables(), From: from, To: to, Bounded: bounded, Chunk: cfg.Chunk}
+	var a, b archive.Digest
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		var err error
+		a, err = checksumOf(gctx, cfg.PG, "--pg", ccfg)
+		return err
+	})
+	if cfg.Against != "" {
+		bcfg := ccfg
+		if cfg.AgainstSchema != "" {
+			bcfg.Schema = cfg.AgainstSchema
+		}
+		g.Go(func() error {
+			var err error
+			b, err = checksumOf(gctx, cfg.Against, "--against", bcfg)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	var bp *archive.Digest
+	if cfg.Against != "" {
+		bp = &b
+	}
+	r, err := archive.NewChecksumReport(a, bp)
+	if err != nil {
+		return err
+	}
+	if cfg.JSON {
+		if err := archive.WriteJSON(out, r); err != nil {
+			return err
+		}
+	} else {
+		r.WriteText(out)
+	}
+	if !r.Equal() {
+		return &archive.DataError{Check: "checksum", Problems: len(r.Differences)}
+	}
+	return nil
+}
+
+func checksumOf(ctx context.Context, dsn, flag string, ccfg archive.ChecksumConfig) (archive.Digest, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return archive.Digest{}, fmt.Errorf("%s: connect to PostgreSQL: %s", flag, redactPGError(err, dsn))
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	d, err := archive.Checksum(ctx, conn, ccfg)
+	if err != nil {
+		return d, fmt.Errorf("%s: %w", flag, err)
+	}
+	return d, nil
+}
