@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 )
 
 // ErrNoEndpoint is matched (errors.Is) by a *CallError whose retry budget
@@ -20,6 +21,9 @@ var ErrNoEndpoint = errors.New("jsonrpc: no healthy endpoint")
 // application errors (a pruned height, an unknown method) and come back at
 // once; the source decides what they mean. Throttling errors are the
 // exception: Retryable reports true for them.
+//
+// The client scrubs Message and Data of the endpoint's credentials before
+// anyone sees them (a provider may echo its key back).
 type RPCError struct {
 	Endpoint string          `json:"-"` // redacted
 	Code     int             `json:"code"`
@@ -29,7 +33,62 @@ type RPCError struct {
 
 func (e *RPCError) Error() string { return "jsonrpc: " + e.Endpoint + ": " + e.detail() }
 
-func (e *RPCError) detail() string { return fmt.Sprintf("rpc error %d: %s", e.Code, e.Message) }
+// detail is "rpc error CODE: MESSAGE: DATA": the node's reason is often in
+// data only (CometBFT's message is a bare "Internal error").
+func (e *RPCError) detail() string {
+	d := fmt.Sprintf("rpc error %d: %s", e.Code, e.Message)
+	if data := e.DataText(); data != "" && data != e.Message {
+		d += ": " + data
+	}
+	return d
+}
+
+// maxDataText bounds the data an error message quotes: some nodes put a
+// stack trace there.
+const maxDataText = 512
+
+// DataText returns the error's data as text: a JSON string unquoted, other
+// JSON as sent, "" for none or null; cut at maxDataText bytes.
+func (e *RPCError) DataText() string {
+	raw := strings.TrimSpace(string(e.Data))
+	if raw == "" || raw == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(e.Data, &s) == nil {
+		raw = strings.TrimSpace(s)
+	}
+	if len(raw) > maxDataText {
+		cut := maxDataText
+		for cut > 0 && !utf8.RuneStart(raw[cut]) {
+			cut--
+		}
+		raw = raw[:cut] + "…"
+	}
+	return raw
+}
+
+// redactRPCError names e's endpoint and scrubs its credentials from what
+// the node sent back.
+func redactRPCError(ep *endpoint, e *RPCError) {
+	e.Endpoint = ep.name
+	e.Message = scrub(e.Message, ep.secrets)
+	if len(e.Data) == 0 {
+		return
+	}
+	// A JSON string is scrubbed unquoted: its escapes ("\/") could hide a
+	// secret from a search of the raw bytes.
+	var s string
+	if json.Unmarshal(e.Data, &s) == nil {
+		if c := scrub(s, ep.secrets); c != s {
+			e.Data, _ = json.Marshal(c)
+		}
+		return
+	}
+	if d := scrub(string(e.Data), ep.secrets); d != string(e.Data) {
+		e.Data = json.RawMessage(d)
+	}
+}
 
 // Retryable reports whether the error is provider throttling, which passes.
 func (e *RPCError) Retryable() bool { return isThrottle(e.Code, e.Message) }

@@ -2,12 +2,16 @@ package jsonrpc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
 )
 
 func TestRetryable(t *testing.T) {
@@ -82,5 +86,64 @@ func TestCallErrorMessage(t *testing.T) {
 	e.NoHealthy = false
 	if errors.Is(e, ErrNoEndpoint) {
 		t.Error("ErrNoEndpoint matched while an endpoint is healthy")
+	}
+}
+
+// TestRPCErrorShowsData checks that the node's reason, which CometBFT sends
+// in data under a bare "Internal error", reaches the error message, scrubbed
+// of the endpoint's credentials, for single calls and batch elements alike.
+func TestRPCErrorShowsData(t *testing.T) {
+	s := newServer(t, rpctest.Config{Handler: func(_ string, params json.RawMessage) (any, *rpctest.Error) {
+		if strings.Contains(string(params), "echo") {
+			// A provider quoting the request URL back, key and all.
+			return nil, &rpctest.Error{Code: -32000, Message: "bad key " + secrets[2], Data: map[string]string{"url": "/v3/" + secrets[2] + "?apikey=" + secrets[3]}}
+		}
+		return nil, &rpctest.Error{Code: -32603, Message: "Internal error", Data: "replay: no recorded block at height 374387"}
+	}})
+	c, _ := newClient(t, Config{Endpoints: []string{credURL(s)}})
+	err := c.Call(context.Background(), "block", map[string]string{"height": "374387"}, nil)
+	want := "rpc error -32603: Internal error: replay: no recorded block at height 374387"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("single call: %v, want it to say %q", err, want)
+	}
+	calls := []Call{{Method: "block", Params: []string{"1"}}, {Method: "block", Params: []string{"echo"}}}
+	if err := c.Batch(context.Background(), calls); err != nil {
+		t.Fatal(err)
+	}
+	if calls[0].Err == nil || !strings.Contains(calls[0].Err.Error(), want) {
+		t.Errorf("batch element: %v, want it to say %q", calls[0].Err, want)
+	}
+	echoed := calls[1].Err
+	if echoed == nil || !strings.Contains(echoed.Error(), `{"url":"/v3/***?apikey=***"}`) {
+		t.Errorf("echoed credentials: %v, want them masked in message and data", echoed)
+	} else {
+		assertNoSecrets(t, "error", echoed.Error())
+		var re *RPCError
+		if errors.As(echoed, &re) {
+			assertNoSecrets(t, "data", string(re.Data))
+			assertNoSecrets(t, "message", re.Message)
+		}
+	}
+}
+
+func TestRPCErrorDataText(t *testing.T) {
+	long := strings.Repeat("é", 400) // 800 bytes, cut on a rune boundary
+	for _, tc := range []struct{ data, want string }{
+		{``, ""},
+		{`null`, ""},
+		{`"  height 3 is not available  "`, "height 3 is not available"},
+		{`{"reason":"pruned"}`, `{"reason":"pruned"}`},
+		{`12`, "12"},
+		{`"` + long + `"`, strings.Repeat("é", 256) + "…"},
+	} {
+		e := &RPCError{Code: 1, Message: "m", Data: json.RawMessage(tc.data)}
+		if got := e.DataText(); got != tc.want {
+			t.Errorf("DataText(%.40s) = %.40q, want %.40q", tc.data, got, tc.want)
+		}
+	}
+	// Data that repeats the message is not said twice.
+	e := &RPCError{Code: -32000, Message: "header not found", Data: json.RawMessage(`"header not found"`)}
+	if e.Error() != "jsonrpc: : rpc error -32000: header not found" {
+		t.Errorf("got %q", e.Error())
 	}
 }

@@ -17,7 +17,7 @@ func parseSingle(ep *endpoint, b []byte, call *Call, id uint64) outcome {
 		return badResponse(ep, err)
 	}
 	if resp.err != nil {
-		resp.err.Endpoint = ep.name
+		redactRPCError(ep, resp.err)
 		if resp.err.Retryable() {
 			return outcome{kind: kindThrottle, label: OutcomeThrottled, err: resp.err}
 		}
@@ -48,7 +48,7 @@ func parseBatch(ep *endpoint, b []byte, part []request, base uint64) ([]request,
 			return part, badResponse(ep, err)
 		}
 		if e := one.err; e != nil {
-			e.Endpoint = ep.name
+			redactRPCError(ep, e)
 			switch {
 			case e.Retryable():
 				return part, outcome{kind: kindThrottle, label: OutcomeThrottled, err: e}
@@ -76,7 +76,7 @@ func parseBatch(ep *endpoint, b []byte, part []request, base uint64) ([]request,
 	var throttled, tooLarge, refused *RPCError
 	for k, r := range resps {
 		if e := r.err; e != nil {
-			e.Endpoint = ep.name
+			redactRPCError(ep, e)
 			// Errors about the batch as a whole may carry any id, or none.
 			switch {
 			case isBatchTooLarge(e.Message), isBatchTooLarge(string(e.Data)):
