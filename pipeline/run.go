@@ -41,6 +41,7 @@ func ExitCode(err error) int {
 	var reorg *ReorgError
 	var cont *export.ContinuityError
 	var corrupt *staging.CorruptRecordError
+	var damaged *staging.CorruptStoreError
 	var wrong *staging.WrongChainError
 	var conflict *staging.ConflictError
 	var dec *export.DecodeError
@@ -50,7 +51,7 @@ func ExitCode(err error) int {
 	switch {
 	case errors.As(err, &ce), errors.As(err, &alias):
 		return ExitConfig
-	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &wrong), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv), errors.As(err, &reorg), errors.As(err, &archived):
+	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &damaged), errors.As(err, &wrong), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv), errors.As(err, &reorg), errors.As(err, &archived):
 		return ExitData
 	case errors.Is(err, context.Canceled), errors.Is(err, ErrInterrupted):
 		return ExitInterrupted

@@ -26,7 +26,8 @@ func Status(ctx context.Context, cfg Config, out io.Writer) error {
 }
 
 func stagingStatus(cfg Config, out io.Writer) error {
-	store, err := staging.Open(cfg.Staging, staging.Options{})
+	// Read-only: status writes nothing, so it answers on a full disk too.
+	store, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}

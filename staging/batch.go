@@ -122,15 +122,38 @@ func (bt *Batch) RawBytes() int64 { return bt.rawBytes }
 // Commit writes the batch. Block data is written without fsync: a crash may
 // lose the last batches, which fetch simply stages again. Durable state
 // (identity, checkpoint mirrors) is written with sync elsewhere.
-func (bt *Batch) Commit() error {
+//
+// A batch that would leave less than Options.MinFreeBytes free is refused
+// with a *NoSpaceError and stays in the batch, unwritten; any failure of
+// Pebble's is an error, never a panic, and leaves nothing half-written
+// (Pebble applies a batch whole or not at all).
+func (bt *Batch) Commit() (err error) {
 	if bt.n > 0 {
-		if err := bt.b.Commit(pebble.NoSync); err != nil {
-			return fmt.Errorf("staging: commit batch: %w", err)
+		s := bt.s
+		if err := s.faults.broken(); err != nil {
+			return err
+		}
+		if err := s.reserve(uint64(bt.b.Len()), false); err != nil {
+			return err
+		}
+		if err := bt.commit(); err != nil {
+			return err
 		}
 	}
 	bt.b.Reset()
 	bt.n, bt.rawBytes = 0, 0
 	return nil
+}
+
+func (bt *Batch) commit() (err error) {
+	s := bt.s
+	defer s.contain("commit batch", true, &err)
+	if err := bt.b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("staging: commit batch: %w", err)
+	}
+	// Pebble reports a failed WAL sync through Logger.Fatalf and then
+	// returns as if the batch were written.
+	return s.faults.broken()
 }
 
 // Close releases the batch without committing what it holds.

@@ -33,13 +33,14 @@ func (e *WrongChainError) Error() string {
 
 var identKey = []byte{prefixIdent}
 
-func (s *Store) loadIdentity() (Identity, bool, error) {
+func (s *Store) loadIdentity() (_ Identity, _ bool, err error) {
+	defer s.contain("read identity", false, &err)
 	v, closer, err := s.db.Get(identKey)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return Identity{}, false, nil
 	}
 	if err != nil {
-		return Identity{}, false, fmt.Errorf("staging: read identity: %w", err)
+		return Identity{}, false, fmt.Errorf("staging: read identity: %w", s.corruptErr(err, nil))
 	}
 	defer closer.Close()
 	var id Identity
@@ -49,15 +50,28 @@ func (s *Store) loadIdentity() (Identity, bool, error) {
 	return id, true, nil
 }
 
-func (s *Store) saveIdentity(id Identity) error {
+func (s *Store) saveIdentity(id Identity) (err error) {
 	v, err := json.Marshal(id)
 	if err != nil {
 		return err
 	}
-	if err := s.db.Set(identKey, v, pebble.Sync); err != nil {
-		return fmt.Errorf("staging: write identity: %w", err)
+	return s.setSync(identKey, v, "write identity")
+}
+
+// setSync writes one small, durable key: the free-space reserve (half of
+// it) first, Pebble's failures contained.
+func (s *Store) setSync(k, v []byte, op string) (err error) {
+	if err := s.faults.broken(); err != nil {
+		return err
 	}
-	return nil
+	if err := s.reserve(uint64(len(k)+len(v)), true); err != nil {
+		return err
+	}
+	defer s.contain(op, true, &err)
+	if err := s.db.Set(k, v, pebble.Sync); err != nil {
+		return fmt.Errorf("staging: %s: %w", op, err)
+	}
+	return s.faults.broken()
 }
 
 // Identity returns the chain the store holds, if it has been bound.

@@ -13,7 +13,7 @@ import (
 // the same chain (*WrongChainError otherwise); a block staged in both with
 // different hashes is a *ConflictError and nothing of its batch is written.
 // It returns the number of blocks added.
-func (s *Store) MergeFrom(src *Store, from, to uint64) (int, error) {
+func (s *Store) MergeFrom(src *Store, from, to uint64) (added int, err error) {
 	sid, ok := src.Identity()
 	if !ok {
 		return 0, nil // an empty store
@@ -21,20 +21,23 @@ func (s *Store) MergeFrom(src *Store, from, to uint64) (int, error) {
 	if err := s.Bind(sid.Family, sid.ChainID); err != nil {
 		return 0, err
 	}
+	if err := src.faults.broken(); err != nil {
+		return 0, err
+	}
+	defer src.contain(fmt.Sprintf("merge read %d-%d", from, to), false, &err)
 	lo, hi := boundsFor(prefixBlock, from, to)
 	it, err := src.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return 0, fmt.Errorf("staging: merge from %s: %w", src.dir, err)
+		return 0, fmt.Errorf("staging: merge from %s: %w", src.dir, src.corruptErr(err, nil))
 	}
 	defer it.Close()
 	b := s.NewBatch()
 	defer b.Close()
-	added := 0
 	for valid := it.First(); valid; valid = it.Next() {
 		h := keyHeight(it.Key())
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return added, fmt.Errorf("staging: merge: read %d from %s: %w", h, src.dir, err)
+			return added, fmt.Errorf("staging: merge: read %d from %s: %w", h, src.dir, src.corruptErr(err, &h))
 		}
 		hdr, _, err := parseValue(h, v)
 		if err != nil {
@@ -56,7 +59,7 @@ func (s *Store) MergeFrom(src *Store, from, to uint64) (int, error) {
 		}
 	}
 	if err := it.Error(); err != nil {
-		return added, err
+		return added, fmt.Errorf("staging: merge from %s: %w", src.dir, src.corruptErr(err, nil))
 	}
 	return added, b.Commit()
 }

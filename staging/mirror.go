@@ -30,20 +30,21 @@ func (s *Store) SetMirror(target string, cp Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	if err := s.db.Set(mirrorKey(target), v, pebble.Sync); err != nil {
-		return fmt.Errorf("staging: mirror checkpoint for %s: %w", target, err)
-	}
-	return nil
+	return s.setSync(mirrorKey(target), v, "mirror checkpoint for "+target)
 }
 
 // Mirror returns the mirrored checkpoint of target.
-func (s *Store) Mirror(target string) (Checkpoint, bool, error) {
+func (s *Store) Mirror(target string) (_ Checkpoint, _ bool, err error) {
+	if err := s.faults.broken(); err != nil {
+		return Checkpoint{}, false, err
+	}
+	defer s.contain("read mirror "+target, false, &err)
 	v, closer, err := s.db.Get(mirrorKey(target))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return Checkpoint{}, false, nil
 	}
 	if err != nil {
-		return Checkpoint{}, false, fmt.Errorf("staging: read mirror %s: %w", target, err)
+		return Checkpoint{}, false, fmt.Errorf("staging: read mirror %s: %w", target, s.corruptErr(err, nil))
 	}
 	defer closer.Close()
 	var cp Checkpoint
@@ -54,10 +55,14 @@ func (s *Store) Mirror(target string) (Checkpoint, bool, error) {
 }
 
 // Mirrors returns every mirrored checkpoint by target.
-func (s *Store) Mirrors() (map[string]Checkpoint, error) {
+func (s *Store) Mirrors() (_ map[string]Checkpoint, err error) {
+	if err := s.faults.broken(); err != nil {
+		return nil, err
+	}
+	defer s.contain("read mirrors", false, &err)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixMirror}, UpperBound: []byte{prefixMirror + 1}})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("staging: read mirrors: %w", s.corruptErr(err, nil))
 	}
 	defer it.Close()
 	out := map[string]Checkpoint{}
@@ -68,5 +73,8 @@ func (s *Store) Mirrors() (map[string]Checkpoint, error) {
 		}
 		out[string(it.Key()[1:])] = cp
 	}
-	return out, it.Error()
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("staging: read mirrors: %w", s.corruptErr(err, nil))
+	}
+	return out, nil
 }

@@ -78,11 +78,16 @@ func (s *Store) scanIndex(from, to uint64, fn func(h uint64)) error {
 	return s.scanIndexUntil(from, to, func(h uint64) bool { fn(h); return true })
 }
 
-func (s *Store) scanIndexUntil(from, to uint64, fn func(h uint64) bool) error {
+func (s *Store) scanIndexUntil(from, to uint64, fn func(h uint64) bool) (err error) {
+	if err := s.faults.broken(); err != nil {
+		return err
+	}
+	op := fmt.Sprintf("scan %d-%d", from, to)
+	defer s.contain(op, false, &err)
 	lo, hi := boundsFor(prefixIndex, from, to)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return fmt.Errorf("staging: scan %d-%d: %w", from, to, err)
+		return fmt.Errorf("staging: %s: %w", op, s.corruptErr(err, nil))
 	}
 	for valid := it.First(); valid; valid = it.Next() {
 		if !fn(keyHeight(it.Key())) {
@@ -91,26 +96,41 @@ func (s *Store) scanIndexUntil(from, to uint64, fn func(h uint64) bool) error {
 	}
 	if err := it.Error(); err != nil {
 		it.Close()
-		return fmt.Errorf("staging: scan %d-%d: %w", from, to, err)
+		return fmt.Errorf("staging: %s: %w", op, s.corruptErr(err, nil))
 	}
-	return it.Close()
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("staging: %s: %w", op, s.corruptErr(err, nil))
+	}
+	return nil
 }
 
 // Bounds returns the lowest and highest staged heights; ok is false for an
 // empty store.
 func (s *Store) Bounds() (lo, hi uint64, ok bool, err error) {
+	if err := s.faults.broken(); err != nil {
+		return 0, 0, false, err
+	}
+	defer s.contain("bounds", false, &err)
+	wrap := func(err error) error {
+		if err == nil {
+			return nil
+		}
+		return fmt.Errorf("staging: bounds: %w", s.corruptErr(err, nil))
+	}
 	l, h := boundsFor(prefixIndex, 0, ^uint64(0))
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: l, UpperBound: h})
 	if err != nil {
-		return 0, 0, false, err
+		return 0, 0, false, wrap(err)
 	}
 	defer it.Close()
 	if !it.First() {
-		return 0, 0, false, it.Error()
+		return 0, 0, false, wrap(it.Error())
 	}
 	lo = keyHeight(it.Key())
-	it.Last()
-	return lo, keyHeight(it.Key()), true, it.Error()
+	if !it.Last() {
+		return 0, 0, false, wrap(it.Error())
+	}
+	return lo, keyHeight(it.Key()), true, wrap(it.Error())
 }
 
 // Iterator reads staged blocks in height order. It is not safe for
@@ -128,11 +148,15 @@ type Iterator struct {
 
 // Scan returns an iterator over the staged blocks of [from, to]. Heights
 // that are not staged are simply absent: callers check contiguity.
-func (s *Store) Scan(from, to uint64) (*Iterator, error) {
+func (s *Store) Scan(from, to uint64) (_ *Iterator, err error) {
+	if err := s.faults.broken(); err != nil {
+		return nil, err
+	}
+	defer s.contain(fmt.Sprintf("scan %d-%d", from, to), false, &err)
 	lo, hi := boundsFor(prefixBlock, from, to)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return nil, fmt.Errorf("staging: scan %d-%d: %w", from, to, err)
+		return nil, fmt.Errorf("staging: scan %d-%d: %w", from, to, s.corruptErr(err, nil))
 	}
 	return &Iterator{s: s, it: it, first: true}, nil
 }
@@ -143,6 +167,11 @@ func (i *Iterator) Next() bool {
 	if i.err != nil {
 		return false
 	}
+	if err := i.s.faults.broken(); err != nil {
+		i.err = err
+		return false
+	}
+	defer i.s.contain("scan", false, &i.err)
 	var valid bool
 	if i.first {
 		valid, i.first = i.it.First(), false
@@ -150,13 +179,15 @@ func (i *Iterator) Next() bool {
 		valid = i.it.Next()
 	}
 	if !valid {
-		i.err = i.it.Error()
+		if err := i.it.Error(); err != nil {
+			i.err = fmt.Errorf("staging: scan: %w", i.s.corruptErr(err, nil))
+		}
 		return false
 	}
 	h := keyHeight(i.it.Key())
 	v, err := i.it.ValueAndErr()
 	if err != nil {
-		i.err = fmt.Errorf("staging: read %d: %w", h, err)
+		i.err = fmt.Errorf("staging: read %d: %w", h, i.s.corruptErr(err, &h))
 		return false
 	}
 	// Each block gets its own Raw buffer unless the caller promised not to
@@ -189,16 +220,26 @@ func (i *Iterator) Family() chain.Family { return i.hdr.Family }
 func (i *Iterator) Err() error { return i.err }
 
 // Close releases the iterator.
-func (i *Iterator) Close() error { return i.it.Close() }
+func (i *Iterator) Close() (err error) {
+	defer i.s.contain("close iterator", false, &err)
+	if err := i.it.Close(); err != nil {
+		return fmt.Errorf("staging: scan: %w", i.s.corruptErr(err, nil))
+	}
+	return nil
+}
 
 // FirstBreak returns the first height h in (from, to] whose staged parent
 // hash is not the staged hash of h-1, scanning the index only. ok is false
 // when every staged pair in the range links up (gaps are not breaks).
 func (s *Store) FirstBreak(from, to uint64) (h uint64, ok bool, err error) {
+	if err := s.faults.broken(); err != nil {
+		return 0, false, err
+	}
+	defer s.contain(fmt.Sprintf("continuity scan %d-%d", from, to), false, &err)
 	lo, hi := boundsFor(prefixIndex, from, to)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return 0, false, err
+		return 0, false, fmt.Errorf("staging: continuity scan %d-%d: %w", from, to, s.corruptErr(err, nil))
 	}
 	defer it.Close()
 	var prevH uint64
@@ -214,5 +255,8 @@ func (s *Store) FirstBreak(from, to uint64) (h uint64, ok bool, err error) {
 		}
 		prevH, prevHash = k, append(prevHash[:0], hash...)
 	}
-	return 0, false, it.Error()
+	if err := it.Error(); err != nil {
+		return 0, false, fmt.Errorf("staging: continuity scan %d-%d: %w", from, to, s.corruptErr(err, nil))
+	}
+	return 0, false, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -49,6 +50,16 @@ type Options struct {
 	ReadOnly bool
 	// Logger receives Pebble's background errors. Default: discard.
 	Logger *slog.Logger
+	// MinFreeBytes is the free-space reserve: a batch is refused with a
+	// *NoSpaceError, before Pebble sees it, when committing it would leave
+	// less free space than this on the store's filesystem (room for Pebble
+	// to flush its memtable and finish a compaction). Small metadata writes
+	// (identity, checkpoint mirrors, deletes) need half of it. Default
+	// 64 MiB plus four memtables; negative disables the check.
+	MinFreeBytes int64
+
+	// fs replaces the filesystem (tests inject full disks with it).
+	fs vfs.FS
 }
 
 // EnsureDefaults fills unset fields with their defaults.
@@ -68,15 +79,23 @@ func (o *Options) EnsureDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.MinFreeBytes == 0 {
+		o.MinFreeBytes = 64<<20 + 4*int64(o.MemTableSize)
+	}
+	if o.fs == nil {
+		o.fs = vfs.Default
+	}
 }
 
 // Store is an open staging store.
 type Store struct {
-	dir  string
-	db   *pebble.DB
-	opts Options
-	enc  *zstd.Encoder // EncodeAll is safe for concurrent use
-	dec  *zstd.Decoder // DecodeAll is safe for concurrent use
+	dir    string
+	db     *pebble.DB
+	opts   Options
+	fs     vfs.FS
+	faults *faults
+	enc    *zstd.Encoder // EncodeAll is safe for concurrent use
+	dec    *zstd.Decoder // DecodeAll is safe for concurrent use
 
 	closed atomic.Bool
 
@@ -86,7 +105,7 @@ type Store struct {
 }
 
 // Open opens (creating if needed) the staging store in dir.
-func Open(dir string, opts Options) (*Store, error) {
+func Open(dir string, opts Options) (_ *Store, err error) {
 	opts.EnsureDefaults()
 	if dir == "" {
 		return nil, errors.New("staging: no directory given")
@@ -96,6 +115,20 @@ func Open(dir string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("staging: open %s: %w", dir, err)
 		}
 	}
+	f := &faults{dir: dir, failed: make(chan struct{})}
+	// A read-write open flushes what the WAL holds; on a full disk that
+	// flush fails and is retried forever, so Open would never return.
+	// Refuse it while there is room to say so (status opens read-only).
+	pre := &Store{dir: dir, opts: opts, fs: opts.fs, faults: f}
+	if !opts.ReadOnly {
+		if err := opts.fs.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("staging: open %s: %w", dir, err)
+		}
+		if err := pre.reserve(0, true); err != nil {
+			return nil, err
+		}
+	}
+	defer pre.contain("open", false, &err)
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref()
 	po := &pebble.Options{
@@ -105,7 +138,18 @@ func Open(dir string, opts Options) (*Store, error) {
 		L0CompactionThreshold: 4,
 		L0StopWritesThreshold: 64,
 		ReadOnly:              opts.ReadOnly,
-		Logger:                pebbleLogger{opts.Logger},
+		Logger:                pebbleLogger{opts.Logger, f},
+		FS:                    opts.fs,
+		EventListener: &pebble.EventListener{
+			BackgroundError: func(err error) {
+				opts.Logger.Error("pebble background error", "component", "pebble", "err", err)
+				f.backgroundError(err)
+			},
+			DataCorruption: func(info pebble.DataCorruptionInfo) {
+				opts.Logger.Error("pebble: on-disk corruption", "component", "pebble", "path", info.Path, "err", info.Details)
+				f.dataCorruption(info)
+			},
+		},
 	}
 	// Values are already zstd; compressing them again costs CPU for nothing.
 	// Every write first looks up the height's index key, which is usually
@@ -133,7 +177,17 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	po.EnsureDefaults()
 	db, err := pebble.Open(dir, po)
+	if err == nil {
+		err = f.broken()
+		if err != nil {
+			db.Close()
+		}
+	}
 	if err != nil {
+		if pebble.IsCorruptionError(err) {
+			file, heights := f.corruption()
+			return nil, &CorruptStoreError{Dir: dir, File: file, Heights: heights, Err: err}
+		}
 		return nil, fmt.Errorf("staging: open %s: %w", dir, err)
 	}
 	// The value's CRC-32C already covers the frame; zstd's own checksum
@@ -152,7 +206,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("staging: zstd decoder: %w", err)
 	}
-	s := &Store{dir: dir, db: db, opts: opts, enc: enc, dec: dec}
+	s := &Store{dir: dir, db: db, opts: opts, fs: opts.fs, faults: f, enc: enc, dec: dec}
 	if id, ok, err := s.loadIdentity(); err != nil {
 		s.Close()
 		return nil, err
@@ -166,39 +220,53 @@ func Open(dir string, opts Options) (*Store, error) {
 func (s *Store) Dir() string { return s.dir }
 
 // Close flushes and closes the store. Every batch and iterator must be
-// finished first.
-func (s *Store) Close() error {
+// finished first. A broken store (see BrokenStoreError) is not closed
+// cleanly: its Pebble may be unable to, and Close must not hang; the
+// process's exit releases what it holds.
+func (s *Store) Close() (err error) {
 	if s.closed.Swap(true) {
 		return nil
 	}
 	s.enc.Close()
 	s.dec.Close()
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("staging: close: %w", err)
+	if s.faults.isWedged() {
+		return s.faults.broken()
 	}
-	return nil
+	defer s.contain("close", true, &err)
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("staging: close: %w", s.corruptErr(err, nil))
+	}
+	return s.faults.broken()
 }
 
 // Flush makes every committed batch durable (block data is written without
 // sync; see Batch.Commit).
-func (s *Store) Flush() error {
+func (s *Store) Flush() (err error) {
+	if err := s.faults.broken(); err != nil {
+		return err
+	}
+	defer s.contain("sync", true, &err)
 	if err := s.db.LogData(nil, pebble.Sync); err != nil {
 		return fmt.Errorf("staging: sync: %w", err)
 	}
-	return nil
+	return s.faults.broken()
 }
 
 // DiskUsage returns the store's size on disk in bytes.
 func (s *Store) DiskUsage() uint64 { return s.db.Metrics().DiskSpaceUsage() }
 
 // Get returns the staged block at height h, decompressed and verified.
-func (s *Store) Get(h uint64) (chain.Block, error) {
+func (s *Store) Get(h uint64) (_ chain.Block, err error) {
+	if err := s.faults.broken(); err != nil {
+		return chain.Block{}, err
+	}
+	defer s.contain(fmt.Sprintf("get %d", h), false, &err)
 	v, closer, err := s.db.Get(heightKey(prefixBlock, h))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return chain.Block{}, fmt.Errorf("height %d: %w", h, ErrNotFound)
 	}
 	if err != nil {
-		return chain.Block{}, fmt.Errorf("staging: get %d: %w", h, err)
+		return chain.Block{}, fmt.Errorf("staging: get %d: %w", h, s.corruptErr(err, &h))
 	}
 	defer closer.Close()
 	b, _, err := s.decodeValue(h, v, nil)
@@ -208,12 +276,16 @@ func (s *Store) Get(h uint64) (chain.Block, error) {
 // Header returns the hash and parent hash of the staged block at h from the
 // index, without reading the record.
 func (s *Store) Header(h uint64) (hash, parent []byte, err error) {
+	if err := s.faults.broken(); err != nil {
+		return nil, nil, err
+	}
+	defer s.contain(fmt.Sprintf("get index %d", h), false, &err)
 	v, closer, err := s.db.Get(heightKey(prefixIndex, h))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, nil, fmt.Errorf("height %d: %w", h, ErrNotFound)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("staging: get index %d: %w", h, err)
+		return nil, nil, fmt.Errorf("staging: get index %d: %w", h, s.corruptErr(err, &h))
 	}
 	defer closer.Close()
 	hash, parent, ok := parseIndexValue(v)
@@ -225,7 +297,14 @@ func (s *Store) Header(h uint64) (hash, parent []byte, err error) {
 
 // Delete removes the blocks at heights [from, to] (record and index), e.g. a
 // corrupt record so that fetch stages it again, or a reorged height.
-func (s *Store) Delete(from, to uint64) error {
+func (s *Store) Delete(from, to uint64) (err error) {
+	if err := s.faults.broken(); err != nil {
+		return err
+	}
+	if err := s.reserve(1<<10, true); err != nil {
+		return err
+	}
+	defer s.contain(fmt.Sprintf("delete %d-%d", from, to), true, &err)
 	b := s.db.NewBatch()
 	defer b.Close()
 	lo, hi := boundsFor(prefixBlock, from, to)
@@ -239,7 +318,7 @@ func (s *Store) Delete(from, to uint64) error {
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("staging: delete %d-%d: %w", from, to, err)
 	}
-	return nil
+	return s.faults.broken()
 }
 
 // decodeValue verifies and decompresses a staged value into dst (reused when
@@ -263,17 +342,4 @@ func (s *Store) decodeValue(h uint64, v []byte, dst []byte) (chain.Block, Header
 		return chain.Block{}, hdr, &CorruptRecordError{Height: h, Reason: fmt.Sprintf("decompressed %d bytes, header says %d", len(raw), hdr.RawLen)}
 	}
 	return chain.Block{Height: h, Hash: bytes.Clone(hdr.Hash), ParentHash: bytes.Clone(hdr.ParentHash), Raw: raw}, hdr, nil
-}
-
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
-}
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-}
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-	panic(fmt.Sprintf(format, args...))
 }

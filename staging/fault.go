@@ -1,0 +1,307 @@
+package staging
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// A damaged store (a bad Pebble file, a full disk) must be a named error,
+// never a panic and never a hang. Pebble reports such trouble in three ways,
+// and each is contained here, at the staging boundary:
+//
+//   - a returned error, wrapped as *CorruptStoreError when Pebble says it is
+//     corruption (pebble.IsCorruptionError);
+//   - Options.Logger.Fatalf (a corrupt sstable, a fatal commit error) and
+//     EventListener.DataCorruption/BackgroundError, which may run on
+//     Pebble's own goroutines: they record the failure and never panic;
+//   - a panic on the caller's goroutine (a failed WAL write panics inside
+//     the commit pipeline, with its mutex held): every Store method that
+//     calls Pebble recovers it and returns an error.
+//
+// After a fatal failure the store is broken: every later call fails fast
+// with a *BrokenStoreError, and Close does not wait for a Pebble that can no
+// longer close.
+
+// CorruptStoreError reports a damaged staging store: a Pebble file that
+// fails its checksums or cannot be read, or records lost from what was
+// durably staged. File is the damaged file's name when Pebble names it;
+// Heights is the range of heights affected, when it can be known.
+// Refetching the affected heights replaces unreadable records.
+type CorruptStoreError struct {
+	Dir     string
+	File    string
+	Heights *Range
+	Err     error
+}
+
+func (e *CorruptStoreError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "staging: %s is damaged", e.Dir)
+	if e.File != "" {
+		fmt.Fprintf(&b, ": file %s", e.File)
+	}
+	if e.Heights != nil {
+		fmt.Fprintf(&b, " (heights %s)", e.Heights)
+	}
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	return b.String()
+}
+
+func (e *CorruptStoreError) Unwrap() error { return e.Err }
+
+// NoSpaceError reports that the store's filesystem has too little free
+// space for the next write. It is returned before Pebble is given the write
+// (the free-space reserve), or when Pebble itself met ENOSPC. Nothing of the
+// refused write is staged; once space is freed the job can be run again.
+type NoSpaceError struct {
+	Dir        string
+	Free, Need uint64 // bytes available, bytes the write needed (reserve included)
+	Err        error  // Pebble's error when Pebble met ENOSPC; nil for the reserve
+}
+
+func (e *NoSpaceError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("staging: %s: no space left on device: %v; free space and run again", e.Dir, e.Err)
+	}
+	return fmt.Sprintf("staging: %s: no space left: %d bytes free, %d needed (the write and the free-space reserve); free space and run again", e.Dir, e.Free, e.Need)
+}
+
+func (e *NoSpaceError) Unwrap() error {
+	if e.Err != nil {
+		return e.Err
+	}
+	return syscall.ENOSPC
+}
+
+// BrokenStoreError is returned by every call on a store after a fatal
+// failure (Err) left Pebble unusable. Reopen the store (a new process) once
+// the cause is fixed.
+type BrokenStoreError struct {
+	Dir string
+	Err error
+}
+
+func (e *BrokenStoreError) Error() string {
+	return fmt.Sprintf("staging: %s cannot be used after an earlier failure: %v", e.Dir, e.Err)
+}
+
+func (e *BrokenStoreError) Unwrap() error { return e.Err }
+
+// faults is what Pebble reported about one store, shared by the Store and
+// the logger and event listener it hands to Pebble (which may call them
+// from any goroutine).
+type faults struct {
+	dir string
+
+	mu       sync.Mutex
+	failed   chan struct{} // closed when fatal is set
+	fatal    error         // the first failure that made the store unusable
+	wedged   bool          // the commit pipeline is stuck: db.Close would hang
+	corrupt  *pebble.DataCorruptionInfo
+	bgErrors int
+}
+
+// fail records err as fatal unless a failure is already recorded.
+func (f *faults) fail(err error, wedged bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fatal == nil {
+		f.fatal = err
+		close(f.failed)
+	}
+	f.wedged = f.wedged || wedged
+}
+
+// broken returns a *BrokenStoreError once a fatal failure is recorded.
+func (f *faults) broken() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fatal == nil {
+		return nil
+	}
+	return &BrokenStoreError{Dir: f.dir, Err: f.fatal}
+}
+
+func (f *faults) isWedged() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.wedged
+}
+
+// backgroundError records a failed flush or compaction. Out of space, a
+// flush retries forever and Close would wait for it: the store is broken.
+// Corruption is left to the reads that meet it, which name it.
+func (f *faults) backgroundError(err error) {
+	if errors.Is(err, syscall.ENOSPC) {
+		f.fail(&NoSpaceError{Dir: f.dir, Err: err}, true)
+	}
+}
+
+func (f *faults) dataCorruption(info pebble.DataCorruptionInfo) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.corrupt = &info
+}
+
+// corruption returns the last corruption Pebble reported, if any.
+func (f *faults) corruption() (file string, heights *Range) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.corrupt == nil {
+		return "", nil
+	}
+	return filepath.Base(f.corrupt.Path), boundsHeights(f.corrupt.Bounds.Start, f.corrupt.Bounds.End.Key)
+}
+
+// boundsHeights converts Pebble user-key bounds to the heights they cover,
+// when both ends are block or index keys.
+func boundsHeights(lo, hi []byte) *Range {
+	isHeight := func(k []byte) bool { return len(k) == 9 && (k[0] == prefixBlock || k[0] == prefixIndex) }
+	if !isHeight(lo) || !isHeight(hi) {
+		return nil
+	}
+	return &Range{From: keyHeight(lo), To: keyHeight(hi)}
+}
+
+// corruptErr wraps a Pebble error about one read as a *CorruptStoreError
+// when Pebble says it is corruption; h, if not nil, is the height read.
+func (s *Store) corruptErr(err error, h *uint64) error {
+	if err == nil || !pebble.IsCorruptionError(err) {
+		return err
+	}
+	var ce *CorruptStoreError
+	if errors.As(err, &ce) {
+		return err
+	}
+	file, heights := s.faults.corruption()
+	if h != nil {
+		heights = &Range{From: *h, To: *h}
+	}
+	return &CorruptStoreError{Dir: s.dir, File: file, Heights: heights, Err: err}
+}
+
+// contain is deferred by every Store method that calls Pebble: it turns a
+// panic into an error and marks the store broken. commit says whether the
+// panic came from a write, where Pebble's commit pipeline is left locked.
+func (s *Store) contain(op string, commit bool, errp *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	cause, ok := r.(error)
+	if !ok {
+		cause = fmt.Errorf("%v", r)
+	}
+	cause = fmt.Errorf("pebble panicked in %s: %w", op, cause)
+	s.opts.Logger.Error("staging: pebble panicked", "dir", s.dir, "op", op, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+	var err error
+	switch {
+	case errors.Is(cause, syscall.ENOSPC):
+		err = &NoSpaceError{Dir: s.dir, Free: s.freeBytes(), Err: cause}
+	case commit && !pebble.IsCorruptionError(cause):
+		err = fmt.Errorf("staging: %s: %w", s.dir, cause)
+	default:
+		// A panic while reading is Pebble meeting files it cannot make
+		// sense of ("unknown metadata type", a bad block): the store is
+		// damaged.
+		file, heights := s.faults.corruption()
+		err = &CorruptStoreError{Dir: s.dir, File: file, Heights: heights, Err: cause}
+	}
+	s.faults.fail(err, commit)
+	*errp = err
+}
+
+// freeBytes is the space available to this process on the store's
+// filesystem, or 0 when it cannot be read.
+func (s *Store) freeBytes() uint64 {
+	u, err := s.fs.GetDiskUsage(s.dir)
+	if err != nil {
+		return 0
+	}
+	return u.AvailBytes
+}
+
+// reserve refuses a write of n bytes that would leave less than the
+// configured free-space reserve (of which small, durable metadata writes
+// such as a checkpoint mirror need only half), so that Pebble never meets
+// ENOSPC: its WAL writer panics on it and its flushes retry forever.
+func (s *Store) reserve(n uint64, metadata bool) error {
+	if s.opts.ReadOnly || s.opts.MinFreeBytes < 0 {
+		return nil
+	}
+	res := uint64(s.opts.MinFreeBytes)
+	if metadata {
+		res /= 2
+	}
+	u, err := s.fs.GetDiskUsage(s.dir)
+	if err != nil {
+		// No reading (an exotic filesystem): let Pebble try; a failure is
+		// still contained.
+		return nil
+	}
+	if need := n + res; u.AvailBytes < need {
+		return &NoSpaceError{Dir: s.dir, Free: u.AvailBytes, Need: need}
+	}
+	return nil
+}
+
+// pebbleLogger routes Pebble's logs to slog. Fatalf records the failure
+// instead of exiting or panicking: Pebble calls it from its own goroutines
+// too, where a panic would kill the process, and the staging call that
+// caused it (if any) finds the store broken when Pebble returns.
+type pebbleLogger struct {
+	l *slog.Logger
+	f *faults
+}
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	p.l.Error(msg, "component", "pebble", "fatal", true)
+	var cause error
+	for _, a := range args {
+		if e, ok := a.(error); ok {
+			cause = e
+			break
+		}
+	}
+	err := &fatalError{msg: msg, cause: cause}
+	var rec error
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		rec = &NoSpaceError{Dir: p.f.dir, Err: err}
+	case strings.Contains(msg, "fatal commit error"):
+		rec = fmt.Errorf("staging: %s: %w", p.f.dir, err)
+	default:
+		file, heights := p.f.corruption()
+		rec = &CorruptStoreError{Dir: p.f.dir, File: file, Heights: heights, Err: err}
+	}
+	p.f.fail(rec, strings.Contains(msg, "commit") || strings.Contains(msg, "MANIFEST"))
+}
+
+// fatalError is a message Pebble sent to Fatalf, wrapping the error among
+// its arguments (if any) so that errors.Is sees ENOSPC or corruption.
+type fatalError struct {
+	msg   string
+	cause error
+}
+
+func (e *fatalError) Error() string { return "pebble: " + strings.TrimPrefix(e.msg, "pebble: ") }
+func (e *fatalError) Unwrap() error { return e.cause }
