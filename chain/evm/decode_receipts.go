@@ -120,6 +120,8 @@ func (st *decodeState) receipt(i int) error {
 			err = putInt64(row, colTxBlobGasUsed, v, nil, 0)
 		case "blobGasPrice":
 			err = putNumeric(row, colTxBlobGasPrice, v)
+		case "root": // pre-Byzantium: the state root after the transaction
+			err = st.putFixed(row, colTxRoot, v, 32, nil, 0)
 		}
 		if err != nil {
 			return inField(string(key), err)

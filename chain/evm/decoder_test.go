@@ -148,7 +148,7 @@ var (
 	refReceipt = []refCol{
 		{"status", "status", "status"}, {"gas_used", "gasUsed", "q"}, {"cumulative_gas_used", "cumulativeGasUsed", "q"},
 		{"effective_gas_price", "effectiveGasPrice", "q"}, {"contract_address", "contractAddress", "bytes"},
-		{"blob_gas_used", "blobGasUsed", "q"}, {"blob_gas_price", "blobGasPrice", "q"},
+		{"blob_gas_used", "blobGasUsed", "q"}, {"blob_gas_price", "blobGasPrice", "q"}, {"root", "root", "bytes"},
 	}
 )
 
@@ -298,7 +298,7 @@ func TestDecodeOlderShapes(t *testing.T) {
 	const tx = "0x2222222222222222222222222222222222222222222222222222222222222222"
 	raw := `{"receipts":[{"blockHash":"` + h + `","blockNumber":"0x2a","contractAddress":null,` +
 		`"cumulativeGasUsed":"0x5208","from":"0x3333333333333333333333333333333333333333","gasUsed":"0x5208",` +
-		`"logs":[],"logsBloom":"0x00","root":"0x44","to":null,"transactionHash":"` + tx + `","transactionIndex":"0x0"}],` +
+		`"logs":[],"logsBloom":"0x00","root":"0x4444444444444444444444444444444444444444444444444444444444444444","to":null,"transactionHash":"` + tx + `","transactionIndex":"0x0"}],` +
 		` "block": {"number":"0x2a","hash":"` + h + `","parentHash":"` + h + `","timestamp":"0x55ba4224",` +
 		`"miner":"0x3333333333333333333333333333333333333333","gasLimit":"0x1388","gasUsed":"0x0",` +
 		`"difficulty":"0x3ff800000","totalDifficulty":"0x400000000","uncles":[],` +
@@ -328,8 +328,61 @@ func TestDecodeOlderShapes(t *testing.T) {
 	if tr[colTxValue] != int64(2e18) {
 		t.Errorf("value %v", tr[colTxValue])
 	}
+	if r, _ := tr[colTxRoot].([]byte); !bytes.Equal(r, bytes.Repeat([]byte{0x44}, 32)) {
+		t.Errorf("root %x", tr[colTxRoot])
+	}
 	if in := tr[colTxInput].([]byte); in == nil || len(in) != 0 {
 		t.Errorf("input %#v, want empty non-nil", in)
+	}
+}
+
+// TestDecodePreByzantiumReceipt decodes mainnet's first transaction (block
+// 46,147) with its receipt as nodes serve it: a state root and no status,
+// or, from providers that synthesise one, both. The transaction and
+// receipt are mainnet's; the header fields but number and hash are
+// placeholders (the decoder does not check them).
+func TestDecodePreByzantiumReceipt(t *testing.T) {
+	const (
+		blockHash = "0x4e3a3754410177e6937ef1f84bba68ea139e8d1a2258c5f85db9f1cd715a1bdd"
+		txHash    = "0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060"
+		root      = "0x96a8e009d2b88b1483e6941e6812e32263b05683fac202abc622a3e31aed1957"
+	)
+	receipt := `{"transactionHash":"` + txHash + `","blockHash":"` + blockHash + `","blockNumber":"0xb443",` +
+		`"logsBloom":"0x` + strings.Repeat("00", 256) + `","gasUsed":"0x5208","root":"` + root + `","contractAddress":null,` +
+		`"cumulativeGasUsed":"0x5208","transactionIndex":"0x0","from":"0xa1e4380a3b1f749673e270229993ee55f35663b4",` +
+		`"to":"0x5df9b87991262f6ba471f09758cde1c0fc1de734","type":"0x0","effectiveGasPrice":"0x2d79883d2000","logs":[]}`
+	block := `{"number":"0xb443","hash":"` + blockHash + `","parentHash":"0x` + strings.Repeat("11", 32) + `",` +
+		`"timestamp":"0x55c42659","miner":"0x` + strings.Repeat("22", 20) + `","gasLimit":"0x2fefd8","gasUsed":"0x5208",` +
+		`"transactions":[{"hash":"` + txHash + `","from":"0xa1e4380a3b1f749673e270229993ee55f35663b4",` +
+		`"to":"0x5df9b87991262f6ba471f09758cde1c0fc1de734","value":"0x7a69","input":"0x","nonce":"0x0","gas":"0x5208",` +
+		`"gasPrice":"0x2d79883d2000","blockHash":"` + blockHash + `","blockNumber":"0xb443","transactionIndex":"0x0","type":"0x0"}]}`
+	wantRoot, _ := hex.DecodeString(root[2:])
+	for _, c := range []struct {
+		name    string
+		receipt string
+		status  any
+	}{
+		{"canonical", receipt, nil},
+		{"synthesised status", strings.Replace(receipt, `"logs":[]`, `"logs":[],"status":"0x1"`, 1), int16(1)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rows := decodeOne(t, NewDecoder(), 46147, []byte(`{"block":`+block+`,"receipts":[`+c.receipt+`]}`))
+			tr := rows.Table(TableTransactions)[0]
+			if r, _ := tr[colTxRoot].([]byte); !bytes.Equal(r, wantRoot) {
+				t.Errorf("root %x, want %s", tr[colTxRoot], root)
+			}
+			if tr[colTxStatus] != c.status {
+				t.Errorf("status %v, want %v", tr[colTxStatus], c.status)
+			}
+		})
+	}
+	// Byzantium and later: status, no root.
+	s := NewSynthetic(SyntheticConfig{Seed: 2})
+	rows := decodeOne(t, NewDecoder(), 5, s.Record(5))
+	for _, tr := range rows.Table(TableTransactions) {
+		if tr[colTxRoot] != nil || tr[colTxStatus] == nil {
+			t.Fatalf("post-Byzantium tx: root %v status %v", tr[colTxRoot], tr[colTxStatus])
+		}
 	}
 }
 

@@ -62,6 +62,7 @@ const (
 	colTxContractAddress
 	colTxBlobGasUsed
 	colTxBlobGasPrice
+	colTxRoot
 	numTxCols
 )
 
@@ -89,9 +90,11 @@ const (
 // are numeric; gas quantities are bigint. A column is nullable when a real
 // chain can lack the field: a fork not yet active (base fee before London,
 // blob gas before Cancun), a transaction type without it (max fees of
-// legacy transactions), or a creation (to_address). timestamp is a
-// timestamptz: it is what queries compare against, and there is one per
-// block, so its encoding cost does not matter.
+// legacy transactions), or a creation (to_address). A receipt has a status
+// from Byzantium on, and before it the state root after the transaction
+// (root; some providers synthesise a status beside it, kept as sent).
+// timestamp is a timestamptz: it is what queries compare against, and there
+// is one per block, so its encoding cost does not matter.
 func Tables() []chain.Table {
 	bigint := func(n string) chain.Column { return chain.Column{Name: n, Type: "bigint"} }
 	integer := func(n string) chain.Column { return chain.Column{Name: n, Type: "integer"} }
@@ -158,6 +161,7 @@ func Tables() []chain.Table {
 			colTxContractAddress:   null(bytea("contract_address")),
 			colTxBlobGasUsed:       null(bigint("blob_gas_used")),
 			colTxBlobGasPrice:      null(numeric("blob_gas_price")),
+			colTxRoot:              null(bytea("root")),
 		},
 		Indexes: []chain.Index{{Name: "transactions_hash_idx", Columns: "(hash)"}},
 	}
