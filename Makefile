@@ -4,7 +4,7 @@ BIN     := bin/blockhaul
 PG_URL   = $$(scripts/pg-ensure.sh)
 DEMO_TO ?= 20000
 
-.PHONY: build test demo bench test-nodes vet clean
+.PHONY: build test demo bench test-nodes vet clean faults
 
 build:
 	$(GO) build -o $(BIN) ./cmd/blockhaul
@@ -17,6 +17,13 @@ vet:
 test:
 	@url=$(PG_URL) && echo "tests use PostgreSQL at $${url%%\?*}" && \
 	DATABASE_URL="$$url" $(GO) test -count=1 -timeout 40m ./...
+
+# The fault campaign (faults/ with -tags faults: SIGKILLs, database faults,
+# the fault proxy, damaged staging files, a full disk, concurrent starts),
+# then every fuzz target for FUZZTIME each. Scenario lines start "faults:".
+FUZZTIME ?= 1m
+faults:
+	@url=$(PG_URL) && FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/faults.sh "$$url"
 
 # Loads $(DEMO_TO) synthetic CometBFT blocks into a fresh database
 # blockhaul_demo, then prints a few rows.

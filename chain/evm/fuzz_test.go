@@ -2,6 +2,10 @@ package evm
 
 import (
 	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain"
@@ -58,16 +62,89 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// FuzzBlockIdentity: never panics, and agrees with itself on a prefix of
-// valid records.
+// FuzzBlockIdentity: never panics, and what it reads is what an
+// independent reading finds: encoding/json's decode of the record's
+// block.number, block.hash and block.parentHash, and, where VerifyBlock can
+// recompute the hash from the RLP header, that hash.
 func FuzzBlockIdentity(f *testing.F) {
 	s := NewSynthetic(SyntheticConfig{Seed: 1, TxPerBlock: 2, LogsPerBlock: 3})
 	f.Add(s.Record(2))
+	f.Add(s.Record(0))
+	f.Add(fixtureRecord(f, 18))
 	f.Add([]byte(`{"block":{"hash":"0x","number":"0x1"}}`))
+	f.Add([]byte(`{"block":{"number":"0x10","hash":"0x` + strings.Repeat("aB", 32) + `","parentHash":"0x` + strings.Repeat("01", 32) + `"}}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		hash, parent, _, err := BlockIdentity(raw)
-		if err == nil && (len(hash) != 32 || len(parent) != 32) {
+		hash, parent, height, err := BlockIdentity(raw)
+		if vh, verr := VerifyBlock(raw); verr == nil && (err != nil || !bytes.Equal(vh, hash)) {
+			t.Fatalf("VerifyBlock recomputed %x, BlockIdentity read %x (%v)", vh, hash, err)
+		}
+		if err != nil {
+			return
+		}
+		if len(hash) != 32 || len(parent) != 32 {
 			t.Fatalf("hash %x parent %x", hash, parent)
 		}
+		// The independent reading. Keys are matched exactly, as nodes send
+		// them; a record with a key twice is left out (which one counts
+		// is a choice, not a fact).
+		var rec map[string]json.RawMessage
+		if json.Unmarshal(raw, &rec) != nil {
+			t.Fatalf("BlockIdentity read a record encoding/json refuses: %q", raw)
+		}
+		var blk map[string]json.RawMessage
+		if json.Unmarshal(rec["block"], &blk) != nil || duplicateKeys(raw) {
+			return
+		}
+		var number, h, p string
+		if json.Unmarshal(blk["number"], &number) != nil || json.Unmarshal(blk["hash"], &h) != nil || json.Unmarshal(blk["parentHash"], &p) != nil {
+			t.Fatalf("BlockIdentity read fields encoding/json does not find as strings: %s", rec["block"])
+		}
+		n, nerr := strconv.ParseUint(strings.TrimPrefix(number, "0x"), 16, 64)
+		wh, herr := hex.DecodeString(strings.TrimPrefix(h, "0x"))
+		wp, perr := hex.DecodeString(strings.TrimPrefix(p, "0x"))
+		if nerr != nil || herr != nil || perr != nil || n != height || !bytes.Equal(wh, hash) || !bytes.Equal(wp, parent) {
+			t.Fatalf("BlockIdentity read %d %x %x; encoding/json reads number %q hash %q parentHash %q", height, hash, parent, number, h, p)
+		}
 	})
+}
+
+// duplicateKeys reports whether any object in the JSON value b has a key
+// twice.
+func duplicateKeys(b []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var walk func() bool
+	walk = func() bool {
+		t, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		switch t {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return false
+				}
+				ks, _ := k.(string)
+				if seen[ks] {
+					return true
+				}
+				seen[ks] = true
+				if walk() {
+					return true
+				}
+			}
+			dec.Token()
+		case json.Delim('['):
+			for dec.More() {
+				if walk() {
+					return true
+				}
+			}
+			dec.Token()
+		}
+		return false
+	}
+	return walk()
 }

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The fault campaign: the faults/ suite with its long variants (-tags faults),
+# then each fuzz target for $FUZZTIME. Prints every scenario's "faults:" line
+# and a verdict per fuzz target; exits non-zero when anything failed. A crasher
+# a fuzz target finds is kept by go test under that package's
+# testdata/fuzz/FuzzXxx/. Usage: scripts/faults.sh DATABASE_URL
+set -uo pipefail
+export DATABASE_URL="$1"
+GO="${GO:-go}"
+FUZZTIME="${FUZZTIME:-1m}"
+RUN="${FAULTS_RUN:-.}"
+log="${FAULTS_LOG:-faults.log}"
+targets=(
+	./chain/cometbft:FuzzDecode
+	./chain/cometbft:FuzzBlockAnswer
+	./chain/evm:FuzzDecode
+	./chain/evm:FuzzBlockIdentity
+	./chain/evm:FuzzBlockAnswer
+	./chain/jsonrpc:FuzzSplit
+	./chain/jsonrpc:FuzzParseBatch
+	./staging:FuzzRecordCodec
+)
+failed=()
+start=$(date +%s)
+echo "faults: campaign (full log in $log)"
+"$GO" test -count=1 -tags faults -timeout 40m -v -run "$RUN" ./faults/ >"$log" 2>&1
+rc=$?
+grep -E '^(faults:|--- FAIL|FAIL|ok )' "$log"
+((rc == 0)) || failed+=("campaign")
+if [[ "$FUZZTIME" != 0 ]]; then
+	for t in "${targets[@]}"; do
+		pkg=${t%%:*} fn=${t##*:}
+		t0=$(date +%s)
+		if out=$("$GO" test -run '^$' -fuzz "^${fn}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1); then
+			execs=$(grep -oE 'execs: [0-9]+' <<<"$out" | tail -1)
+			echo "faults: fuzz $pkg $fn $FUZZTIME: ok (${execs:-execs: ?}, $(($(date +%s) - t0))s with the build)"
+		else
+			echo "faults: fuzz $pkg $fn: FAILED; the crasher is kept under $pkg/testdata/fuzz/$fn/"
+			tail -30 <<<"$out"
+			failed+=("$fn")
+		fi
+	done
+fi
+echo "faults: done in $(($(date +%s) - start))s; failed: ${failed[*]:-none}"
+((${#failed[@]} == 0))
