@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,9 @@ const (
 	CmdVerify   = "verify"
 	CmdPrune    = "prune"
 )
+
+// Commands are the commands Run knows, in the order the usage lists them.
+var Commands = []string{CmdRun, CmdFetch, CmdExport, CmdFollow, CmdMerge, CmdStatus, CmdChecksum, CmdVerify, CmdPrune}
 
 // Config is everything one blockhaul invocation needs. Field comments name
 // the flag that sets each field.
@@ -220,12 +224,11 @@ func (c *Config) Validate() error {
 	bad := func(flag, format string, args ...any) {
 		fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: fmt.Sprintf(format, args...)})
 	}
-	switch c.Command {
-	case CmdRun, CmdFetch, CmdExport, CmdStatus, CmdFollow, CmdMerge:
-	case CmdChecksum, CmdVerify, CmdPrune:
+	switch {
+	case c.Command == CmdChecksum || c.Command == CmdVerify || c.Command == CmdPrune:
 		fs = append(fs, c.validateArchive()...)
-	default:
-		fs = append(fs, &FieldError{Flag: "command", Env: "-", Msg: fmt.Sprintf("unknown command %q (want run, fetch, export, follow, merge, status, checksum, verify or prune)", c.Command)})
+	case !slices.Contains(Commands, c.Command):
+		fs = append(fs, &FieldError{Msg: fmt.Sprintf("unknown command %q (want one of %s)", c.Command, strings.Join(Commands, ", "))})
 	}
 	if _, err := chain.ParseFamily(c.Chain); err != nil {
 		bad("chain", "unknown chain %q (want cometbft or evm)", c.Chain)
@@ -238,7 +241,7 @@ func (c *Config) Validate() error {
 	if c.ToSet && c.To < c.From {
 		bad("to", "%d is below --from %d", c.To, c.From)
 	}
-	if f, err := chain.ParseFamily(c.Chain); err == nil && f == chain.FamilyCometBFT && c.From == 0 && c.Command != CmdStatus && c.Command != CmdMerge {
+	if f, err := chain.ParseFamily(c.Chain); err == nil && f == chain.FamilyCometBFT && c.From == 0 && slices.Contains([]string{CmdRun, CmdFetch, CmdExport, CmdFollow}, c.Command) {
 		bad("from", "CometBFT heights start at 1, got 0")
 	}
 	seen := make(map[string]int, len(c.RPC))
@@ -322,6 +325,9 @@ func (c *Config) Validate() error {
 }
 
 func validRPCURL(u string) error {
+	if strings.ContainsAny(u, "\"'<>\\^`{|} \t\r\n") {
+		return errors.New("holds a quote, space or other character no URL has unescaped (a quoting mistake?)")
+	}
 	p, err := url.Parse(u)
 	if err != nil {
 		return errors.New("does not parse as a URL")

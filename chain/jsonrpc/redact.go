@@ -127,7 +127,10 @@ func looksLikeKey(s string) bool {
 				interleaved = true
 			}
 			prev = 'a'
-		case r == '-' || r == '_' || r == '.' || r == '~' || r == '+' || r == '=':
+		case r == '-' || r == '_' || r == '.' || r == '~' || r == '+' || r == '=',
+			// A stray quote (a shell quoting mistake) does not make
+			// s3cr3tk3y" less of a key.
+			r == '"' || r == '\'' || r == '`':
 			prev = 0
 			sawLetterThenDigit = false
 		default:

@@ -26,13 +26,16 @@ func TestDeferIndexesFlag(t *testing.T) {
 		{env: "sometimes", err: "BLOCKHAUL_DEFER_INDEXES"},
 	} {
 		t.Run(strings.Join(tc.args, " ")+" env="+tc.env, func(t *testing.T) {
+			var env []string
 			if tc.env != "" {
-				t.Setenv("BLOCKHAUL_DEFER_INDEXES", tc.env)
+				env = []string{"BLOCKHAUL_DEFER_INDEXES=" + tc.env}
 			}
 			fs, cfg := newFlags("run")
 			err := fs.Parse(tc.args)
 			if err == nil {
-				err = applyEnv(fs)
+				if p, _ := applyEnv(fs, env); len(p) > 0 {
+					err = &pipeline.ConfigError{Fields: p}
+				}
 			}
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
@@ -64,13 +67,16 @@ func TestEventEncodingFlag(t *testing.T) {
 		{env: "hex", err: "BLOCKHAUL_EVENT_ENCODING"},
 	} {
 		t.Run(strings.Join(tc.args, " ")+" env="+tc.env, func(t *testing.T) {
+			var env []string
 			if tc.env != "" {
-				t.Setenv("BLOCKHAUL_EVENT_ENCODING", tc.env)
+				env = []string{"BLOCKHAUL_EVENT_ENCODING=" + tc.env}
 			}
 			fs, cfg := newFlags("export")
 			err := fs.Parse(tc.args)
 			if err == nil {
-				err = applyEnv(fs)
+				if p, _ := applyEnv(fs, env); len(p) > 0 {
+					err = &pipeline.ConfigError{Fields: p}
+				}
 			}
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {

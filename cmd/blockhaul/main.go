@@ -50,54 +50,67 @@ func main() {
 }
 
 func run(args []string) int {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fs, _ := newFlags("run")
-			fs.SetOutput(os.Stdout)
-			fs.Usage()
-			return 0
+	cl := parseCommandLine(args, os.Environ())
+	if cl.help {
+		cl.fs.SetOutput(os.Stdout)
+		cl.fs.Usage()
+		return 0
+	}
+	if cl.cmd == "" || cl.cfg == nil {
+		if len(args) == 0 {
+			fmt.Fprint(os.Stderr, strings.TrimSuffix(usage, "Flags (environment variable in brackets):\n"))
+			fmt.Fprintln(os.Stderr, "Flags: blockhaul COMMAND --help")
 		}
-		fmt.Fprint(os.Stderr, strings.TrimSuffix(usage, "Flags (environment variable in brackets):\n"))
-		fmt.Fprintln(os.Stderr, "Flags: blockhaul COMMAND --help")
-		return pipeline.ExitConfig
-	}
-	cmd := args[0]
-	fs, cfg := newFlags(cmd)
-	memLimit := fs.Int64("memory-limit", 0, "soft limit of the Go heap in MiB, so memory stays flat over any range (0: by chain, cometbft 128, evm 448; negative: none; GOMEMLIMIT wins)")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
+		if len(cl.problems) > 0 {
+			fmt.Fprintln(os.Stderr, "blockhaul:", &pipeline.ConfigError{Fields: cl.problems})
 		}
-		fmt.Fprintln(os.Stderr, "blockhaul:", err)
 		return pipeline.ExitConfig
 	}
-	if err := applyEnv(fs); err != nil {
-		fmt.Fprintln(os.Stderr, "blockhaul:", err)
-		return pipeline.ExitConfig
-	}
-	cfg.Command = cmd
-	cfg.ToSet = fs.Changed("to")
-	cfg.FromSet = fs.Changed("from")
-	cfg.BelowSet = fs.Changed("below")
+	cfg := cl.cfg
+	cfg.Command = cl.cmd
+	cfg.ToSet = cl.fs.Changed("to")
+	cfg.FromSet = cl.fs.Changed("from")
+	cfg.BelowSet = cl.fs.Changed("below")
 	cfg.EnsureDefaults()
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintln(os.Stderr, "blockhaul:", err)
+	problems := cl.problems
+	var ce *pipeline.ConfigError
+	if err := cfg.Validate(); errors.As(err, &ce) {
+		problems = append(problems, ce.Fields...)
+	} else if err != nil {
+		problems = append(problems, &pipeline.FieldError{Msg: err.Error()})
+	}
+	if len(problems) > 0 {
+		for _, w := range cl.warnings {
+			fmt.Fprintln(os.Stderr, "blockhaul: warning:", w)
+		}
+		fmt.Fprintln(os.Stderr, "blockhaul:", &pipeline.ConfigError{Fields: problems})
 		return pipeline.ExitConfig
 	}
-	setMemoryLimit(*memLimit, cfg.Chain)
+	setMemoryLimit(*cl.memLimit, cfg.Chain)
 	con := monitor.NewConsole(os.Stderr)
 	log := newLogger(cfg, con)
+	for _, w := range cl.warnings {
+		log.Warn(w)
+	}
 	cfg.Monitor = monitor.New(monitor.Options{Logger: log, Out: con, Interval: cfg.Progress})
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	_, err := pipeline.Run(ctx, *cfg, os.Stdout, log)
 	code := pipeline.ExitCode(err)
-	if err != nil {
-		log.Error(cmd+" failed", "err", err, "exit", code)
+	switch {
+	case code == pipeline.ExitInterrupted:
+		// A signal is the operator's or the scheduler's doing, not a
+		// failure: one steady line, the cause only at debug.
+		log.Warn(cmd(cfg)+" interrupted by a signal; the range is resumable", "exit", code)
+		log.Debug("interrupted", "err", err)
+	case err != nil:
+		log.Error(cmd(cfg)+" failed", "err", err, "exit", code)
 	}
 	return code
 }
+
+func cmd(cfg *pipeline.Config) string { return cfg.Command }
 
 func newLogger(cfg *pipeline.Config, w io.Writer) *slog.Logger {
 	var lv slog.Level
@@ -117,13 +130,14 @@ func newFlags(cmd string) (*pflag.FlagSet, *pipeline.Config) {
 	d := pipeline.DefaultConfig()
 	fs := pflag.NewFlagSet("blockhaul "+cmd, pflag.ContinueOnError)
 	fs.StringVar(&cfg.Chain, "chain", d.Chain, "chain family: cometbft or evm")
-	fs.StringSliceVar(&cfg.RPC, "rpc", nil, "RPC endpoint URL(s), comma separated; empty means the synthetic chain")
+	fs.Var(&rpcList{urls: &cfg.RPC}, "rpc", "RPC endpoint URL(s), comma separated; empty means the synthetic chain")
 	fs.Int64Var(&cfg.SyntheticSeed, "synthetic-seed", d.SyntheticSeed, "seed of the synthetic chain")
 	fs.Uint64Var(&cfg.SyntheticTip, "synthetic-tip", 0, "tip height of the synthetic chain (0: --to plus --confirmations when --to is given, else 10000)")
 	fs.Float64Var(&cfg.SyntheticTxs, "synthetic-txs", 0, "mean transactions per synthetic block (0: the family's mainnet-like default: cometbft 4.5, evm 150 with 400 logs)")
 	fs.BoolVar(&cfg.SyntheticSteady, "synthetic-steady", false, "every synthetic block at the mean density (cometbft: no quiet stretches or bursts)")
 	fs.Uint64Var(&cfg.From, "from", d.From, "first height (inclusive)")
 	fs.Uint64Var(&cfg.To, "to", 0, "last height (inclusive); default: the chain tip (fetch, run) or the staged prefix (export)")
+	fs.Lookup("to").DefValue = "" // not 0, which is no valid end of a range from 1
 	fs.StringVar(&cfg.PG, "pg", "", "PostgreSQL DSN (URL or key=value)")
 	fs.StringVar(&cfg.Staging, "staging", d.Staging, "staging directory")
 	fs.StringVar(&cfg.Schema, "schema", "", "PostgreSQL schema (default: the chain family's name)")
@@ -158,36 +172,21 @@ func newFlags(cmd string) (*pflag.FlagSet, *pipeline.Config) {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.VisitAll(func(f *pflag.Flag) {
-			fmt.Fprintf(fs.Output(), "  --%-18s %s [%s] (default %q)\n", f.Name, f.Usage, pipeline.EnvName(f.Name), f.DefValue)
+			def := ""
+			if f.DefValue != "" {
+				def = fmt.Sprintf(" (default %q)", f.DefValue)
+			}
+			fmt.Fprintf(fs.Output(), "  --%-18s %s [%s]%s\n", f.Name, f.Usage, pipeline.EnvName(f.Name), def)
 		})
 	}
 	return fs, cfg
 }
 
-// applyEnv sets every flag not given on the command line from its
-// environment variable. A value that does not parse is an error naming both.
-func applyEnv(fs *pflag.FlagSet) error {
-	var errs []error
-	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Changed {
-			return
-		}
-		v, ok := os.LookupEnv(pipeline.EnvName(f.Name))
-		if !ok {
-			return
-		}
-		if err := fs.Set(f.Name, v); err != nil {
-			errs = append(errs, fmt.Errorf("--%s (%s): %q: %v", f.Name, pipeline.EnvName(f.Name), redactValue(f.Name, v), err))
-		}
-	})
-	return errors.Join(errs...)
-}
-
-func redactValue(flag, v string) string {
-	if flag == "pg" || flag == "rpc" {
-		return "<redacted>"
-	}
-	return v
+// newCommandFlags is newFlags plus the flags that only the process uses.
+func newCommandFlags(cmd string) (*pflag.FlagSet, *pipeline.Config, *int64) {
+	fs, cfg := newFlags(cmd)
+	memLimit := fs.Int64("memory-limit", 0, "soft limit of the Go heap in MiB, so memory stays flat over any range (0: by chain, cometbft 128, evm 448; negative: none; GOMEMLIMIT wins)")
+	return fs, cfg, memLimit
 }
 
 // setMemoryLimit caps the Go heap softly (see pipeline.DefaultMemoryLimitMiB).

@@ -239,6 +239,10 @@ func TestSIGTERMStopsWithInterruptedStatusAndResumes(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
 		t.Fatalf("SIGTERM: %v, want exit status 3\n%s", err, log.String())
 	}
+	// An interruption is logged as one, at warn, not as a failure.
+	if !strings.Contains(log.String(), `level=WARN msg="run interrupted by a signal`) || strings.Contains(log.String(), "level=ERROR") {
+		t.Errorf("SIGTERM is not logged as an interruption at warn level:\n%s", log.String())
+	}
 	// Resumable: the checkpoint is not ahead of its rows, and a second run
 	// completes the range.
 	c := connect(t, dsn)

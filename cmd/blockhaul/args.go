@@ -1,0 +1,367 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/blockhaul/blockhaul/chain/jsonrpc"
+	"github.com/blockhaul/blockhaul/pipeline"
+	"github.com/spf13/pflag"
+)
+
+// commandLine is one invocation's arguments and environment bound to a
+// Config. Parsing never stops at the first problem: every flag value that
+// does not parse, unknown flag, stray word and bad environment value is
+// collected, so that the operator sees them all at once, beside what
+// Validate finds.
+type commandLine struct {
+	cmd      string
+	fs       *pflag.FlagSet
+	cfg      *pipeline.Config
+	memLimit *int64
+	help     bool
+	problems []*pipeline.FieldError
+	warnings []string
+}
+
+// nonFlagEnv are BLOCKHAUL_* variables that the repository's scripts and
+// tests read; the binary ignores them without a warning.
+var nonFlagEnv = []string{"BLOCKHAUL_PG_THROWAWAY", "BLOCKHAUL_PG_DIR", "BLOCKHAUL_PG_PORT", "BLOCKHAUL_NODES_DIR"}
+
+func isCommand(w string) bool { return slices.Contains(pipeline.Commands, w) }
+
+func lineProblem(format string, args ...any) *pipeline.FieldError {
+	return &pipeline.FieldError{Msg: fmt.Sprintf(format, args...)}
+}
+
+func flagProblem(flag, format string, args ...any) *pipeline.FieldError {
+	return &pipeline.FieldError{Flag: flag, Env: pipeline.EnvName(flag), Msg: fmt.Sprintf(format, args...)}
+}
+
+// parseCommandLine binds args (without the program name) and environ
+// (KEY=value pairs) to a Config.
+func parseCommandLine(args, environ []string) *commandLine {
+	cl := &commandLine{}
+	if len(args) == 0 {
+		return cl
+	}
+	if a := args[0]; a == "-h" || a == "--help" || a == "help" {
+		cl.help, cl.cmd = true, pipeline.CmdRun
+		if len(args) > 1 && isCommand(args[1]) {
+			cl.cmd = args[1]
+		}
+		cl.fs, cl.cfg, cl.memLimit = newCommandFlags(cl.cmd)
+		return cl
+	}
+	rest := args[1:]
+	cl.cmd = args[0]
+	if strings.HasPrefix(args[0], "-") {
+		// Flags before the command: say where they go rather than print
+		// the usage alone.
+		k := slices.IndexFunc(args, isCommand)
+		if k < 0 {
+			cl.cmd = ""
+			cl.problems = append(cl.problems, lineProblem("no command: %q is a flag; flags go after the command (blockhaul COMMAND [flags], COMMAND one of %s)", args[0], strings.Join(pipeline.Commands, ", ")))
+			return cl
+		}
+		cl.cmd = args[k]
+		rest = append(slices.Clone(args[k+1:]), args[:k]...)
+		cl.problems = append(cl.problems, lineProblem("%s comes before the command %s; flags go after it: blockhaul %s %s",
+			strings.Join(args[:k], " "), cl.cmd, cl.cmd, strings.Join(args[:k], " ")))
+	} else if !isCommand(cl.cmd) {
+		msg := fmt.Sprintf("unknown command %q (want one of %s)", cl.cmd, strings.Join(pipeline.Commands, ", "))
+		if c := closest(cl.cmd, pipeline.Commands); c != "" {
+			msg = fmt.Sprintf("unknown command %q: did you mean %s?", cl.cmd, c)
+		}
+		cl.problems = append(cl.problems, lineProblem("%s", msg))
+		return cl
+	}
+	cl.fs, cl.cfg, cl.memLimit = newCommandFlags(cl.cmd)
+	fs := cl.fs
+	fs.ParseErrorsAllowlist.UnknownFlagsHandling = pflag.PassUnknownFlagToArgs
+	fs.SetOutput(io.Discard)
+	err := fs.ParseAll(rest, func(f *pflag.Flag, value string) error {
+		if err := fs.Set(f.Name, value); err != nil {
+			cl.problems = append(cl.problems, flagProblem(f.Name, "%q: %v", redactValue(f.Name, value), cause(err)))
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, pflag.ErrHelp):
+		cl.help = true
+		return cl
+	case err != nil:
+		// A flag without its value at the end, or a malformed name: the
+		// message names the flag, never a value.
+		cl.problems = append(cl.problems, lineProblem("%v", err))
+	}
+	cl.problems = append(cl.problems, strayWords(fs, rest)...)
+	pgOnCommandLine := fs.Changed("pg")
+	p, w := applyEnv(fs, environ)
+	cl.problems = append(cl.problems, p...)
+	cl.warnings = append(cl.warnings, w...)
+	if pgOnCommandLine && dsnHasPassword(cl.cfg.PG) {
+		cl.warnings = append(cl.warnings, "--pg holds a password, which every local user can read in the process list: "+
+			"set the DSN in BLOCKHAUL_PG, or the password in PGPASSWORD or a PGPASSFILE")
+	}
+	if cl.cfg.Staging == "" {
+		cl.problems = append(cl.problems, flagProblem("staging", "is empty; give a directory (default %s)", pipeline.DefaultConfig().Staging))
+	}
+	return cl
+}
+
+// cause is the reason a flag value was refused, without pflag's wrapping
+// (which quotes the value) or strconv's (which quotes it again).
+func cause(err error) error {
+	if u := errors.Unwrap(err); u != nil {
+		err = u
+	}
+	var ne *strconv.NumError
+	if errors.As(err, &ne) {
+		return ne.Err
+	}
+	return err
+}
+
+// strayWords explains every argument the flags did not take: pflag passes
+// positional words and unknown flags through to fs.Args in order.
+func strayWords(fs *pflag.FlagSet, args []string) []*pipeline.FieldError {
+	var out []*pipeline.FieldError
+	var numbers []string
+	pos := 0 // where in args to look for the next stray word
+	afterUnknown := false
+	for _, w := range fs.Args() {
+		i := slices.Index(args[pos:], w)
+		prev := ""
+		if i >= 0 {
+			i += pos
+			pos = i + 1
+			if i > 0 {
+				prev = args[i-1]
+			}
+		}
+		switch {
+		case strings.HasPrefix(w, "-"):
+			name, _, hasValue := strings.Cut(strings.TrimLeft(w, "-"), "=")
+			var names []string
+			fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+			msg := fmt.Sprintf("unknown flag %s", strings.SplitN(w, "=", 2)[0])
+			if c := closest(name, names); c != "" {
+				msg += fmt.Sprintf(": did you mean --%s?", c)
+			}
+			out = append(out, lineProblem("%s", msg))
+			afterUnknown = !hasValue
+			continue
+		case afterUnknown:
+			// Most likely the unknown flag's value: already reported.
+		case optionalValueFlag(fs, prev) != nil:
+			f := optionalValueFlag(fs, prev)
+			out = append(out, lineProblem("%q after %s is not its value: --%s takes its value after '=' (did you mean --%s=%s?)", w, prev, f.Name, f.Name, w))
+		case isCommand(w):
+			out = append(out, lineProblem("a second command %q: one command per invocation", w))
+		default:
+			if _, err := strconv.ParseUint(w, 10, 64); err == nil {
+				numbers = append(numbers, w)
+				afterUnknown = false
+				continue
+			}
+			out = append(out, lineProblem("stray argument %q: blockhaul takes flags only (--name value or --name=value)", w))
+		}
+		afterUnknown = false
+	}
+	switch len(numbers) {
+	case 0:
+	case 2:
+		out = append(out, lineProblem("stray arguments %s %s: heights are flags (did you mean --from %s --to %s?)", numbers[0], numbers[1], numbers[0], numbers[1]))
+	default:
+		out = append(out, lineProblem("stray argument(s) %s: heights are flags (--from N, --to M)", strings.Join(numbers, " ")))
+	}
+	return out
+}
+
+// optionalValueFlag returns the flag arg names when its value is optional
+// (NoOptDefVal), so that the next word is not read as its value.
+func optionalValueFlag(fs *pflag.FlagSet, arg string) *pflag.Flag {
+	if !strings.HasPrefix(arg, "--") || strings.Contains(arg, "=") {
+		return nil
+	}
+	f := fs.Lookup(arg[2:])
+	if f == nil || f.NoOptDefVal == "" {
+		return nil
+	}
+	return f
+}
+
+// applyEnv sets every flag not given on the command line from its
+// environment variable (or an alias, see pipeline.EnvAliases). Every value
+// that does not parse is a problem naming both; every other BLOCKHAUL_*
+// variable is a warning naming the closest real one.
+func applyEnv(fs *pflag.FlagSet, environ []string) (problems []*pipeline.FieldError, warnings []string) {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "BLOCKHAUL_") {
+			env[k] = v
+		}
+	}
+	known := slices.Clone(nonFlagEnv)
+	fs.VisitAll(func(f *pflag.Flag) {
+		name := pipeline.EnvName(f.Name)
+		names := append([]string{name}, pipeline.EnvAliases[f.Name]...)
+		known = append(known, names...)
+		if f.Changed {
+			return
+		}
+		var from, v string
+		for _, n := range names {
+			nv, ok := env[n]
+			if !ok {
+				continue
+			}
+			if from != "" && nv != v {
+				problems = append(problems, flagProblem(f.Name, "%s and %s are both set, to different values", from, n))
+				return
+			}
+			if from == "" {
+				from, v = n, nv
+			}
+		}
+		if from == "" {
+			return
+		}
+		if err := fs.Set(f.Name, v); err != nil {
+			problems = append(problems, &pipeline.FieldError{Flag: f.Name, Env: from,
+				Msg: fmt.Sprintf("%q: %v", redactValue(f.Name, v), cause(err))})
+		}
+	})
+	var unknown []string
+	for k := range env {
+		if !slices.Contains(known, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	slices.Sort(unknown)
+	for _, k := range unknown {
+		msg := k + " is not a blockhaul variable and is ignored"
+		if c := closest(k, known); c != "" {
+			msg += " (did you mean " + c + "?)"
+		}
+		warnings = append(warnings, msg)
+	}
+	return problems, warnings
+}
+
+func redactValue(flag, v string) string {
+	switch flag {
+	case "pg":
+		return "<redacted>"
+	case "rpc":
+		parts := strings.Split(v, ",")
+		for i, p := range parts {
+			parts[i] = jsonrpc.Redact(strings.TrimSpace(p))
+		}
+		return strings.Join(parts, ",")
+	}
+	return v
+}
+
+// dsnHasPassword reports whether a PostgreSQL DSN, URL or key=value form,
+// carries a password itself (not through PGPASSWORD or a passfile).
+func dsnHasPassword(dsn string) bool {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return strings.Contains(dsn, "@") // unparsable: assume the worst
+		}
+		if _, ok := u.User.Password(); ok {
+			return true
+		}
+		return u.Query().Get("password") != ""
+	}
+	return kvPassword.MatchString(dsn)
+}
+
+var kvPassword = regexp.MustCompile(`(^|\s)password\s*=\s*[^\s]`)
+
+// closest returns the candidate nearest to s by edit distance (case
+// ignored), if it is near enough to be what was meant.
+func closest(s string, candidates []string) string {
+	best, bestD := "", -1
+	ls := strings.ToLower(s)
+	for _, c := range candidates {
+		lc := strings.ToLower(c)
+		d := editDistance(ls, lc)
+		if strings.HasPrefix(lc, ls) || strings.HasPrefix(ls, lc) {
+			d = min(d, 2) // BLOCKHAUL_FROM → BLOCKHAUL_FROM_HEIGHT
+		}
+		if bestD < 0 || d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if bestD < 0 || bestD > max(2, len(s)/3) {
+		return ""
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// rpcList is --rpc: endpoint URLs separated by commas. Unlike pflag's
+// string slice it never quotes the value back (its CSV errors repeat the
+// whole URL, token and all): a malformed URL is refused by Validate in
+// redacted form. The first Set replaces the default, later ones append.
+type rpcList struct {
+	urls *[]string
+	set  bool
+}
+
+func (l *rpcList) String() string {
+	if l.urls == nil {
+		return ""
+	}
+	out := make([]string, len(*l.urls))
+	for i, u := range *l.urls {
+		out[i] = jsonrpc.Redact(u)
+	}
+	return strings.Join(out, ",")
+}
+
+func (l *rpcList) Type() string { return "urls" }
+
+func (l *rpcList) Set(v string) error {
+	var urls []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			urls = append(urls, p)
+		}
+	}
+	if !l.set {
+		*l.urls = nil
+	}
+	*l.urls = append(*l.urls, urls...)
+	l.set = true
+	return nil
+}
