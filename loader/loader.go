@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
@@ -133,6 +134,12 @@ func (e *InvalidBlockError) Error() string {
 	return fmt.Sprintf("loader: block %d is invalid: %s", e.Height, e.Reason)
 }
 
+// Retryable reports true: a node switching forks answers a span with blocks
+// that do not link, and a proxy may drop or mangle one answer; the next
+// attempt (on any endpoint) is sound. Only a span that stays invalid for
+// every retry fails the fetch, as a data error.
+func (e *InvalidBlockError) Retryable() bool { return true }
+
 // Retryable reports whether err is worth retrying: the error says so
 // (Retryable() bool), or it is a network timeout.
 func Retryable(err error) bool {
@@ -190,6 +197,10 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 	}
 	cfg.Logger.Info("fetch planned", "from", from, "to", to, "missing", st.Planned, "spans", spanCount(missing, uint64(cfg.Span)))
 
+	// One group owns every goroutine of the fetch: the span producer (which
+	// may wait in cfg.Gate), the workers and the writer. The first failure
+	// cancels gctx, and every wait below selects on it, so no goroutine is
+	// left waiting for a span that will never come.
 	g, gctx := errgroup.WithContext(ctx)
 	jobs := make(chan staging.Range)
 	fetched := make(chan fetchedSpan, cfg.Workers)
@@ -212,12 +223,24 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 		}
 		return nil
 	})
-	workers, wctx := errgroup.WithContext(gctx)
 	var retries countingRetries
+	var workers sync.WaitGroup
 	for w := 0; w < cfg.Workers; w++ {
-		workers.Go(func() error {
-			for r := range jobs {
-				blocks, err := fetchSpan(wctx, src, r, &cfg, &retries)
+		workers.Add(1)
+		g.Go(func() error {
+			defer workers.Done()
+			for {
+				var r staging.Range
+				select {
+				case job, ok := <-jobs:
+					if !ok {
+						return nil
+					}
+					r = job
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+				blocks, err := fetchSpan(gctx, src, r, &cfg, &retries)
 				if err != nil {
 					return err
 				}
@@ -233,17 +256,16 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 				}
 				select {
 				case fetched <- fetchedSpan{span: r, blocks: enc}:
-				case <-wctx.Done():
-					return wctx.Err()
+				case <-gctx.Done():
+					return gctx.Err()
 				}
 			}
-			return nil
 		})
 	}
 	g.Go(func() error {
-		err := workers.Wait()
+		workers.Wait()
 		close(fetched)
-		return err
+		return nil
 	})
 	g.Go(func() error {
 		return write(store, fetched, &cfg, progress, &st)

@@ -26,10 +26,11 @@ type fakeSource struct {
 	failTimes map[uint64]int   // transient failures before success
 	fatal     map[uint64]error // permanent failure
 	wrong     map[uint64]bool  // returns the wrong height
+	unlinked  map[uint64]int   // times to answer with a parent hash that does not link
 }
 
 func newFake() *fakeSource {
-	return &fakeSource{asked: map[uint64]int{}, failTimes: map[uint64]int{}, fatal: map[uint64]error{}, wrong: map[uint64]bool{}}
+	return &fakeSource{asked: map[uint64]int{}, failTimes: map[uint64]int{}, fatal: map[uint64]error{}, wrong: map[uint64]bool{}, unlinked: map[uint64]int{}}
 }
 
 func (f *fakeSource) Family() chain.Family                    { return chain.FamilyCometBFT }
@@ -52,7 +53,12 @@ func (f *fakeSource) Fetch(ctx context.Context, from, to uint64) ([]chain.Block,
 		if f.wrong[h] {
 			got = h + 100
 		}
-		out = append(out, chain.Block{Height: got, Hash: hashOf(h), ParentHash: hashOf(h - 1), Raw: []byte(fmt.Sprintf(`{"h":%d}`, h))})
+		parent := hashOf(h - 1)
+		if f.unlinked[h] > 0 {
+			f.unlinked[h]--
+			parent = hashOf(h + 1000)
+		}
+		out = append(out, chain.Block{Height: got, Hash: hashOf(h), ParentHash: parent, Raw: []byte(fmt.Sprintf(`{"h":%d}`, h))})
 	}
 	return out, nil
 }
@@ -153,6 +159,32 @@ func TestFetchRefusesWrongHeight(t *testing.T) {
 	}
 	if m, _ := store.Missing(16, 20); !reflect.DeepEqual(m, []staging.Range{{From: 16, To: 20}}) {
 		t.Fatalf("a span with an invalid block was partly staged: missing %v", m)
+	}
+}
+
+// A span whose blocks do not link (a node mid-reorg) is retried; one that
+// never links fails, after the retries, as an invalid block naming the
+// height, and nothing of it is staged.
+func TestFetchRetriesUnlinkedSpan(t *testing.T) {
+	store := openStore(t)
+	src := newFake()
+	src.unlinked[13] = 1
+	st, err := Fetch(context.Background(), src, store, 11, 15, fast, nil)
+	if err != nil || st.Retries != 1 || st.Blocks != 5 {
+		t.Fatalf("one unlinked answer: retries %d, staged %d, err %v; want 1 retry and 5 blocks", st.Retries, st.Blocks, err)
+	}
+	store = openStore(t)
+	src = newFake()
+	src.unlinked[13] = 100
+	cfg := fast
+	cfg.MaxRetries = 3
+	_, err = Fetch(context.Background(), src, store, 11, 15, cfg, nil)
+	var ib *InvalidBlockError
+	if !errors.As(err, &ib) || ib.Height != 13 || src.asked[13] != 4 {
+		t.Fatalf("err = %v after %d asks, want InvalidBlockError at 13 after 4", err, src.asked[13])
+	}
+	if m, _ := store.Missing(11, 15); !reflect.DeepEqual(m, []staging.Range{{From: 11, To: 15}}) {
+		t.Fatalf("an unlinked span was partly staged: missing %v", m)
 	}
 }
 
