@@ -3,6 +3,8 @@ package export
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/jackc/pgx/v5"
@@ -64,6 +66,9 @@ func EnsureSchema(ctx context.Context, conn *pgx.Conn, schema string, tables []c
 		if err := lockSchema(ctx, tx, schema); err != nil {
 			return err
 		}
+		if err := checkShapes(ctx, tx, schema, tables); err != nil {
+			return err
+		}
 		stmts := []string{"CREATE SCHEMA IF NOT EXISTS " + qs}
 		for _, t := range tables {
 			stmts = append(stmts, t.CreateSQL(qs))
@@ -82,4 +87,110 @@ func EnsureSchema(ctx context.Context, conn *pgx.Conn, schema string, tables []c
 		}
 		return nil
 	})
+}
+
+// ShapeError reports a table that exists in the target schema with another
+// shape than the decoder's: COPY into it would fail, or write columns that
+// mean something else. Nothing was created.
+type ShapeError struct {
+	Schema, Table string
+	Diffs         []string // one per difference, e.g. `missing column "hash" bytea`
+}
+
+func (e *ShapeError) Error() string {
+	return fmt.Sprintf("export: table %s.%s already exists with another shape: %s (another tool's table, or an older blockhaul's: export into another --schema, or drop the table)",
+		e.Schema, e.Table, strings.Join(e.Diffs, "; "))
+}
+
+// checkShapes compares each of tables that already exists in schema with
+// its definition: every column present with the same type, none NOT NULL
+// that the decoder may leave NULL, no extra NOT NULL column without a
+// default (COPY would leave it empty), the same primary key. Extra nullable
+// columns are fine: COPY names its columns.
+func checkShapes(ctx context.Context, tx pgx.Tx, schema string, tables []chain.Table) error {
+	canonical := map[string]string{} // a type as written in DDL → as format_type prints it
+	for _, t := range tables {
+		rows, err := tx.Query(ctx, `
+SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.atthasdef,
+       coalesce(a.attnum = ANY (i.indkey), false)
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum`, schema, t.Name)
+		if err != nil {
+			return fmt.Errorf("export: read the shape of %s.%s: %w", schema, t.Name, err)
+		}
+		type col struct {
+			typ             string
+			notNull, hasDef bool
+			inPK            bool
+		}
+		have := map[string]col{}
+		var order []string
+		for rows.Next() {
+			var name string
+			var c col
+			if err := rows.Scan(&name, &c.typ, &c.notNull, &c.hasDef, &c.inPK); err != nil {
+				rows.Close()
+				return fmt.Errorf("export: read the shape of %s.%s: %w", schema, t.Name, err)
+			}
+			have[name] = c
+			order = append(order, name)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("export: read the shape of %s.%s: %w", schema, t.Name, err)
+		}
+		if len(have) == 0 {
+			continue // not there yet
+		}
+		var diffs []string
+		want := map[string]bool{}
+		for _, c := range t.Columns {
+			want[c.Name] = true
+			h, ok := have[c.Name]
+			if !ok {
+				diffs = append(diffs, fmt.Sprintf("missing column %s %s", chain.QuoteIdent(c.Name), c.Type))
+				continue
+			}
+			typ, ok := canonical[c.Type]
+			if !ok {
+				if err := tx.QueryRow(ctx, "SELECT format_type(to_regtype($1), NULL)", c.Type).Scan(&typ); err != nil {
+					return fmt.Errorf("export: type %s of %s.%s: %w", c.Type, t.Name, c.Name, err)
+				}
+				canonical[c.Type] = typ
+			}
+			if h.typ != typ {
+				diffs = append(diffs, fmt.Sprintf("column %s is %s, not %s", chain.QuoteIdent(c.Name), h.typ, typ))
+			}
+			if c.Null && h.notNull {
+				diffs = append(diffs, fmt.Sprintf("column %s is NOT NULL, but may be NULL", chain.QuoteIdent(c.Name)))
+			}
+		}
+		var pk []string
+		for _, name := range order {
+			h := have[name]
+			if !want[name] && h.notNull && !h.hasDef {
+				diffs = append(diffs, fmt.Sprintf("extra column %s %s is NOT NULL without a default", chain.QuoteIdent(name), h.typ))
+			}
+			if h.inPK {
+				pk = append(pk, name)
+			}
+		}
+		if !slices.Equal(sorted(pk), sorted(t.PrimaryKey)) {
+			diffs = append(diffs, fmt.Sprintf("primary key (%s), not (%s)", strings.Join(pk, ", "), strings.Join(t.PrimaryKey, ", ")))
+		}
+		if len(diffs) > 0 {
+			return &ShapeError{Schema: schema, Table: t.Name, Diffs: diffs}
+		}
+	}
+	return nil
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
 }

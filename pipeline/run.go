@@ -46,10 +46,11 @@ func ExitCode(err error) int {
 	var conflict *staging.ConflictError
 	var dec *export.DecodeError
 	var alias *export.AliasRangeError
+	var shape *export.ShapeError
 	var inv *loader.InvalidBlockError
 	var archived *archive.DataError
 	switch {
-	case errors.As(err, &ce), errors.As(err, &alias):
+	case errors.As(err, &ce), errors.As(err, &alias), errors.As(err, &shape):
 		return ExitConfig
 	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &damaged), errors.As(err, &wrong), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv), errors.As(err, &reorg), errors.As(err, &archived):
 		return ExitData
