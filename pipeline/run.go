@@ -328,7 +328,11 @@ func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() 
 	if err != nil {
 		return err
 	}
-	return finishIndexes(ctx, cfg, conn, sum, log)
+	if err := finishIndexes(ctx, cfg, conn, sum, log); err != nil {
+		return err
+	}
+	analyzeFilled(ctx, cfg, conn, sum, log)
+	return nil
 }
 
 // prepareIndexes creates the schema and decides, once for the invocation,
@@ -459,7 +463,29 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	return finishIndexes(ctx, cfg, conn, sum, log)
+	if err := finishIndexes(ctx, cfg, conn, sum, log); err != nil {
+		return err
+	}
+	analyzeFilled(ctx, cfg, conn, sum, log)
+	return nil
+}
+
+// analyzeFilled runs ANALYZE on the tables a completed bounded run or
+// export filled, so that the first queries after a bulk load are planned
+// on the rows that are there (follow leaves it to autovacuum: it adds a
+// few rows at a time). A failure is logged, not returned: the range is
+// complete and its rows are right, only the planner's statistics are stale.
+func analyzeFilled(ctx context.Context, cfg *Config, conn *pgx.Conn, sum *Summary, log *slog.Logger) {
+	if !sum.Complete || sum.Export.Blocks == 0 || cfg.Command == CmdFollow {
+		return
+	}
+	start := time.Now()
+	tables, err := export.Analyze(ctx, conn, cfg.Schema, sum.Export)
+	if err != nil {
+		log.Warn("planner statistics not updated; run ANALYZE on the tables", "err", err)
+		return
+	}
+	log.Info("analyzed the tables filled", "tables", tables, "took", time.Since(start).Round(time.Millisecond))
 }
 
 // openExportJob builds what run and follow need: the decoder, the source
