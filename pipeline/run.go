@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"strings"
 	"time"
 
@@ -85,6 +84,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	if err := cfg.Validate(); err != nil {
 		return Summary{}, err
 	}
+	if err := checkStagingDirs(&cfg); err != nil {
+		return Summary{}, err
+	}
 	switch cfg.Command {
 	case CmdStatus:
 		return Summary{Command: CmdStatus}, Status(ctx, cfg, out)
@@ -95,14 +97,27 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	}
 	start := time.Now()
 	sum := Summary{Command: cfg.Command, From: cfg.From, To: cfg.To}
-	store, err := staging.Open(cfg.Staging, staging.Options{Logger: log})
+	t := syntheticTip(&cfg)
+	tip := func() uint64 { return t }
+	ln, err := listenHTTP(&cfg)
 	if err != nil {
 		return sum, err
 	}
-	defer store.Close()
+	store, err := staging.Open(cfg.Staging, staging.Options{Logger: log})
+	if err == nil {
+		defer store.Close()
+		err = checkStagedChain(&cfg, store)
+	}
+	if err == nil && cfg.Command != CmdExport {
+		err = checkSyntheticMatches(ctx, &cfg, store, tip, log)
+	}
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		return sum, err
+	}
 
-	t := syntheticTip(&cfg)
-	tip := func() uint64 { return t }
 	m := cfg.Monitor
 	if m == nil {
 		m = monitor.New(monitor.Options{Logger: log, Out: io.Discard, Terminal: new(bool), Interval: cfg.Progress})
@@ -121,11 +136,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 		m.Start(ctx)
 	}
 	defer m.Stop()
-	if cfg.HTTPAddr != "" {
-		ln, err := net.Listen("tcp", cfg.HTTPAddr)
-		if err != nil {
-			return sum, fmt.Errorf("--http: listen on %s: %w", cfg.HTTPAddr, err)
-		}
+	if ln != nil {
 		hctx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 		served := make(chan error, 1)
 		go func() { served <- m.ServeListener(hctx, ln) }()
@@ -314,6 +325,9 @@ func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() 
 		cfg.To, cfg.ToSet = last, true
 	}
 	sum.To = cfg.To
+	if err := checkStagedRange(cfg, store); err != nil {
+		return err
+	}
 	conn, err := connect(ctx, cfg)
 	if err != nil {
 		return err

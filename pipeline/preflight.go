@@ -1,0 +1,138 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/staging"
+)
+
+// Checks made before a job creates or drops anything: what can be refused
+// up front is refused before the staging store, a schema, a backfill row or
+// an index is touched, so that a refused job leaves nothing behind.
+
+// checkStagingDirs refuses a --staging (or --merge-from) path that holds
+// something other than a staging store, before Open writes into it.
+func checkStagingDirs(cfg *Config) error {
+	var fs []*FieldError
+	check := func(flag, dir string) {
+		var ns *staging.NotStoreError
+		if err := staging.CheckDir(dir); errors.As(err, &ns) {
+			fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: strings.TrimPrefix(ns.Error(), "staging: ")})
+		} else if err != nil {
+			fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: err.Error()})
+		}
+	}
+	if cfg.Command != CmdChecksum {
+		check("staging", cfg.Staging)
+	}
+	if cfg.Command == CmdMerge && cfg.MergeFrom != "" {
+		check("merge-from", cfg.MergeFrom)
+	}
+	if len(fs) > 0 {
+		return &ConfigError{Fields: fs}
+	}
+	return nil
+}
+
+// listenHTTP binds --http before anything else starts, so that an address
+// in use is refused as bad input (status 2) rather than found after the
+// store is open. It returns nil without --http.
+func listenHTTP(cfg *Config) (net.Listener, error) {
+	if cfg.HTTPAddr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, &ConfigError{Fields: []*FieldError{{Flag: "http", Env: EnvName("http"),
+			Msg: fmt.Sprintf("cannot listen on %s: %v", cfg.HTTPAddr, err)}}}
+	}
+	return ln, nil
+}
+
+// checkStagedChain refuses a store that holds another chain family than
+// --chain, as *staging.WrongChainError (status 4) from every command, before
+// any schema is created for the wrong family.
+func checkStagedChain(cfg *Config, store *staging.Store) error {
+	fam, err := chain.ParseFamily(cfg.Chain)
+	if err != nil {
+		return err
+	}
+	if id, ok := store.Identity(); ok && id.Family != fam {
+		return &staging.WrongChainError{Dir: store.Dir(),
+			Have:  fmt.Sprintf("%s chain %q", id.Family, id.ChainID),
+			Given: fmt.Sprintf("--chain %s", fam)}
+	}
+	return nil
+}
+
+// checkSyntheticMatches compares the lowest staged block with the one the
+// synthetic chain of this invocation generates at its height: a store
+// filled with another --synthetic-seed (or density) holds another chain,
+// and a fetch must not call its range staged nor add blocks beside it.
+// Generating one block asks no node; RPC sources are not asked here, so
+// that a covered range stays a no-op that contacts nothing.
+func checkSyntheticMatches(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger) error {
+	if len(cfg.RPC) > 0 || cfg.Source != nil {
+		return nil
+	}
+	src, err := newSource(cfg, tip, log)
+	if err != nil {
+		return err
+	}
+	defer closeSource(src)
+	lo, _, ok, err := store.Bounds()
+	if err != nil || !ok {
+		return err
+	}
+	have, _, err := store.Header(lo)
+	if err != nil {
+		return err
+	}
+	blocks, err := src.Fetch(ctx, lo, lo)
+	if err != nil || len(blocks) != 1 {
+		return nil // beyond this synthetic chain's tip: the fetch itself says so
+	}
+	if !bytes.Equal(blocks[0].Hash, have) {
+		return &staging.WrongChainError{Dir: store.Dir(),
+			Have:  fmt.Sprintf("block %d with hash %X", lo, have),
+			Given: fmt.Sprintf("the synthetic chain of --synthetic-seed %d, whose block %d has hash %X", cfg.SyntheticSeed, lo, blocks[0].Hash)}
+	}
+	return nil
+}
+
+// checkStagedRange refuses an export whose range is not staged, before the
+// schema is created or an index dropped: a gap inside or at the end of the
+// range would otherwise be found after the rows below it were exported. A
+// range whose start alone is missing passes: those heights may have been
+// exported and pruned, and the cursor, read later, says whether they are
+// needed.
+func checkStagedRange(cfg *Config, store *staging.Store) error {
+	missing, err := store.Missing(cfg.From, cfg.To)
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	if len(missing) == 1 && missing[0].From == cfg.From && missing[0].To < cfg.To {
+		return nil
+	}
+	parts := make([]string, 0, 3)
+	var n uint64
+	for i, r := range missing {
+		n += r.Len()
+		if i < 3 {
+			parts = append(parts, r.String())
+		}
+	}
+	list := strings.Join(parts, ", ")
+	if len(missing) > 3 {
+		list += fmt.Sprintf(" and %d more ranges", len(missing)-3)
+	}
+	return &ConfigError{Fields: []*FieldError{{Flag: "to", Env: EnvName("to"),
+		Msg: fmt.Sprintf("%d heights of %d-%d are not staged in %s (%s): fetch them first, or export a staged range", n, cfg.From, cfg.To, store.Dir(), list)}}}
+}
