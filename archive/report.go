@@ -113,3 +113,134 @@ func sameStreams(a, b []StreamState) bool {
 	}
 	return true
 }
+
+// VerifyReport is what the verify command prints.
+type VerifyReport struct {
+	Staging *StagingReport `json:"staging"`
+	PG      *PGReport      `json:"postgresql,omitempty"`
+}
+
+// Problems is the number of things found wrong.
+func (r VerifyReport) Problems() int {
+	n := 0
+	if r.Staging != nil {
+		n += r.Staging.Problems()
+	}
+	if r.PG != nil {
+		n += r.PG.Problems()
+	}
+	return n
+}
+
+// WriteText writes the report for a terminal.
+func (r VerifyReport) WriteText(w io.Writer) {
+	if s := r.Staging; s != nil {
+		mode := "headers and checksums"
+		if s.Deep {
+			mode = "deep: decompressed, hashes recomputed, decoded"
+		}
+		if s.From == nil {
+			fmt.Fprintf(w, "verify staging %s: empty\n", s.Dir)
+		} else {
+			fmt.Fprintf(w, "verify staging %s (%s %q), heights %d-%d, %s: %d records in %.2fs\n",
+				s.Dir, s.Family, s.ChainID, *s.From, *s.To, mode, s.Records, s.Duration.Seconds())
+		}
+		if s.GapCount > 0 {
+			fmt.Fprintf(w, "  gaps:      %d heights in %d ranges: %s\n", s.GapHeights, s.GapCount, gapList(s.Gaps, 10))
+		}
+		writeProblems(w, "corrupt", s.CorruptCount, s.Corrupt)
+		writeProblems(w, "wrong hash", s.WrongHashCount, s.WrongHash)
+		writeProblems(w, "undecodable", s.UndecodableCount, s.Undecodable)
+		writeBreaks(w, s.BreakCount, s.Breaks)
+		if s.Unreadable != "" {
+			fmt.Fprintf(w, "  unreadable: %s\n", s.Unreadable)
+		}
+		if s.Problems() == 0 {
+			fmt.Fprintln(w, "  staging: clean")
+		}
+	}
+	if p := r.PG; p != nil {
+		fmt.Fprintf(w, "verify postgresql schema %s: %d blocks in %.2fs\n", p.Schema, p.Blocks, p.Duration.Seconds())
+		for _, s := range p.Streams {
+			fmt.Fprintf(w, "  stream %s from %d at %s", s.Stream, s.From, ptrString(s.Height))
+			if s.Status != "" {
+				fmt.Fprintf(w, ", %s", s.Status)
+			}
+			if len(s.Problem) == 0 {
+				fmt.Fprintln(w, ": ok")
+			}
+			for i, pr := range s.Problem {
+				if i == 0 {
+					fmt.Fprintln(w, ":")
+				}
+				fmt.Fprintf(w, "    WRONG: %s\n", pr)
+			}
+		}
+		if len(p.Gaps) > 0 {
+			fmt.Fprintf(w, "  not exported (between exported heights): %s\n", gapList(p.Gaps, 10))
+		}
+		if p.DuplicateCount > 0 {
+			fmt.Fprintf(w, "  heights twice: %d, e.g. %v\n", p.DuplicateCount, p.Duplicates[:min(10, len(p.Duplicates))])
+		}
+		writeBreaks(w, p.BreakCount, p.Breaks)
+		writeProblems(w, "differs from staging", p.DiffersCount, p.Differs)
+		if p.Problems() == 0 {
+			fmt.Fprintln(w, "  postgresql: clean")
+		}
+	}
+	if n := r.Problems(); n > 0 {
+		fmt.Fprintf(w, "result: %d problem(s)\n", n)
+	} else {
+		fmt.Fprintln(w, "result: clean")
+	}
+}
+
+func gapList(gs []Gap, max int) string {
+	s := ""
+	for i, g := range gs {
+		if i == max {
+			return s + fmt.Sprintf(", … (%d more listed)", len(gs)-max)
+		}
+		if i > 0 {
+			s += ", "
+		}
+		if g.From == g.To {
+			s += fmt.Sprint(g.From)
+		} else {
+			s += fmt.Sprintf("%d-%d", g.From, g.To)
+		}
+	}
+	return s
+}
+
+func writeProblems(w io.Writer, kind string, n int, ps []Problem) {
+	if n == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  %s: %d height(s)\n", kind, n)
+	for i, p := range ps {
+		if i == 20 {
+			fmt.Fprintf(w, "    … %d more (see --json)\n", n-20)
+			break
+		}
+		fmt.Fprintf(w, "    %d: %s", p.Height, p.Reason)
+		if len(p.Files) > 0 {
+			fmt.Fprintf(w, " [files: %v]", p.Files)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func writeBreaks(w io.Writer, n int, bs []Break) {
+	if n == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  parent-hash breaks: %d\n", n)
+	for i, b := range bs {
+		if i == 20 {
+			fmt.Fprintf(w, "    … %d more (see --json)\n", n-20)
+			break
+		}
+		fmt.Fprintf(w, "    %s %d: parent hash %X, block %d is %X\n", b.Where, b.Height, b.ParentHash, b.Height-1, b.BelowHash)
+	}
+}

@@ -5,8 +5,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 
 	"github.com/blockhaul/blockhaul/archive"
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/evm"
+	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 )
@@ -124,4 +129,61 @@ func checksumOf(ctx context.Context, dsn, flag string, ccfg archive.ChecksumConf
 		return d, fmt.Errorf("%s: %w", flag, err)
 	}
 	return d, nil
+}
+
+// Verify checks the staging store (every record of the range; --deep:
+// decompressed, hash recomputed, decoded) and, with --pg, what PostgreSQL
+// holds, and prints the report. Problems found are a *archive.DataError
+// (exit 4). The chain family is the store's own, not --chain.
+func Verify(ctx context.Context, cfg Config, out io.Writer) error {
+	if _, err := os.Stat(cfg.Staging); err != nil {
+		return &FieldError{Flag: "staging", Env: EnvName("staging"), Msg: fmt.Sprintf("no staging directory: %v", err)}
+	}
+	store, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if id, ok := store.Identity(); ok {
+		cfg.Chain = id.Family.String()
+		if cfg.SchemaDefaulted {
+			cfg.Schema = cfg.Chain
+		}
+	}
+	dec, err := newDecoder(&cfg)
+	if err != nil {
+		return err
+	}
+	vcfg := archive.VerifyConfig{From: cfg.From, To: cfg.To, FromSet: cfg.FromSet, ToSet: cfg.ToSet, Deep: cfg.Deep, Decoder: dec}
+	switch dec.Family() {
+	case chain.FamilyCometBFT:
+		vcfg.Recompute = cometbft.VerifyBlock
+	case chain.FamilyEVM:
+		vcfg.Recompute = evm.VerifyBlock
+	}
+	var r archive.VerifyReport
+	if r.Staging, err = archive.Verify(store, vcfg); err != nil {
+		return err
+	}
+	if cfg.PG != "" {
+		conn, err := connect(ctx, &cfg)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		if r.PG, err = archive.VerifyPG(ctx, conn, store, cfg.Schema, dec.Tables()[0], vcfg); err != nil {
+			return err
+		}
+	}
+	if cfg.JSON {
+		if err := archive.WriteJSON(out, r); err != nil {
+			return err
+		}
+	} else {
+		r.WriteText(out)
+	}
+	if n := r.Problems(); n > 0 {
+		return &archive.DataError{Check: "verify", Problems: n}
+	}
+	return nil
 }

@@ -62,7 +62,10 @@ type Config struct {
 	PG      string // --pg: PostgreSQL DSN
 	Staging string // --staging: staging directory
 	Schema  string // --schema (default: the chain family's name)
-	Alias   string // --alias (default: derived from the range)
+	// SchemaDefaulted: Schema was not given but derived from Chain, so a
+	// command that learns the family from staging may derive it again.
+	SchemaDefaulted bool
+	Alias           string // --alias (default: derived from the range)
 
 	FetchWorkers int           // --fetch-workers
 	FetchSpan    int           // --fetch-span
@@ -203,7 +206,7 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.Schema == "" {
 		if f, err := chain.ParseFamily(c.Chain); err == nil {
-			c.Schema = f.String()
+			c.Schema, c.SchemaDefaulted = f.String(), true
 		}
 	}
 	if c.Staging == "" {

@@ -94,6 +94,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 		return Merge(cfg, out)
 	case CmdChecksum:
 		return Summary{Command: cfg.Command}, Checksum(ctx, cfg, out)
+	case CmdVerify:
+		return Summary{Command: cfg.Command}, Verify(ctx, cfg, out)
 	}
 	start := time.Now()
 	sum := Summary{Command: cfg.Command, From: cfg.From, To: cfg.To}

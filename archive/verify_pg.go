@@ -1,0 +1,227 @@
+package archive
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/staging"
+	"github.com/jackc/pgx/v5"
+)
+
+// StreamCheck is one stream's checkpoint checked against the rows it
+// claims.
+type StreamCheck struct {
+	Stream  string   `json:"stream"` // head/<name> or backfill/<alias>
+	From    uint64   `json:"from"`   // where the stream's rows start
+	Height  *int64   `json:"height"` // its checkpoint; nil: nothing committed
+	Status  string   `json:"status,omitempty"`
+	Problem []string `json:"problems,omitempty"`
+}
+
+// PGReport is what VerifyPG found in PostgreSQL.
+type PGReport struct {
+	Schema  string        `json:"schema"`
+	Blocks  int64         `json:"blocks"` // block rows read
+	Streams []StreamCheck `json:"streams"`
+	// Gaps are runs of heights missing between exported blocks. They are
+	// listed, not counted as problems: a backfill still running leaves one
+	// below the head. A gap inside a stream's own range is a stream problem.
+	Gaps       []Gap     `json:"gaps"`
+	Duplicates []uint64  `json:"duplicates"` // heights with more than one block row
+	Breaks     []Break   `json:"breaks"`     // across every seam between streams and ranges
+	Differs    []Problem `json:"differs"`    // blocks whose hash is not the staged block's
+	// Counts of each kind; the lists stop at MaxListed.
+	DuplicateCount int           `json:"duplicate_count"`
+	BreakCount     int           `json:"break_count"`
+	DiffersCount   int           `json:"differs_count"`
+	Duration       time.Duration `json:"duration_ns"`
+}
+
+// Problems is the number of things found wrong.
+func (r *PGReport) Problems() int {
+	n := r.DuplicateCount + r.BreakCount + r.DiffersCount
+	for _, s := range r.Streams {
+		n += len(s.Problem)
+	}
+	return n
+}
+
+// VerifyPG checks what the schema holds: every stream's checkpoint against
+// its rows (the checkpoint's block is there with the checkpoint's hash, and
+// no height between the stream's start and its checkpoint is missing), no
+// height twice, the parent-hash chain over every pair of adjacent exported
+// heights — across the seams between streams and ranges exported at
+// different times, which export alone never compares — and, when store is
+// not nil, every exported block's hash against the staged block's. blocks
+// is the family's blocks table (height column, hash, parent_hash).
+func VerifyPG(ctx context.Context, conn *pgx.Conn, store *staging.Store, schema string, blocks chain.Table, cfg VerifyConfig) (*PGReport, error) {
+	if cfg.MaxListed <= 0 {
+		cfg.MaxListed = 1000
+	}
+	start := time.Now()
+	r := &PGReport{Schema: schema, Streams: []StreamCheck{}, Gaps: []Gap{}, Duplicates: []uint64{}, Breaks: []Break{}, Differs: []Problem{}}
+	qs := chain.QuoteIdent(schema)
+	qt := qs + "." + chain.QuoteIdent(blocks.Name)
+	hc := chain.QuoteIdent(blocks.HeightColumn)
+	err := pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var exists bool
+		if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", qt).Scan(&exists); err != nil {
+			return fmt.Errorf("archive: verify: look up %s: %w", qt, err)
+		}
+		if !exists {
+			return fmt.Errorf("archive: verify: table %s does not exist (wrong --schema or chain?)", qt)
+		}
+		if err := r.checkStreams(ctx, tx, qs, qt, hc); err != nil {
+			return err
+		}
+		return r.walkBlocks(ctx, tx, store, qt, hc, cfg)
+	})
+	r.Duration = time.Since(start)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *PGReport) checkStreams(ctx context.Context, tx pgx.Tx, qs, qt, hc string) error {
+	var have bool
+	if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL", qs+".blockhaul_checkpoints", qs+".blockhaul_backfills").Scan(&have); err != nil {
+		return fmt.Errorf("archive: verify streams: %w", err)
+	}
+	if !have {
+		return nil
+	}
+	type row struct {
+		name          string
+		from          int64
+		end           *int64 // backfills: the range end
+		height        *int64
+		hash          []byte
+		status        string
+		backfillRange bool
+	}
+	var streams []row
+	rows, err := tx.Query(ctx, fmt.Sprintf(`SELECT 'head/' || stream, start_height, NULL::bigint, height, hash, '' FROM %[1]s.blockhaul_checkpoints
+UNION ALL SELECT 'backfill/' || alias, range_start, range_end, last_height, last_hash, status FROM %[1]s.blockhaul_backfills ORDER BY 1`, qs))
+	if err != nil {
+		return fmt.Errorf("archive: verify streams: %w", err)
+	}
+	for rows.Next() {
+		var s row
+		if err := rows.Scan(&s.name, &s.from, &s.end, &s.height, &s.hash, &s.status); err != nil {
+			rows.Close()
+			return fmt.Errorf("archive: verify streams: %w", err)
+		}
+		streams = append(streams, s)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("archive: verify streams: %w", err)
+	}
+	for _, s := range streams {
+		sc := StreamCheck{Stream: s.name, From: uint64(s.from), Height: s.height, Status: s.status}
+		if s.height != nil {
+			var hash []byte
+			err := tx.QueryRow(ctx, fmt.Sprintf("SELECT hash FROM %s WHERE %s = $1 LIMIT 1", qt, hc), *s.height).Scan(&hash)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				sc.Problem = append(sc.Problem, fmt.Sprintf("checkpoint %d is ahead of its rows: no block at that height", *s.height))
+			case err != nil:
+				return fmt.Errorf("archive: verify stream %s: %w", s.name, err)
+			case s.hash != nil && !bytes.Equal(hash, s.hash):
+				sc.Problem = append(sc.Problem, fmt.Sprintf("checkpoint %d names hash %X, the block there is %X", *s.height, s.hash, hash))
+			}
+			if *s.height >= s.from {
+				var n int64
+				if err := tx.QueryRow(ctx, fmt.Sprintf("SELECT count(DISTINCT %[2]s) FROM %[1]s WHERE %[2]s BETWEEN $1 AND $2", qt, hc), s.from, *s.height).Scan(&n); err != nil {
+					return fmt.Errorf("archive: verify stream %s: %w", s.name, err)
+				}
+				if want := *s.height - s.from + 1; n != want {
+					sc.Problem = append(sc.Problem, fmt.Sprintf("%d of the %d heights %d-%d below its checkpoint are missing", want-n, want, s.from, *s.height))
+				}
+			}
+		}
+		if s.end != nil {
+			done := s.height != nil && *s.height >= *s.end
+			if done != (s.status == "complete") {
+				sc.Problem = append(sc.Problem, fmt.Sprintf("status %s with checkpoint %v and range end %d", s.status, ptrString(s.height), *s.end))
+			}
+		}
+		r.Streams = append(r.Streams, sc)
+	}
+	return nil
+}
+
+func ptrString(p *int64) string {
+	if p == nil {
+		return "none"
+	}
+	return fmt.Sprint(*p)
+}
+
+// walkBlocks reads (height, hash, parent_hash) of every block in height
+// order, once, and checks duplicates, gaps, the chain and staging.
+func (r *PGReport) walkBlocks(ctx context.Context, tx pgx.Tx, store *staging.Store, qt, hc string, cfg VerifyConfig) error {
+	where, args := "", []any{}
+	switch {
+	case cfg.FromSet && cfg.ToSet:
+		where, args = fmt.Sprintf(" WHERE %s BETWEEN $1 AND $2", hc), []any{int64(cfg.From), int64(cfg.To)}
+	case cfg.FromSet:
+		where, args = fmt.Sprintf(" WHERE %s >= $1", hc), []any{int64(cfg.From)}
+	case cfg.ToSet:
+		where, args = fmt.Sprintf(" WHERE %s <= $1", hc), []any{int64(cfg.To)}
+	}
+	rows, err := tx.Query(ctx, fmt.Sprintf("SELECT %s, hash, parent_hash FROM %s%s ORDER BY 1", hc, qt, where), args...)
+	if err != nil {
+		return fmt.Errorf("archive: verify blocks: %w", err)
+	}
+	defer rows.Close()
+	var prevH int64
+	var prevHash []byte
+	first := true
+	for rows.Next() {
+		var h int64
+		var hash, parent []byte
+		if err := rows.Scan(&h, &hash, &parent); err != nil {
+			return fmt.Errorf("archive: verify blocks: %w", err)
+		}
+		r.Blocks++
+		switch {
+		case first:
+		case h == prevH:
+			r.DuplicateCount++
+			if len(r.Duplicates) < cfg.MaxListed && (len(r.Duplicates) == 0 || r.Duplicates[len(r.Duplicates)-1] != uint64(h)) {
+				r.Duplicates = append(r.Duplicates, uint64(h))
+			}
+		case h > prevH+1:
+			if len(r.Gaps) < cfg.MaxListed {
+				r.Gaps = append(r.Gaps, Gap{From: uint64(prevH + 1), To: uint64(h - 1)})
+			}
+		case !bytes.Equal(parent, prevHash):
+			r.BreakCount++
+			if len(r.Breaks) < cfg.MaxListed {
+				r.Breaks = append(r.Breaks, Break{Height: uint64(h), ParentHash: parent, BelowHash: bytes.Clone(prevHash), Where: "postgresql"})
+			}
+		}
+		first, prevH, prevHash = false, h, hash
+		if store != nil {
+			staged, _, err := store.Header(uint64(h))
+			if err == nil && !bytes.Equal(staged, hash) {
+				r.DiffersCount++
+				if len(r.Differs) < cfg.MaxListed {
+					r.Differs = append(r.Differs, Problem{Height: uint64(h), Reason: fmt.Sprintf("PostgreSQL holds block %X, staging %X", hash, staged)})
+				}
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("archive: verify blocks: %w", err)
+	}
+	return nil
+}
