@@ -137,7 +137,7 @@ func checksumOf(ctx context.Context, dsn, flag string, ccfg archive.ChecksumConf
 // (exit 4). The chain family is the store's own, not --chain.
 func Verify(ctx context.Context, cfg Config, out io.Writer) error {
 	if _, err := os.Stat(cfg.Staging); err != nil {
-		return &FieldError{Flag: "staging", Env: EnvName("staging"), Msg: fmt.Sprintf("no staging directory: %v", err)}
+		return &ConfigError{Fields: []*FieldError{{Flag: "staging", Env: EnvName("staging"), Msg: fmt.Sprintf("no staging directory: %v", err)}}}
 	}
 	store, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
 	if err != nil {

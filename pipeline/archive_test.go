@@ -213,3 +213,88 @@ func TestChecksumBadInput(t *testing.T) {
 		t.Fatalf("missing tables: %v", err)
 	}
 }
+
+func verifyCmd(stg, dsn string) Config {
+	cfg := DefaultConfig()
+	cfg.Command, cfg.Staging, cfg.PG, cfg.JSON = CmdVerify, stg, dsn, true
+	cfg.EnsureDefaults()
+	return cfg
+}
+
+func runVerify(t *testing.T, cfg Config) (archive.VerifyReport, error) {
+	t.Helper()
+	var out bytes.Buffer
+	_, err := Run(context.Background(), cfg, &out, quiet)
+	var r archive.VerifyReport
+	if jerr := json.Unmarshal(out.Bytes(), &r); jerr != nil {
+		t.Fatalf("verify output is not JSON (%v): %v\n%s", err, jerr, out.String())
+	}
+	return r, err
+}
+
+// TestVerifyPostgreSQL exports two ranges as two backfill streams at
+// different times, finds them clean, then breaks the seam between them, a
+// checkpoint's rows and a block against staging, and expects each named.
+func TestVerifyPostgreSQL(t *testing.T) {
+	for _, chainName := range []string{"cometbft", "evm"} {
+		t.Run(chainName, func(t *testing.T) {
+			stg := archiveFixture(t, chainName, 600)
+			dsn := pgtest.NewDatabase(t)
+			for _, r := range [][2]uint64{{301, 600}, {1, 300}} { // the upper range first
+				if _, err := Run(context.Background(), synthConfig(CmdExport, chainName, dsn, stg, r[0], r[1]), &bytes.Buffer{}, quiet); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// --chain is not given: the family and schema are the store's.
+			r, err := runVerify(t, verifyCmd(stg, dsn))
+			if err != nil || r.PG == nil || r.PG.Blocks != 600 || len(r.PG.Streams) != 2 || r.Staging.Records != 600 {
+				t.Fatalf("clean: %v %+v", err, r.PG)
+			}
+			hc := map[string]string{"cometbft": "height", "evm": "number"}[chainName]
+			sch := chainName
+			execSQL(t, dsn,
+				"UPDATE "+sch+".blocks SET parent_hash = '\\x00' WHERE "+hc+" = 301", // the seam
+				"DELETE FROM "+sch+".blocks WHERE "+hc+" = 600",                      // the checkpoint's row
+				"UPDATE "+sch+".blocks SET hash = '\\x01' WHERE "+hc+" = 100",        // not staging's block
+			)
+			r, err = runVerify(t, verifyCmd(stg, dsn))
+			if ExitCode(err) != ExitData {
+				t.Fatalf("damaged: exit %d (%v)", ExitCode(err), err)
+			}
+			p := r.PG
+			var breaks []uint64
+			for _, b := range p.Breaks {
+				breaks = append(breaks, b.Height)
+			}
+			// 101 does not link to the altered 100; 301 is the seam.
+			if p.BreakCount != 2 || breaks[0] != 101 || breaks[1] != 301 {
+				t.Errorf("breaks %v", breaks)
+			}
+			if p.DiffersCount != 1 || p.Differs[0].Height != 100 {
+				t.Errorf("differs %+v", p.Differs)
+			}
+			var upper archive.StreamCheck
+			for _, s := range p.Streams {
+				if s.Stream == "backfill/range-301-600" {
+					upper = s
+				}
+			}
+			if len(upper.Problem) == 0 || !strings.Contains(strings.Join(upper.Problem, ";"), "checkpoint 600 is ahead of its rows") {
+				t.Errorf("upper stream: %+v", upper)
+			}
+			if r.Staging.Problems() != 0 {
+				t.Errorf("staging reported problems: %+v", r.Staging)
+			}
+			// Text output names them too.
+			cfg := verifyCmd(stg, dsn)
+			cfg.JSON = false
+			var out bytes.Buffer
+			_, _ = Run(context.Background(), cfg, &out, quiet)
+			for _, want := range []string{"postgresql 301: parent hash 00", "checkpoint 600 is ahead of its rows", "differs from staging: 1 height"} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("text report lacks %q:\n%s", want, out.String())
+				}
+			}
+		})
+	}
+}

@@ -31,17 +31,21 @@ type RecordState struct {
 // A bad record does not stop the walk; an error from fn does, and so does
 // an iterator that cannot go on (a damaged file), whose error is returned
 // naming the last height read.
-func (s *Store) CheckRecords(from, to uint64, decompress bool, fn func(RecordState) error) error {
+func (s *Store) CheckRecords(from, to uint64, decompress bool, fn func(RecordState) error) (err error) {
+	if err := s.faults.broken(); err != nil {
+		return err
+	}
+	defer s.contain(fmt.Sprintf("check %d-%d", from, to), false, &err)
 	lo, hi := boundsFor(prefixBlock, from, to)
 	bit, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return fmt.Errorf("staging: check %d-%d: %w", from, to, err)
+		return fmt.Errorf("staging: check %d-%d: %w", from, to, s.corruptErr(err, nil))
 	}
-	defer bit.Close()
+	defer func() { bit.Close() }()
 	lo, hi = boundsFor(prefixIndex, from, to)
 	iit, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return fmt.Errorf("staging: check %d-%d: %w", from, to, err)
+		return fmt.Errorf("staging: check %d-%d: %w", from, to, s.corruptErr(err, nil))
 	}
 	defer iit.Close()
 
@@ -61,10 +65,12 @@ func (s *Store) CheckRecords(from, to uint64, decompress bool, fn func(RecordSta
 			st.Height, st.HasIndex = keyHeight(iit.Key()), true
 		}
 		last = st.Height
+		recordReadFailed := false
 		if st.HasRecord {
 			v, verr := bit.ValueAndErr()
 			if verr != nil {
-				st.Err = fmt.Errorf("staging: read %d: %w", st.Height, verr)
+				st.Err = fmt.Errorf("staging: read %d: %w", st.Height, s.corruptErr(verr, &st.Height))
+				recordReadFailed = true
 			} else if hdr, _, perr := parseValue(st.Height, v); perr != nil {
 				st.Err = perr
 			} else {
@@ -85,7 +91,21 @@ func (s *Store) CheckRecords(from, to uint64, decompress bool, fn func(RecordSta
 		if err := fn(st); err != nil {
 			return err
 		}
-		if st.HasRecord {
+		switch {
+		case recordReadFailed && st.Height < to:
+			// A value Pebble could not read (a damaged blob block)
+			// leaves the iterator in error: go on past it with a new
+			// one, so that one bad block reports its own heights only.
+			bit.Close()
+			lo, hi := boundsFor(prefixBlock, st.Height+1, to)
+			if bit, err = s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi}); err != nil {
+				bit, _ = s.db.NewIter(&pebble.IterOptions{LowerBound: hi, UpperBound: hi})
+				return fmt.Errorf("staging: check %d-%d: %w", st.Height+1, to, s.corruptErr(err, nil))
+			}
+			bok = bit.First()
+		case recordReadFailed:
+			bok = false
+		case st.HasRecord:
 			bok = bit.Next()
 		}
 		if st.HasIndex {
@@ -94,7 +114,7 @@ func (s *Store) CheckRecords(from, to uint64, decompress bool, fn func(RecordSta
 	}
 	for _, it := range []*pebble.Iterator{bit, iit} {
 		if err := it.Error(); err != nil {
-			return fmt.Errorf("staging: check %d-%d stopped after height %d: %w", from, to, last, err)
+			return fmt.Errorf("staging: check %d-%d stopped after height %d: %w", from, to, last, s.corruptErr(err, nil))
 		}
 	}
 	return nil
@@ -123,7 +143,11 @@ func indexAgrees(st RecordState, iit *pebble.Iterator) error {
 // sstables whose key ranges cover them and the blob files those reference
 // (where the records' bytes are), so that a report can say which file a
 // corrupt height lives in.
-func (s *Store) FilesOf(from, to uint64) ([]string, error) {
+func (s *Store) FilesOf(from, to uint64) (_ []string, err error) {
+	if err := s.faults.broken(); err != nil {
+		return nil, err
+	}
+	defer s.contain("files", false, &err)
 	lo, hi := boundsFor(prefixBlock, from, to)
 	levels, err := s.db.SSTables(pebble.WithKeyRangeFilter(lo, hi))
 	if err != nil {
