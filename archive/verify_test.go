@@ -18,9 +18,11 @@ import (
 )
 
 type family struct {
-	name      string
-	fam       chain.Family
-	src       interface{ Fetch(context.Context, uint64, uint64) ([]chain.Block, error) }
+	name string
+	fam  chain.Family
+	src  interface {
+		Fetch(context.Context, uint64, uint64) ([]chain.Block, error)
+	}
 	chainID   string
 	recompute func([]byte) ([]byte, error)
 	decoder   Decoder
