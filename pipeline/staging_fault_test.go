@@ -1,10 +1,17 @@
 package pipeline
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
 
+	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/staging"
 )
 
@@ -26,4 +33,49 @@ func TestExitCodeOfStagingFaults(t *testing.T) {
 			t.Errorf("ExitCode(%v) = %d, want %d", tc.err, got, tc.want)
 		}
 	}
+}
+
+// A store that lost durably staged records (here: a flipped byte in its
+// WAL) is reported by status, which exits 4 instead of showing the lost
+// heights as plain gaps.
+func TestStatusSaysTheStoreIsDamaged(t *testing.T) {
+	dir := t.TempDir()
+	st, err := staging.Open(dir, staging.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Bind(chain.FamilyCometBFT, "test-1"); err != nil {
+		t.Fatal(err)
+	}
+	b := st.NewBatch()
+	for h := uint64(1); h <= 50; h++ {
+		raw := bytes.Repeat([]byte(fmt.Sprintf("block %d ", h)), 200)
+		if err := b.Put(chain.Block{Height: h, Hash: []byte{byte(h), 1}, ParentHash: []byte{byte(h - 1), 1}, Raw: raw}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	sort.Strings(logs)
+	wal, err := os.ReadFile(logs[len(logs)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	wal[len(wal)/2] ^= 0x5a
+	if err := os.WriteFile(logs[len(logs)-1], wal, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err = Status(context.Background(), Config{Staging: dir}, &out)
+	var ce *staging.CorruptStoreError
+	if !errors.As(err, &ce) || ExitCode(err) != ExitData || !strings.Contains(out.String(), "damaged:") {
+		t.Fatalf("status of a store whose WAL lost records: %v (exit %d)\n%s", err, ExitCode(err), out.String())
+	}
+	t.Logf("%s", out.String())
 }

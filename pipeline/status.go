@@ -25,7 +25,7 @@ func Status(ctx context.Context, cfg Config, out io.Writer) error {
 	return pgStatus(ctx, cfg, out)
 }
 
-func stagingStatus(cfg Config, out io.Writer) error {
+func stagingStatus(cfg Config, out io.Writer) (err error) {
 	// Read-only: status writes nothing, so it answers on a full disk too.
 	store, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
 	if err != nil {
@@ -33,6 +33,15 @@ func stagingStatus(cfg Config, out io.Writer) error {
 	}
 	defer store.Close()
 	fmt.Fprintf(out, "staging %s (%.1f MB on disk)\n", store.Dir(), float64(store.DiskUsage())/1e6)
+	if d := store.Damage(); d != nil {
+		// Say it, list the rest, and exit 4.
+		fmt.Fprintf(out, "  damaged:  %v\n", d)
+		defer func() {
+			if err == nil {
+				err = d
+			}
+		}()
+	}
 	if id, ok := store.Identity(); ok {
 		fmt.Fprintf(out, "  chain:    %s %q, first block %d %X\n", id.Family, id.ChainID, id.FirstHeight, id.FirstHash)
 	} else {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -40,6 +41,9 @@ type CorruptStoreError struct {
 	File    string
 	Heights *Range
 	Err     error
+	// Dropped is set when the unreadable records of Heights were removed
+	// from the store, so that a fetch of those heights stages them again.
+	Dropped bool
 }
 
 func (e *CorruptStoreError) Error() string {
@@ -52,7 +56,12 @@ func (e *CorruptStoreError) Error() string {
 		fmt.Fprintf(&b, " (heights %s)", e.Heights)
 	}
 	if e.Err != nil {
-		fmt.Fprintf(&b, ": %v", e.Err)
+		// Pebble's corruption errors carry a second line of detail.
+		msg, _, _ := strings.Cut(e.Err.Error(), "\n")
+		fmt.Fprintf(&b, ": %s", msg)
+	}
+	if e.Dropped {
+		fmt.Fprintf(&b, "; the unreadable records were removed: fetch heights %s again", e.Heights)
 	}
 	return b.String()
 }
@@ -184,10 +193,58 @@ func (s *Store) corruptErr(err error, h *uint64) error {
 		return err
 	}
 	file, heights := s.faults.corruption()
+	if file == "" {
+		file = s.fileNamed(err)
+	}
 	if h != nil {
 		heights = &Range{From: *h, To: *h}
 	}
 	return &CorruptStoreError{Dir: s.dir, File: file, Heights: heights, Err: err}
+}
+
+var pebbleFileRef = regexp.MustCompile(`(?:file |")(MANIFEST-)?0*([0-9]+)`)
+
+// damagedOnOpen reports whether pebble.Open failed because the store's
+// files are damaged: a corrupt or malformed MANIFEST, a table or blob file
+// that the MANIFEST names and that is gone or unreadable.
+func damagedOnOpen(err error) bool {
+	if pebble.IsCorruptionError(err) {
+		return true
+	}
+	msg := err.Error()
+	for _, s := range []string{"malformed manifest", "unknown to the objstorage provider", "corrupt", "checksum mismatch", "invalid table"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// fileNamed finds the store file a Pebble error refers to by number ("file
+// 000007: block …"), for errors that come without a corruption event.
+func (s *Store) fileNamed(err error) string {
+	m := pebbleFileRef.FindStringSubmatch(err.Error())
+	if m == nil {
+		return ""
+	}
+	if m[1] != "" {
+		return fmt.Sprintf("MANIFEST-%06s", m[2])
+	}
+	for _, ext := range []string{".blob", ".sst"} {
+		name := fmt.Sprintf("%06s%s", m[2], ext)
+		if _, err := s.fs.Stat(s.fs.PathJoin(s.dir, name)); err == nil {
+			return name
+		}
+	}
+	// Gone from the directory ("file 000009 (type sstable) unknown to the
+	// objstorage provider").
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "sstable"):
+		return fmt.Sprintf("%06s.sst", m[2])
+	case strings.Contains(msg, "blob"):
+		return fmt.Sprintf("%06s.blob", m[2])
+	}
+	return ""
 }
 
 // contain is deferred by every Store method that calls Pebble: it turns a
@@ -212,12 +269,17 @@ func (s *Store) contain(op string, commit bool, errp *error) {
 		err = fmt.Errorf("staging: %s: %w", s.dir, cause)
 	default:
 		// A panic while reading is Pebble meeting files it cannot make
-		// sense of ("unknown metadata type", a bad block): the store is
-		// damaged.
+		// sense of ("unknown metadata type" for a truncated blob file, a
+		// bad block): the store is damaged.
 		file, heights := s.faults.corruption()
 		err = &CorruptStoreError{Dir: s.dir, File: file, Heights: heights, Err: cause}
 	}
-	s.faults.fail(err, commit)
+	// A write that panicked leaves Pebble's commit pipeline locked: nothing
+	// can be written or closed after it. A read that panicked leaves
+	// Pebble usable (other files read, records can be replaced).
+	if commit || errors.Is(cause, syscall.ENOSPC) {
+		s.faults.fail(err, commit)
+	}
 	*errp = err
 }
 

@@ -401,10 +401,10 @@ func TestTmpfsFillsUp(t *testing.T) {
 	})
 	dir := filepath.Join(mnt, "staging")
 	junk := filepath.Join(mnt, "junk")
-	if err := os.WriteFile(junk, make([]byte, 2<<20), 0o644); err != nil {
+	if err := os.WriteFile(junk, make([]byte, 1<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	opts := Options{MemTableSize: 1 << 20, MinFreeBytes: 1 << 20}
+	opts := Options{MemTableSize: 1 << 20, MinFreeBytes: 4 << 20} // four memtables, as the default
 	s, err := Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -171,6 +171,17 @@ func (i *Iterator) Next() bool {
 		i.err = err
 		return false
 	}
+	ok, h, read := i.next()
+	if i.err != nil && read && unreadable(i.err) {
+		// Drop it, so that fetch stages it again.
+		i.err = i.s.dropUnreadable(h, i.err)
+	}
+	return ok
+}
+
+// next is Next's Pebble part; reading is the height whose record was being
+// read (read is false if it did not get that far).
+func (i *Iterator) next() (_ bool, reading uint64, read bool) {
 	defer i.s.contain("scan", false, &i.err)
 	var valid bool
 	if i.first {
@@ -182,13 +193,14 @@ func (i *Iterator) Next() bool {
 		if err := i.it.Error(); err != nil {
 			i.err = fmt.Errorf("staging: scan: %w", i.s.corruptErr(err, nil))
 		}
-		return false
+		return false, 0, false
 	}
 	h := keyHeight(i.it.Key())
+	reading, read = h, true
 	v, err := i.it.ValueAndErr()
 	if err != nil {
 		i.err = fmt.Errorf("staging: read %d: %w", h, i.s.corruptErr(err, &h))
-		return false
+		return false, h, true
 	}
 	// Each block gets its own Raw buffer unless the caller promised not to
 	// keep it past the next move (ReuseBuffer).
@@ -200,7 +212,7 @@ func (i *Iterator) Next() bool {
 	if i.reuse && i.err == nil {
 		i.buf = i.block.Raw[:0]
 	}
-	return i.err == nil
+	return i.err == nil, h, true
 }
 
 // ReuseBuffer makes every block's Raw share one buffer, valid only until the

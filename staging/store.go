@@ -102,6 +102,11 @@ type Store struct {
 	mu    sync.Mutex // guards ident
 	ident Identity
 	bound bool
+
+	ledgerMu sync.Mutex // guards records, durable, damage; see ledger.go
+	records  uint64     // records counted at the last open or ledger sync
+	durable  ledger
+	damage   *CorruptStoreError
 }
 
 // Open opens (creating if needed) the staging store in dir.
@@ -184,8 +189,11 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 		}
 	}
 	if err != nil {
-		if pebble.IsCorruptionError(err) {
+		if damagedOnOpen(err) {
 			file, heights := f.corruption()
+			if file == "" {
+				file = pre.fileNamed(err)
+			}
 			return nil, &CorruptStoreError{Dir: dir, File: file, Heights: heights, Err: err}
 		}
 		return nil, fmt.Errorf("staging: open %s: %w", dir, err)
@@ -213,6 +221,13 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 	} else if ok {
 		s.ident, s.bound = id, true
 	}
+	if err := s.openLedger(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if d := s.Damage(); d != nil {
+		opts.Logger.Error("staging: store damaged", "dir", dir, "err", d)
+	}
 	return s, nil
 }
 
@@ -233,10 +248,19 @@ func (s *Store) Close() (err error) {
 		return s.faults.broken()
 	}
 	defer s.contain("close", true, &err)
+	if err := s.faults.broken(); err != nil {
+		s.db.Close()
+		return err
+	}
+	// Sync and record what is staged while Pebble is open.
+	lerr := s.syncLedger()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("staging: close: %w", s.corruptErr(err, nil))
 	}
-	return s.faults.broken()
+	if err := s.faults.broken(); err != nil {
+		return err
+	}
+	return lerr
 }
 
 // Flush makes every committed batch durable (block data is written without
@@ -246,17 +270,27 @@ func (s *Store) Flush() (err error) {
 		return err
 	}
 	defer s.contain("sync", true, &err)
-	if err := s.db.LogData(nil, pebble.Sync); err != nil {
-		return fmt.Errorf("staging: sync: %w", err)
+	if s.opts.ReadOnly {
+		return nil
 	}
-	return s.faults.broken()
+	return s.syncLedger()
 }
 
 // DiskUsage returns the store's size on disk in bytes.
 func (s *Store) DiskUsage() uint64 { return s.db.Metrics().DiskSpaceUsage() }
 
-// Get returns the staged block at height h, decompressed and verified.
-func (s *Store) Get(h uint64) (_ chain.Block, err error) {
+// Get returns the staged block at height h, decompressed and verified. A
+// record that cannot be read is removed (see dropUnreadable): the error
+// names it, and a fetch of the height stages it again.
+func (s *Store) Get(h uint64) (chain.Block, error) {
+	b, err := s.get(h)
+	if err != nil && unreadable(err) {
+		return chain.Block{}, s.dropUnreadable(h, err)
+	}
+	return b, err
+}
+
+func (s *Store) get(h uint64) (_ chain.Block, err error) {
 	if err := s.faults.broken(); err != nil {
 		return chain.Block{}, err
 	}
@@ -270,7 +304,36 @@ func (s *Store) Get(h uint64) (_ chain.Block, err error) {
 	}
 	defer closer.Close()
 	b, _, err := s.decodeValue(h, v, nil)
+	var cr *CorruptRecordError
+	if errors.As(err, &cr) && len(v) == 0 {
+		// Pebble's Get loses the error of a blob value it could not read
+		// and returns it empty; an iterator reports it, naming the file.
+		if perr := s.readThroughIter(h); perr != nil {
+			return chain.Block{}, perr
+		}
+	}
 	return b, err
+}
+
+// readThroughIter reads the record at h with an iterator and returns the
+// error Pebble reports, if any.
+func (s *Store) readThroughIter(h uint64) (err error) {
+	defer s.contain(fmt.Sprintf("get %d", h), false, &err)
+	lo, hi := boundsFor(prefixBlock, h, h)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return fmt.Errorf("staging: get %d: %w", h, s.corruptErr(err, &h))
+	}
+	defer it.Close()
+	if it.First() {
+		_, err = it.ValueAndErr()
+	} else {
+		err = it.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("staging: get %d: %w", h, s.corruptErr(err, &h))
+	}
+	return nil
 }
 
 // Header returns the hash and parent hash of the staged block at h from the
@@ -302,6 +365,9 @@ func (s *Store) Delete(from, to uint64) (err error) {
 		return err
 	}
 	if err := s.reserve(1<<10, true); err != nil {
+		return err
+	}
+	if err := s.lowerLedger(from, to); err != nil {
 		return err
 	}
 	defer s.contain(fmt.Sprintf("delete %d-%d", from, to), true, &err)
