@@ -186,7 +186,7 @@ func exportStaged(ctx context.Context, cfg *Config, d density, store *staging.St
 	prevLimit := debug.SetMemoryLimit(pipeline.DefaultMemoryLimitMiB(d.name) << 20)
 	defer debug.SetMemoryLimit(prevLimit)
 	t0 := time.Now()
-	res, err := export.Run(ctx, conn, store, d.dec, export.Config{
+	res, err := export.Run(ctx, export.Fixed(conn), store, d.dec, export.Config{
 		Schema:      schema,
 		Stream:      export.Stream{Alias: "bench", From: 1, To: d.blocks},
 		BatchBlocks: cfg.BatchBlocks,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/crashpoint"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -89,7 +90,7 @@ func commitBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chai
 			if _, err := cp.sendAll(ctx, tx, tables, b.rows); err != nil {
 				return err
 			}
-			return saveCursor(ctx, tx, cfg.Schema, cfg.Stream, b.from, b.to, b.lastHash)
+			return saveAndCommit(ctx, tx, cfg, b)
 		}
 		for i, t := range tables {
 			if rows := b.rows.Table(i); len(rows) > 0 {
@@ -98,8 +99,20 @@ func commitBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chai
 				}
 			}
 		}
-		return saveCursor(ctx, tx, cfg.Schema, cfg.Stream, b.from, b.to, b.lastHash)
+		return saveAndCommit(ctx, tx, cfg, b)
 	})
+}
+
+// saveAndCommit ends a batch's transaction once its rows are written: the
+// cursor, then (on return) the commit, with the crash points between.
+func saveAndCommit(ctx context.Context, tx pgx.Tx, cfg *Config, b batch) error {
+	if err := crashpoint.Hit(ctx, crashpoint.AfterCopy); err != nil {
+		return err
+	}
+	if err := saveCursor(ctx, tx, cfg.Schema, cfg.Stream, b.from, b.to, b.lastHash); err != nil {
+		return err
+	}
+	return crashpoint.Hit(ctx, crashpoint.BeforeCommit)
 }
 
 func mergeTable(ctx context.Context, tx pgx.Tx, qs string, t chain.Table, plan *copyPlan, rows [][]any) error {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/crashpoint"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
 )
@@ -110,11 +111,17 @@ type batch struct {
 	decode   time.Duration
 }
 
-// Run exports the stream's remaining range from store into the database on
-// conn. It resumes at the stream's last committed height + 1 and returns
-// when the range is complete, the context is done, or an error stops it; a
-// batch in flight is then rolled back, never half-committed.
-func Run(ctx context.Context, conn *pgx.Conn, store *staging.Store, dec Decoder, cfg Config) (Result, error) {
+// Run exports the stream's remaining range from store into the database
+// through sess. It resumes at the stream's last committed height + 1 and
+// returns when the range is complete, the context is done, or an error
+// stops it; a batch in flight is then rolled back, never half-committed.
+//
+// A transient database fault (see TransientCause) does not end it: the
+// session backs off and reconnects, and the export starts again from the
+// checkpoint PostgreSQL holds — the batch in flight is redone if it did not
+// commit, and batches a crash of the server lost (asynchronous commits) are
+// redone too. Each committed batch renews the session's retry budget.
+func Run(ctx context.Context, sess *Session, store *staging.Store, dec Decoder, cfg Config) (Result, error) {
 	cfg.ensureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
@@ -128,20 +135,37 @@ func Run(ctx context.Context, conn *pgx.Conn, store *staging.Store, dec Decoder,
 	if id, ok := store.Identity(); ok && id.Family != dec.Family() {
 		return res, fmt.Errorf("export: staging %s holds a %s chain, not %s", store.Dir(), id.Family, dec.Family())
 	}
+	attempt := 0
+	err := sess.Do(ctx, "stream "+cfg.Stream.Name(), func(ctx context.Context, conn *pgx.Conn) error {
+		attempt++
+		return runOnce(ctx, sess, conn, store, dec, &cfg, &res, attempt == 1)
+	})
+	res.Complete = !cfg.Stream.Head && res.Last.Valid && res.Last.Height >= cfg.Stream.To
+	res.Duration = time.Since(start)
+	if err == nil && ctx.Err() != nil && !res.Complete {
+		err = ctx.Err()
+	}
+	return res, err
+}
+
+// runOnce is one attempt of Run on one connection: it reads the stream's
+// checkpoint and exports from there, adding what it commits to res.
+func runOnce(ctx context.Context, sess *Session, conn *pgx.Conn, store *staging.Store, dec Decoder, cfg *Config, res *Result, first bool) error {
+	tables := dec.Tables()
 	if err := EnsureSchema(ctx, conn, cfg.Schema, tables, cfg.SkipIndexes); err != nil {
-		return res, err
+		return err
 	}
 	cp, err := newCopier(ctx, conn, cfg.Schema, tables)
 	if err != nil {
-		return res, err
+		return err
 	}
 	cur, err := LoadCursor(ctx, conn, cfg.Schema, cfg.Stream)
 	if err != nil {
-		return res, err
+		return err
 	}
 	target, err := TargetName(ctx, conn, cfg.Schema, cfg.Stream)
 	if err != nil {
-		return res, err
+		return err
 	}
 	reconcileMirror(store, target, cur, cfg.Logger)
 	res.Last = cur
@@ -149,11 +173,11 @@ func Run(ctx context.Context, conn *pgx.Conn, store *staging.Store, dec Decoder,
 	next := cur.Next(cfg.Stream.From)
 	end := cfg.Stream.To
 	if !cfg.Stream.Head && next > end {
-		res.Complete = true
-		res.Duration = time.Since(start)
-		return res, nil
+		return nil
 	}
-	res.Start = next
+	if first {
+		res.Start = next
+	}
 
 	// The hash the first block's parent must equal: the cursor's, or the
 	// staged block before the range.
@@ -181,15 +205,16 @@ func Run(ctx context.Context, conn *pgx.Conn, store *staging.Store, dec Decoder,
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(decoded)
-		readErr <- readBatches(rctx, store, dec, &cfg, next, end, prev, prevSrc, free, decoded)
+		readErr <- readBatches(rctx, store, dec, cfg, next, end, prev, prevSrc, free, decoded)
 	}()
 	werr := func() error {
 		for b := range decoded {
 			last := b.to == end && !cfg.Stream.Head
-			st, err := writeBatch(ctx, conn, &cfg, tables, cp, b, last)
+			st, err := writeBatch(ctx, conn, cfg, tables, cp, b, last)
 			if err != nil {
 				return err
 			}
+			sess.Progressed()
 			res.Blocks += b.to - b.from + 1
 			res.Batches++
 			for i, t := range tables {
@@ -199,6 +224,9 @@ func Run(ctx context.Context, conn *pgx.Conn, store *staging.Store, dec Decoder,
 				res.Conflicts++
 			}
 			res.Last = Cursor{Height: b.to, Hash: b.lastHash, Valid: true}
+			if err := crashpoint.Hit(ctx, crashpoint.AfterCommit); err != nil {
+				return err
+			}
 			if err := store.SetMirror(target, staging.Checkpoint{Height: b.to, Hash: b.lastHash, Updated: time.Now()}); err != nil {
 				return err
 			}
@@ -215,16 +243,12 @@ func Run(ctx context.Context, conn *pgx.Conn, store *staging.Store, dec Decoder,
 	}
 	rerr := <-readErr
 	if werr != nil {
-		err = werr
-	} else if rerr != nil && !(errors.Is(rerr, context.Canceled) && ctx.Err() == nil) {
-		err = rerr
+		return werr
 	}
-	res.Complete = !cfg.Stream.Head && res.Last.Valid && res.Last.Height >= end
-	res.Duration = time.Since(start)
-	if err == nil && ctx.Err() != nil && !res.Complete {
-		err = ctx.Err()
+	if rerr != nil && !(errors.Is(rerr, context.Canceled) && ctx.Err() == nil) {
+		return rerr
 	}
-	return res, err
+	return nil
 }
 
 // readBatches reads [next, end] from staging in batches, checks contiguity

@@ -98,7 +98,7 @@ func (e *env) stage(from, to uint64, raw func(h uint64) string) {
 func items(h uint64) string { return fmt.Sprintf("n=%d", h%4) }
 
 func (e *env) run(alias string, from, to uint64, batch int) (Result, error) {
-	return Run(e.ctx, e.conn, e.store, testDecoder{}, Config{Schema: "chain x", BatchBlocks: batch,
+	return Run(e.ctx, Fixed(e.conn), e.store, testDecoder{}, Config{Schema: "chain x", BatchBlocks: batch,
 		Stream: Stream{Alias: alias, From: from, To: to}})
 }
 
@@ -241,7 +241,7 @@ func TestExportChecksContinuityAcrossRuns(t *testing.T) {
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Run(e.ctx, e.conn, e.store, testDecoder{}, Config{Schema: "chain x", Stream: Stream{Head: true, From: 51, To: 60}, BatchBlocks: 5,
+	_, err := Run(e.ctx, Fixed(e.conn), e.store, testDecoder{}, Config{Schema: "chain x", Stream: Stream{Head: true, From: 51, To: 60}, BatchBlocks: 5,
 		Available: func(context.Context, uint64) (uint64, bool, error) { return 60, true, nil }})
 	// Head has no checkpoint and staging lacks 50: nothing to compare, so
 	// it proceeds; now give it a checkpoint at 50 with the first fork's hash.
@@ -254,7 +254,7 @@ func TestExportChecksContinuityAcrossRuns(t *testing.T) {
 	if _, err := e.conn.Exec(e.ctx, `DELETE FROM "chain x".blocks WHERE height > 50`); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Run(e.ctx, e.conn, e.store, testDecoder{}, Config{Schema: "chain x", Stream: Stream{Head: true, From: 51, To: 60}, BatchBlocks: 5,
+	_, err = Run(e.ctx, Fixed(e.conn), e.store, testDecoder{}, Config{Schema: "chain x", Stream: Stream{Head: true, From: 51, To: 60}, BatchBlocks: 5,
 		Available: func(context.Context, uint64) (uint64, bool, error) { return 60, true, nil }})
 	var ce *ContinuityError
 	if !errors.As(err, &ce) || ce.Height != 51 || !strings.Contains(err.Error(), "checkpoint") {
@@ -469,7 +469,7 @@ func TestDeferAndRestoreIndexes(t *testing.T) {
 func TestBatchesEndEarlyAtTheRowBudget(t *testing.T) {
 	e := newEnv(t)
 	e.stage(1, 100, func(uint64) string { return "n=9" }) // 10 rows a block
-	res, err := Run(e.ctx, e.conn, e.store, testDecoder{}, Config{Schema: "chain x", BatchBlocks: 100, BatchRows: 95,
+	res, err := Run(e.ctx, Fixed(e.conn), e.store, testDecoder{}, Config{Schema: "chain x", BatchBlocks: 100, BatchRows: 95,
 		Stream: Stream{Alias: "rows", From: 1, To: 100}})
 	if err != nil || !res.Complete {
 		t.Fatalf("%v complete=%v", err, res.Complete)

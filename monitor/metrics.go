@@ -18,6 +18,7 @@ type metrics struct {
 	requests                  *prometheus.CounterVec   // by endpoint, method, outcome
 	requestDur                *prometheus.HistogramVec // by endpoint
 	retries                   *prometheus.CounterVec   // by reason
+	pgRetries                 *prometheus.CounterVec   // by cause
 	rangeFrom, rangeTo, last  prometheus.Gauge
 	ready                     prometheus.Gauge
 }
@@ -63,6 +64,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "blockhaul", Name: "retries_total", Help: "Retries, by reason.",
 		}, []string{"reason"}),
+		pgRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "blockhaul", Name: "pg_retries_total", Help: "Operations on PostgreSQL tried again after a transient fault, by cause.",
+		}, []string{"cause"}),
 		rangeFrom: gauge("range_from", "First height of the job's range."),
 		rangeTo:   gauge("range_to", "Last height of the job's range."),
 		last:      gauge("last_exported_height", "Last height committed to PostgreSQL."),
@@ -71,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	reg.MustRegister(
 		m.fetched, m.staged, m.exported, m.planned, m.rows, m.batches, m.conflicts,
 		m.exportCommit, m.stageCommit, m.rawBytes, m.storedBytes, m.ratio,
-		m.requests, m.requestDur, m.retries, m.rangeFrom, m.rangeTo, m.last, m.ready,
+		m.requests, m.requestDur, m.retries, m.pgRetries, m.rangeFrom, m.rangeTo, m.last, m.ready,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

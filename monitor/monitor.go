@@ -123,6 +123,7 @@ type state struct {
 	lastValid       bool
 
 	requests, failed, retries uint64
+	pgRetries                 uint64
 
 	fetchRate, bytesRate, exportRate, rowsRate meter
 	lastLog                                    time.Time
@@ -311,6 +312,15 @@ func (m *Monitor) Retry(endpoint, reason string) {
 	m.met.retries.WithLabelValues(reason).Inc()
 	m.mu.Lock()
 	m.st.retries++
+	m.mu.Unlock()
+}
+
+// PGRetry records an operation on PostgreSQL tried again after a transient
+// fault of cause (export.TransientCause's labels).
+func (m *Monitor) PGRetry(cause string) {
+	m.met.pgRetries.WithLabelValues(cause).Inc()
+	m.mu.Lock()
+	m.st.pgRetries++
 	m.mu.Unlock()
 }
 

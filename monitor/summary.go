@@ -24,6 +24,7 @@ type Summary struct {
 	RPCRequests uint64 // requests sent
 	RPCFailed   uint64 // requests whose outcome was not OutcomeOK
 	Retries     uint64 // retries of every reason
+	PGRetries   uint64 // PostgreSQL operations tried again after a transient fault
 }
 
 // FetchSummary is the fetch phase: source to staging.
@@ -70,7 +71,7 @@ func (m *Monitor) Summary() Summary {
 	sum := Summary{
 		From: s.from, To: s.to, RangeSet: s.rangeSet,
 		Duration:    end.Sub(s.created),
-		RPCRequests: s.requests, RPCFailed: s.failed, Retries: s.retries,
+		RPCRequests: s.requests, RPCFailed: s.failed, Retries: s.retries, PGRetries: s.pgRetries,
 		Fetch: FetchSummary{
 			Planned: s.fetchPlanned, Fetched: s.fetched, Blocks: s.staged,
 			RawBytes: s.rawBytes, StoredBytes: s.storedBytes,
@@ -144,6 +145,9 @@ func (s Summary) WriteText(w io.Writer) {
 		for _, t := range e.Rows {
 			p("           %-16s %d rows\n", t.Table, t.Rows)
 		}
+	}
+	if s.PGRetries > 0 {
+		p("  postgres: %d retries after transient faults\n", s.PGRetries)
 	}
 	if e.LastValid {
 		p("  checkpoint: height %d\n", e.Last)

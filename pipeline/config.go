@@ -20,6 +20,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
+	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/jackc/pgx/v5"
@@ -74,6 +75,9 @@ type Config struct {
 	RPS          float64       // --rps per endpoint
 	RPCTimeout   time.Duration // --rpc-timeout
 	SyncCommit   bool          // --sync-commit
+
+	PGRetries      int           // --pg-retries: retries of a transient database fault, since the last committed batch
+	PGRetryMaxWait time.Duration // --pg-retry-max-wait: the longest backoff between them
 
 	Confirmations uint64        // --confirmations: follow exports blocks at least this far below the tip
 	PollInterval  time.Duration // --poll-interval: follow's tip polling
@@ -176,21 +180,23 @@ const (
 // start from it.
 func DefaultConfig() Config {
 	return Config{
-		Chain:         "cometbft",
-		SyntheticSeed: 1,
-		From:          1,
-		Staging:       "blockhaul-staging",
-		FetchWorkers:  8,
-		FetchSpan:     16,
-		BatchBlocks:   500,
-		RPCTimeout:    30 * time.Second,
-		PollInterval:  2 * time.Second,
-		ReorgWindow:   64,
-		Chunk:         10_000,
-		DeferIndexes:  IndexesAuto,
-		LogFormat:     "text",
-		LogLevel:      "info",
-		Progress:      10 * time.Second,
+		Chain:          "cometbft",
+		SyntheticSeed:  1,
+		From:           1,
+		Staging:        "blockhaul-staging",
+		FetchWorkers:   8,
+		FetchSpan:      16,
+		BatchBlocks:    500,
+		PGRetries:      export.DefaultRetries,
+		PGRetryMaxWait: export.DefaultMaxWait,
+		RPCTimeout:     30 * time.Second,
+		PollInterval:   2 * time.Second,
+		ReorgWindow:    64,
+		Chunk:          10_000,
+		DeferIndexes:   IndexesAuto,
+		LogFormat:      "text",
+		LogLevel:       "info",
+		Progress:       10 * time.Second,
 	}
 }
 
@@ -301,6 +307,12 @@ func (c *Config) Validate() error {
 	}
 	if c.BatchBlocks <= 0 || c.BatchBlocks > MaxBatchBlocks {
 		bad("batch-blocks", "want 1 to %d blocks, got %d", MaxBatchBlocks, c.BatchBlocks)
+	}
+	if c.PGRetries < 0 || c.PGRetries > 1000 {
+		bad("pg-retries", "must be between 0 and 1000, got %d", c.PGRetries)
+	}
+	if c.PGRetryMaxWait <= 0 || c.PGRetryMaxWait > time.Hour {
+		bad("pg-retry-max-wait", "must be positive and at most 1h, got %s", c.PGRetryMaxWait)
 	}
 	if !(c.SyntheticTxs >= 0 && c.SyntheticTxs <= MaxSyntheticTxs) { // also NaN
 		bad("synthetic-txs", "want 0 to %d, got %g", MaxSyntheticTxs, c.SyntheticTxs)

@@ -40,16 +40,16 @@ func (e *ReorgError) Error() string {
 // cursor, then fetched again. With --to it stops once that height is
 // exported; otherwise it runs until signalled.
 func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
-	dec, src, conn, err := openExportJob(ctx, cfg, tip, log)
+	dec, src, db, err := openExportJob(ctx, cfg, tip, log, c)
 	if err != nil {
 		return err
 	}
 	defer closeSource(src)
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer db.Close(context.WithoutCancel(ctx))
 	head := export.Stream{Head: true, From: cfg.From}
 	sum.Export.Rows = map[string]uint64{}
 	for {
-		cur, err := export.LoadCursor(ctx, conn, cfg.Schema, head)
+		cur, err := loadCursor(ctx, db, cfg.Schema, head)
 		if err != nil {
 			return err
 		}
@@ -57,7 +57,7 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 		next := cur.Next(cfg.From)
 		if cfg.ToSet && next > cfg.To {
 			sum.Complete = true
-			return finishIndexes(ctx, cfg, conn, sum, log)
+			return finishIndexes(ctx, cfg, db, sum, log)
 		}
 		tipH, err := src.Tip(ctx)
 		if err != nil {
@@ -81,7 +81,7 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 			return err
 		}
 		if broken {
-			if err := repairReorg(ctx, cfg, conn, store, src, dec.Tables(), cur, brk, log, sum); err != nil {
+			if err := repairReorg(ctx, cfg, db, store, src, dec.Tables(), cur, brk, log, sum); err != nil {
 				return err
 			}
 			continue
@@ -96,12 +96,12 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 		if target >= next {
 			ecfg := exportConfig(cfg, log, c)
 			ecfg.Stream = export.Stream{Head: true, From: cfg.From, To: target}
-			res, err := export.Run(ctx, conn, store, dec, ecfg)
+			res, err := export.Run(ctx, db, store, dec, ecfg)
 			addExport(&sum.Export, res)
 			var ce *export.ContinuityError
 			if errors.As(err, &ce) {
 				// Staging was refetched on another fork below the cursor.
-				if err := repairReorg(ctx, cfg, conn, store, src, dec.Tables(), res.Last, ce.Height, log, sum); err != nil {
+				if err := repairReorg(ctx, cfg, db, store, src, dec.Tables(), res.Last, ce.Height, log, sum); err != nil {
 					return err
 				}
 				continue
@@ -128,7 +128,7 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 // staged or exported below it): it finds the last height where staging and
 // the source agree, drops staging above it, and rolls PostgreSQL back to it
 // when exported rows are on the abandoned fork.
-func repairReorg(ctx context.Context, cfg *Config, conn *pgx.Conn, store *staging.Store, src loader.Source, tables []chain.Table, cur export.Cursor, brk uint64, log *slog.Logger, sum *Summary) error {
+func repairReorg(ctx context.Context, cfg *Config, db *export.Session, store *staging.Store, src loader.Source, tables []chain.Table, cur export.Cursor, brk uint64, log *slog.Logger, sum *Summary) error {
 	// Search past the window so that a reorg too deep to undo can still be
 	// reported with its fork height.
 	search := max(4*(cfg.ReorgWindow+cfg.Confirmations), 256)
@@ -163,7 +163,9 @@ func repairReorg(ctx context.Context, cfg *Config, conn *pgx.Conn, store *stagin
 			return err
 		}
 		log.Warn("reorg below the head cursor: rolling back exported rows", "fork", fork, "cursor", cur.Height, "depth", cur.Height-fork)
-		if err := export.Rollback(ctx, conn, cfg.Schema, tables, fork, hash); err != nil {
+		if err := db.Do(ctx, "roll back reorg", func(ctx context.Context, conn *pgx.Conn) error {
+			return export.Rollback(ctx, conn, cfg.Schema, tables, fork, hash)
+		}); err != nil {
 			return err
 		}
 	} else {

@@ -309,6 +309,55 @@ func connect(ctx context.Context, cfg *Config) (*pgx.Conn, error) {
 	return conn, nil
 }
 
+// applicationName is how blockhaul's connections show in pg_stat_activity
+// unless the DSN names another.
+const applicationName = "blockhaul"
+
+// dialSession opens the job's PostgreSQL session: a connection that
+// reconnects and retries after transient faults within --pg-retries and
+// --pg-retry-max-wait, counting each retry in the job's metrics.
+func dialSession(ctx context.Context, cfg *Config, log *slog.Logger, c *counters) (*export.Session, error) {
+	pc, err := pgx.ParseConfig(cfg.PG)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL: %s", redactPGError(err, cfg.PG))
+	}
+	if _, ok := pc.RuntimeParams["application_name"]; !ok {
+		pc.RuntimeParams["application_name"] = applicationName
+	}
+	dial := func(ctx context.Context) (*pgx.Conn, error) {
+		conn, err := pgx.ConnectConfig(ctx, pc.Copy())
+		if err != nil {
+			return nil, &redactedError{msg: "connect to PostgreSQL: " + redactPGError(err, cfg.PG), err: err}
+		}
+		return conn, nil
+	}
+	return export.Dial(ctx, dial, export.SessionOptions{
+		Policy:  export.RetryPolicy{Retries: cfg.PGRetries, MaxWait: cfg.PGRetryMaxWait},
+		Logger:  log,
+		OnRetry: func(cause string, _ error) { c.m.PGRetry(cause) },
+	})
+}
+
+// redactedError is err with a message that holds no credential; it keeps
+// err's chain for classification (export.TransientCause).
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// loadCursor reads a stream's cursor through db, riding out transient
+// faults.
+func loadCursor(ctx context.Context, db *export.Session, schema string, s export.Stream) (cur export.Cursor, err error) {
+	err = db.Do(ctx, "read checkpoint of "+s.Name(), func(ctx context.Context, conn *pgx.Conn) error {
+		cur, err = export.LoadCursor(ctx, conn, schema, s)
+		return err
+	})
+	return cur, err
+}
+
 // runExport exports [from, to] from staging alone; it never builds a source.
 func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
 	dec, err := newDecoder(cfg)
@@ -330,24 +379,24 @@ func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() 
 	if err := checkStagedRange(cfg, store); err != nil {
 		return err
 	}
-	conn, err := connect(ctx, cfg)
+	db, err := dialSession(ctx, cfg, log, c)
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if err := prepareIndexes(ctx, cfg, conn, dec, log); err != nil {
+	defer db.Close(context.WithoutCancel(ctx))
+	if err := prepareIndexes(ctx, cfg, db, dec, log); err != nil {
 		return err
 	}
-	res, err := export.Run(ctx, conn, store, dec, exportConfig(cfg, log, c))
+	res, err := export.Run(ctx, db, store, dec, exportConfig(cfg, log, c))
 	sum.Export = res
 	sum.Complete = res.Complete
 	if err != nil {
 		return err
 	}
-	if err := finishIndexes(ctx, cfg, conn, sum, log); err != nil {
+	if err := finishIndexes(ctx, cfg, db, sum, log); err != nil {
 		return err
 	}
-	analyzeFilled(ctx, cfg, conn, sum, log)
+	analyzeFilled(ctx, cfg, db, sum, log)
 	return nil
 }
 
@@ -355,7 +404,15 @@ func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() 
 // whether the fill runs without secondary indexes (cfg.DeferIndexes becomes
 // always or never): it drops them for a deferred fill, and otherwise builds
 // any that an earlier run deferred.
-func prepareIndexes(ctx context.Context, cfg *Config, conn *pgx.Conn, dec export.Decoder, log *slog.Logger) error {
+func prepareIndexes(ctx context.Context, cfg *Config, db *export.Session, dec export.Decoder, log *slog.Logger) error {
+	mode := cfg.DeferIndexes
+	return db.Do(ctx, "prepare schema "+cfg.Schema, func(ctx context.Context, conn *pgx.Conn) error {
+		cfg.DeferIndexes = mode // as given, on every attempt
+		return prepareIndexesOn(ctx, cfg, conn, dec, log)
+	})
+}
+
+func prepareIndexesOn(ctx context.Context, cfg *Config, conn *pgx.Conn, dec export.Decoder, log *slog.Logger) error {
 	deferring, why, err := resolveIndexMode(ctx, cfg, conn, dec)
 	if err != nil {
 		return err
@@ -401,11 +458,14 @@ func resolveIndexMode(ctx context.Context, cfg *Config, conn *pgx.Conn, dec expo
 }
 
 // finishIndexes builds the deferred indexes once the range is complete.
-func finishIndexes(ctx context.Context, cfg *Config, conn *pgx.Conn, sum *Summary, log *slog.Logger) error {
+func finishIndexes(ctx context.Context, cfg *Config, db *export.Session, sum *Summary, log *slog.Logger) error {
 	if cfg.DeferIndexes != IndexesAlways || !sum.Complete {
 		return nil
 	}
-	_, err := export.RestoreIndexes(ctx, conn, cfg.Schema, log)
+	err := db.Do(ctx, "build deferred indexes", func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := export.RestoreIndexes(ctx, conn, cfg.Schema, log)
+		return err
+	})
 	var pe *export.IndexesPendingError
 	if errors.As(err, &pe) {
 		sum.IndexesPending = pe.Pending
@@ -417,27 +477,32 @@ func finishIndexes(ctx context.Context, cfg *Config, conn *pgx.Conn, sum *Summar
 // that fetch has staged. A range the alias already completed returns at once
 // without contacting the source.
 func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
-	dec, src, conn, err := openExportJob(ctx, cfg, tip, log)
+	dec, src, db, err := openExportJob(ctx, cfg, tip, log, c)
 	if err != nil {
 		return err
 	}
 	defer closeSource(src)
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer db.Close(context.WithoutCancel(ctx))
 	if cfg.ToSet {
 		ecfg := exportConfig(cfg, log, c)
-		cur, err := export.LoadCursor(ctx, conn, cfg.Schema, ecfg.Stream)
+		cur, err := loadCursor(ctx, db, cfg.Schema, ecfg.Stream)
 		if err != nil {
 			return err
 		}
 		if cur.Valid && cur.Height >= cfg.To {
 			sum.Complete, sum.Export.Last = true, cur
 			log.Info("range already complete", "alias", ecfg.Stream.Alias, "from", cfg.From, "to", cfg.To)
-			return finishIndexes(ctx, cfg, conn, sum, log)
+			return finishIndexes(ctx, cfg, db, sum, log)
 		}
 	}
 	if !cfg.ToSet {
 		// A backfill without an end stops where the head stream started.
-		if start, ok, err := export.HeadStart(ctx, conn, cfg.Schema); err != nil {
+		var start uint64
+		var ok bool
+		if err := db.Do(ctx, "read head start", func(ctx context.Context, conn *pgx.Conn) (err error) {
+			start, ok, err = export.HeadStart(ctx, conn, cfg.Schema)
+			return err
+		}); err != nil {
 			return err
 		} else if ok && start > cfg.From {
 			cfg.To, cfg.ToSet = start-1, true
@@ -449,7 +514,7 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 	}
 	sum.To = cfg.To
 	ecfg := exportConfig(cfg, log, c)
-	cur, err := export.LoadCursor(ctx, conn, cfg.Schema, ecfg.Stream)
+	cur, err := loadCursor(ctx, db, cfg.Schema, ecfg.Stream)
 	if err != nil {
 		return err
 	}
@@ -471,7 +536,7 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 		return err
 	})
 	g.Go(func() error {
-		res, err := export.Run(gctx, conn, store, dec, ecfg)
+		res, err := export.Run(gctx, db, store, dec, ecfg)
 		sum.Export = res
 		sum.Complete = res.Complete
 		return err
@@ -479,10 +544,10 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	if err := finishIndexes(ctx, cfg, conn, sum, log); err != nil {
+	if err := finishIndexes(ctx, cfg, db, sum, log); err != nil {
 		return err
 	}
-	analyzeFilled(ctx, cfg, conn, sum, log)
+	analyzeFilled(ctx, cfg, db, sum, log)
 	return nil
 }
 
@@ -491,12 +556,16 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 // on the rows that are there (follow leaves it to autovacuum: it adds a
 // few rows at a time). A failure is logged, not returned: the range is
 // complete and its rows are right, only the planner's statistics are stale.
-func analyzeFilled(ctx context.Context, cfg *Config, conn *pgx.Conn, sum *Summary, log *slog.Logger) {
+func analyzeFilled(ctx context.Context, cfg *Config, db *export.Session, sum *Summary, log *slog.Logger) {
 	if !sum.Complete || sum.Export.Blocks == 0 || cfg.Command == CmdFollow {
 		return
 	}
 	start := time.Now()
-	tables, err := export.Analyze(ctx, conn, cfg.Schema, sum.Export)
+	var tables []string
+	err := db.Do(ctx, "analyze", func(ctx context.Context, conn *pgx.Conn) (err error) {
+		tables, err = export.Analyze(ctx, conn, cfg.Schema, sum.Export)
+		return err
+	})
 	if err != nil {
 		log.Warn("planner statistics not updated; run ANALYZE on the tables", "err", err)
 		return
@@ -505,9 +574,9 @@ func analyzeFilled(ctx context.Context, cfg *Config, conn *pgx.Conn, sum *Summar
 }
 
 // openExportJob builds what run and follow need: the decoder, the source
-// (which contacts nothing yet), a PostgreSQL connection, and the schema with
-// its indexes prepared. The caller closes the connection.
-func openExportJob(ctx context.Context, cfg *Config, tip func() uint64, log *slog.Logger) (export.Decoder, loader.Source, *pgx.Conn, error) {
+// (which contacts nothing yet), a PostgreSQL session, and the schema with
+// its indexes prepared. The caller closes the session.
+func openExportJob(ctx context.Context, cfg *Config, tip func() uint64, log *slog.Logger, c *counters) (export.Decoder, loader.Source, *export.Session, error) {
 	dec, err := newDecoder(cfg)
 	if err != nil {
 		return nil, nil, nil, err
@@ -516,17 +585,17 @@ func openExportJob(ctx context.Context, cfg *Config, tip func() uint64, log *slo
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	conn, err := connect(ctx, cfg)
+	db, err := dialSession(ctx, cfg, log, c)
 	if err != nil {
 		closeSource(src)
 		return nil, nil, nil, err
 	}
-	if err := prepareIndexes(ctx, cfg, conn, dec, log); err != nil {
+	if err := prepareIndexes(ctx, cfg, db, dec, log); err != nil {
 		closeSource(src)
-		conn.Close(context.WithoutCancel(ctx))
+		db.Close(context.WithoutCancel(ctx))
 		return nil, nil, nil, err
 	}
-	return dec, src, conn, nil
+	return dec, src, db, nil
 }
 
 // Merge copies the blocks staged in --merge-from (within --from/--to when

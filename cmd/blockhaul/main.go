@@ -18,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/blockhaul/blockhaul/internal/crashpoint"
 	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/blockhaul/blockhaul/pipeline"
 	"github.com/spf13/pflag"
@@ -86,6 +87,12 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "blockhaul:", &pipeline.ConfigError{Fields: problems})
 		return pipeline.ExitConfig
 	}
+	// A test seam for the fault suite: kill this process at a named point
+	// of an export (see internal/crashpoint).
+	if err := crashpoint.ArmFromEnv(os.Getenv("BLOCKHAUL_CRASHPOINT")); err != nil {
+		fmt.Fprintln(os.Stderr, "blockhaul:", err)
+		return pipeline.ExitConfig
+	}
 	setMemoryLimit(*cl.memLimit, cfg.Chain)
 	con := monitor.NewConsole(os.Stderr)
 	log := newLogger(cfg, con)
@@ -149,6 +156,8 @@ func newFlags(cmd string) (*pflag.FlagSet, *pipeline.Config) {
 	fs.Float64Var(&cfg.RPS, "rps", 0, "requests per second per RPC endpoint (0: unlimited)")
 	fs.DurationVar(&cfg.RPCTimeout, "rpc-timeout", d.RPCTimeout, "timeout of one RPC request")
 	fs.BoolVar(&cfg.SyncCommit, "sync-commit", false, "wait for WAL flush on every batch commit")
+	fs.IntVar(&cfg.PGRetries, "pg-retries", d.PGRetries, "retries of a transient PostgreSQL fault (terminated backend, restart, statement timeout, deadlock) since the last committed batch; 0: fail at once")
+	fs.DurationVar(&cfg.PGRetryMaxWait, "pg-retry-max-wait", d.PGRetryMaxWait, "longest backoff between PostgreSQL retries (they start at 100ms and double)")
 	fs.Uint64Var(&cfg.Confirmations, "confirmations", 0, "follow: export only blocks at least this many below the tip")
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", d.PollInterval, "follow: how often to poll the chain tip")
 	fs.Uint64Var(&cfg.ReorgWindow, "reorg-window", d.ReorgWindow, "follow: how many exported heights a reorg may roll back before halting")
