@@ -189,6 +189,9 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 		}
 	}
 	if err != nil {
+		if lockRefused(err) {
+			return nil, inUse(opts.fs, dir, err)
+		}
 		if damagedOnOpen(err) {
 			file, heights := f.corruption()
 			if file == "" {
@@ -215,6 +218,7 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 		return nil, fmt.Errorf("staging: zstd decoder: %w", err)
 	}
 	s := &Store{dir: dir, db: db, opts: opts, fs: opts.fs, faults: f, enc: enc, dec: dec}
+	s.writePID()
 	if id, ok, err := s.loadIdentity(); err != nil {
 		s.Close()
 		return nil, err
@@ -254,6 +258,7 @@ func (s *Store) Close() (err error) {
 	}
 	// Sync and record what is staged while Pebble is open.
 	lerr := s.syncLedger()
+	s.removePID()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("staging: close: %w", s.corruptErr(err, nil))
 	}
