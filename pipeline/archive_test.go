@@ -108,7 +108,7 @@ func TestChecksumParity(t *testing.T) {
 				"transactions", 500, 999, "content differs", 0},
 			{`DELETE FROM evm.logs WHERE ctid = (SELECT ctid FROM evm.logs WHERE block_number >= 1000 ORDER BY block_number, log_index LIMIT 1)`,
 				"logs", 1000, 1499, "rows in A", -1},
-			{`INSERT INTO evm.logs SELECT block_number, log_index + 100000, transaction_index, transaction_hash, address, topic0, topic1, topic2, topic3, data FROM evm.logs WHERE ctid = (SELECT ctid FROM evm.logs WHERE block_number < 500 ORDER BY block_number, log_index LIMIT 1)`,
+			{`INSERT INTO evm.logs SELECT block_number, block_time, log_index + 100000, transaction_index, transaction_hash, address, topic0, topic1, topic2, topic3, data FROM evm.logs WHERE ctid = (SELECT ctid FROM evm.logs WHERE block_number < 500 ORDER BY block_number, log_index LIMIT 1)`,
 				"logs", 0, 499, "rows in A", 1},
 		}},
 	}

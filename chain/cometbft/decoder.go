@@ -760,7 +760,8 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 	if terr != nil {
 		return malformed("header.time: %v", terr)
 	}
-	b[bTime] = t
+	tv := any(t) // boxed once, shared by the block and every child row
+	b[bTime] = tv
 	b[bChainID] = st.text(h.chainID)
 	b[bProposer] = hexCol(h.proposer, "header.proposer_address")
 	b[bNumTxs] = int32(len(st.txs))
@@ -799,6 +800,7 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 
 		row := rows.Row(tableTransactions)
 		row[tHeight] = hv
+		row[tBlockTime] = tv
 		row[tIndex] = boxInt32(int32(i))
 		row[tHash] = hash
 		row[tCode] = r.code
@@ -845,6 +847,7 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 
 			row := rows.Row(tableEvents)
 			row[eHeight] = hv
+			row[eBlockTime] = tv
 			row[eIndex] = boxInt32(idx)
 			row[eTxIndex] = txIndex
 			row[eSource] = source

@@ -107,6 +107,9 @@ func TestTablesInPostgres(t *testing.T) {
 		{`SELECT count(*) FROM S.events WHERE EXISTS (SELECT FROM jsonb_array_elements(attributes) a
 			WHERE a->>0 = 'action' AND a->>1 = '/cosmos.bank.v1beta1.MsgSend')`, int64(wantSends)},
 		{"SELECT count(*) FROM S.events e JOIN S.blocks b USING (height) WHERE e.event_index >= b.num_events", 0},
+		// Every child row carries its block's time.
+		{"SELECT count(*) FROM S.transactions x JOIN S.blocks b USING (height) WHERE x.block_time = b.time", int64(wantTxs + len(fixtureTxs))},
+		{"SELECT count(*) FROM S.events e JOIN S.blocks b USING (height) WHERE e.block_time = b.time", int64(wantEvents + len(fixtureEvents))},
 	} {
 		if got := query(c.sql); got != c.want {
 			t.Errorf("%s = %d, want %d", c.sql, got, c.want)

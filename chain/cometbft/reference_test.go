@@ -181,7 +181,7 @@ func referenceDecode(height uint64, raw []byte) (blocks, txs, events [][]any, er
 		if data == nil {
 			data = []byte{}
 		}
-		txs = append(txs, []any{int64(height), int32(i), sum[:], int64(r.Code), clean(r.Codespace), gw, gu, clean(r.Log), clean(r.Info), data, tx})
+		txs = append(txs, []any{int64(height), t, int32(i), sum[:], int64(r.Code), clean(r.Codespace), gw, gu, clean(r.Log), clean(r.Info), data, tx})
 	}
 	add := func(evs []event, source string, txIndex any) {
 		for _, e := range evs {
@@ -190,7 +190,7 @@ func referenceDecode(height uint64, raw []byte) (blocks, txs, events [][]any, er
 				attrs = append(attrs, []any{text(a.Key), text(a.Value), a.Index})
 			}
 			js, _ := json.Marshal(attrs)
-			events = append(events, []any{int64(height), int32(len(events)), txIndex, source, clean(e.Type), js})
+			events = append(events, []any{int64(height), t, int32(len(events)), txIndex, source, clean(e.Type), js})
 		}
 	}
 	add(begin, SourceBeginBlock, nil)

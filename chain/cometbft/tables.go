@@ -33,6 +33,7 @@ const (
 
 const (
 	tHeight = iota
+	tBlockTime
 	tIndex
 	tHash
 	tCode
@@ -48,6 +49,7 @@ const (
 
 const (
 	eHeight = iota
+	eBlockTime
 	eIndex
 	eTxIndex
 	eSource
@@ -111,6 +113,7 @@ var tables = []chain.Table{
 		Name: "transactions",
 		Columns: []chain.Column{
 			{Name: "height", Type: "bigint"},
+			{Name: "block_time", Type: "timestamptz"}, // the block's header.time, for time ranges without a join
 			{Name: "tx_index", Type: "integer"},
 			{Name: "hash", Type: "bytea"}, // SHA-256 of tx, CometBFT's tx hash
 			// code is a uint32 in ABCI: bigint, not integer, so that no
@@ -132,6 +135,7 @@ var tables = []chain.Table{
 		Name: "events",
 		Columns: []chain.Column{
 			{Name: "height", Type: "bigint"},
+			{Name: "block_time", Type: "timestamptz"},
 			// Position within the block over all its events: begin_block,
 			// then each tx's in tx order, then end_block, then
 			// finalize_block.

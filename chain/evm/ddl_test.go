@@ -87,6 +87,14 @@ func TestTablesInPostgres(t *testing.T) {
 		t.Fatalf("sum(transaction_count) %d, %d transactions, %d logs; generator says %d and %d",
 			txCount, txRows, logRows, sumTx, sumLogs)
 	}
+	// Every child row carries its block's time.
+	var txTimed, logTimed int
+	err = conn.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM `+schema+`.transactions x JOIN `+schema+`.blocks b ON b.number = x.block_number WHERE x.block_time = b.timestamp),
+		(SELECT count(*) FROM `+schema+`.logs l JOIN `+schema+`.blocks b ON b.number = l.block_number WHERE l.block_time = b.timestamp)`).Scan(&txTimed, &logTimed)
+	if err != nil || txTimed != sumTx || logTimed != sumLogs {
+		t.Fatalf("block_time equal to the block's timestamp on %d transactions and %d logs (%v), want %d and %d", txTimed, logTimed, err, sumTx, sumLogs)
+	}
 
 	// Find one value beyond int64, one blob transaction, the creations.
 	var big []any

@@ -198,6 +198,7 @@ func (st *decodeState) log(t *txState, txIndex int) error {
 	row := st.rows.Row(TableLogs)
 	clear(row)
 	row[colLogBlockNumber] = st.heightVal
+	row[colLogBlockTime] = st.timeVal
 	row[colLogTxIndex] = t.indexVal
 	row[colLogTxHash] = t.hashVal
 	var have, n int

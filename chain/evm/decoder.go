@@ -131,6 +131,7 @@ type decodeState struct {
 	rows      *chain.Rows
 	slab      slab
 	heightVal any
+	timeVal   any // the block's timestamp, boxed once for every child row
 	blockRow  []any
 	blockHash [32]byte
 	hashText  []byte // as written in the record, for cheap comparisons
@@ -144,6 +145,7 @@ func (st *decodeState) reset(height uint64, raw []byte, rows *chain.Rows) {
 	st.rows = rows
 	st.slab = newSlab(len(raw))
 	st.heightVal = int64(height)
+	st.timeVal = nil
 	st.blockRow = nil
 	st.hashText = nil
 	st.txs = st.txs[:0]
@@ -160,6 +162,7 @@ func (st *decodeState) release() {
 	st.slab = slab{}
 	st.blockRow = nil
 	st.heightVal = nil
+	st.timeVal = nil
 }
 
 func (st *decodeState) record() error {
@@ -302,6 +305,10 @@ func (st *decodeState) block() error {
 		return missingField(blockRequired, have, reqAllBlock)
 	}
 	row[colBlockTxCount] = int32(len(st.txs))
+	st.timeVal = row[colBlockTimestamp]
+	for i := range st.txs {
+		st.txs[i].row[colTxBlockTime] = st.timeVal
+	}
 	// Transactions may precede the block hash in the object; check them now.
 	for i := range st.txs {
 		t := &st.txs[i]

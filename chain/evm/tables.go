@@ -41,6 +41,7 @@ const (
 // Column positions of the transactions table.
 const (
 	colTxBlockNumber = iota
+	colTxBlockTime
 	colTxIndex
 	colTxHash
 	colTxType
@@ -69,6 +70,7 @@ const (
 // Column positions of the logs table.
 const (
 	colLogBlockNumber = iota
+	colLogBlockTime
 	colLogIndex
 	colLogTxIndex
 	colLogTxHash
@@ -140,6 +142,7 @@ func Tables() []chain.Table {
 		PrimaryKey:   []string{"block_number", "transaction_index"},
 		Columns: []chain.Column{
 			colTxBlockNumber:       bigint("block_number"),
+			colTxBlockTime:         {Name: "block_time", Type: "timestamptz"}, // the block's timestamp, for time ranges without a join
 			colTxIndex:             integer("transaction_index"),
 			colTxHash:              bytea("hash"),
 			colTxType:              {Name: "type", Type: "smallint"},
@@ -171,6 +174,7 @@ func Tables() []chain.Table {
 		PrimaryKey:   []string{"block_number", "log_index"},
 		Columns: []chain.Column{
 			colLogBlockNumber: bigint("block_number"),
+			colLogBlockTime:   {Name: "block_time", Type: "timestamptz"},
 			colLogIndex:       integer("log_index"),
 			colLogTxIndex:     integer("transaction_index"),
 			colLogTxHash:      bytea("transaction_hash"),
