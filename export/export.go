@@ -190,6 +190,16 @@ func runOnce(ctx context.Context, sess *Session, conn *pgx.Conn, store *staging.
 		}
 	}
 
+	// The first height the stream's rows start at, mirrored beside its
+	// checkpoint so that prune can tell what a target holds.
+	mirrorFrom := cfg.Stream.From
+	if cfg.Stream.Head {
+		mirrorFrom = next
+		if h, ok, err := HeadStart(ctx, conn, cfg.Schema); err == nil && ok {
+			mirrorFrom = h
+		}
+	}
+
 	cfg.Logger.Info("export starting", "stream", cfg.Stream.Name(), "next", next, "to", end, "target", target)
 	// The reader decodes the next batch while the writer commits this one.
 	// A reader failure does not cancel the writer: batches already decoded
@@ -227,7 +237,7 @@ func runOnce(ctx context.Context, sess *Session, conn *pgx.Conn, store *staging.
 			if err := crashpoint.Hit(ctx, crashpoint.AfterCommit); err != nil {
 				return err
 			}
-			if err := store.SetMirror(target, staging.Checkpoint{Height: b.to, Hash: b.lastHash, Updated: time.Now()}); err != nil {
+			if err := store.SetMirror(target, staging.Checkpoint{From: mirrorFrom, Height: b.to, Hash: b.lastHash, Updated: time.Now()}); err != nil {
 				return err
 			}
 			b.rows.Reset()

@@ -187,3 +187,27 @@ func Verify(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	return nil
 }
+
+// Prune deletes the staged blocks below --below once every target mirrored
+// in the store has exported them (--force: regardless), then compacts.
+func Prune(ctx context.Context, cfg Config, out io.Writer) error {
+	if _, err := os.Stat(cfg.Staging); err != nil {
+		return &ConfigError{Fields: []*FieldError{{Flag: "staging", Env: EnvName("staging"), Msg: fmt.Sprintf("no staging directory: %v", err)}}}
+	}
+	store, err := staging.Open(cfg.Staging, staging.Options{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	r, perr := archive.Prune(ctx, store, cfg.Below, cfg.Force)
+	if r != nil {
+		if cfg.JSON {
+			if err := archive.WriteJSON(out, r); err != nil {
+				return err
+			}
+		} else {
+			r.WriteText(out)
+		}
+	}
+	return perr
+}

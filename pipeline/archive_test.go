@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -296,5 +298,99 @@ func TestVerifyPostgreSQL(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPruneRefusesWhileATargetLags: a database that has exported 1-300 of
+// a store holding 1-600 stops a prune below 500, naming it and its
+// checkpoint, and nothing is deleted; once 301-600 are exported too the
+// prune deletes exactly the heights below 500; --force prunes past a
+// lagging target.
+func TestPruneRefusesWhileATargetLags(t *testing.T) {
+	stg := archiveFixture(t, "cometbft", 600)
+	dsn := pgtest.NewDatabase(t)
+	if _, err := Run(context.Background(), synthConfig(CmdExport, "cometbft", dsn, stg, 1, 300), &bytes.Buffer{}, quiet); err != nil {
+		t.Fatal(err)
+	}
+	prune := func(below uint64, force bool) (string, error) {
+		cfg := DefaultConfig()
+		cfg.Command, cfg.Staging, cfg.Below, cfg.BelowSet, cfg.Force = CmdPrune, stg, below, true, force
+		var out bytes.Buffer
+		_, err := Run(context.Background(), cfg, &out, quiet)
+		return out.String(), err
+	}
+	staged := func() []staging.Range {
+		s, err := staging.Open(stg, staging.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		rs, err := s.Staged(0, 1<<40)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	out, err := prune(500, false)
+	var refused *archive.PruneRefusedError
+	if !errorsAs(err, &refused) || ExitCode(err) != ExitConfig {
+		t.Fatalf("lagging target: exit %d, %v\n%s", ExitCode(err), err, out)
+	}
+	if refused.Missing != (archive.Gap{From: 301, To: 499}) || !strings.Contains(err.Error(), "backfill/range-1-300 1-300") || !strings.Contains(err.Error(), "/cometbft") {
+		t.Fatalf("refusal does not name the target, its checkpoint and the heights: %v", err)
+	}
+	if rs := staged(); len(rs) != 1 || rs[0] != (staging.Range{From: 1, To: 600}) {
+		t.Fatalf("a refused prune deleted something: %v", rs)
+	}
+	if _, err := Run(context.Background(), synthConfig(CmdExport, "cometbft", dsn, stg, 301, 600), &bytes.Buffer{}, quiet); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := prune(500, false); err != nil {
+		t.Fatalf("every target has exported below 500: %v\n%s", err, out)
+	}
+	if rs := staged(); len(rs) != 1 || rs[0] != (staging.Range{From: 500, To: 600}) {
+		t.Fatalf("after prune below 500: %v", rs)
+	}
+	// What is left still verifies and still exports.
+	if _, err := runVerify(t, verifyCmd(stg, "")); err != nil {
+		t.Fatalf("verify after prune: %v", err)
+	}
+	// A second database that has exported nothing beyond 550 lags: --force
+	// prunes regardless.
+	other := pgtest.NewDatabase(t)
+	if _, err := Run(context.Background(), synthConfig(CmdExport, "cometbft", other, stg, 500, 550), &bytes.Buffer{}, quiet); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prune(580, false); !errorsAs(err, &refused) || refused.Missing != (archive.Gap{From: 551, To: 579}) {
+		t.Fatalf("second target lags: %v", err)
+	}
+	if out, err := prune(580, true); err != nil || !strings.Contains(out, "pruned (forced)") {
+		t.Fatalf("--force: %v\n%s", err, out)
+	}
+	if rs := staged(); len(rs) != 1 || rs[0].From != 580 {
+		t.Fatalf("after forced prune below 580: %v", rs)
+	}
+}
+
+// TestStatusShowsTheStoresFamilyAndTrueSize: an EVM store's status with
+// --pg (no --chain, no --schema) reads the evm schema, and prints the size
+// of every file of the directory.
+func TestStatusShowsTheStoresFamilyAndTrueSize(t *testing.T) {
+	stg := archiveFixture(t, "evm", 200)
+	dsn := exportInto(t, "evm", stg, 200)
+	cfg := DefaultConfig()
+	cfg.Command, cfg.Staging, cfg.PG = CmdStatus, stg, dsn
+	var out bytes.Buffer
+	if _, err := Run(context.Background(), cfg, &out, quiet); err != nil {
+		t.Fatal(err)
+	}
+	size, err := archive.DirSize(stg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"postgresql schema evm", "backfill range-1-200", fmt.Sprintf("(%.1f MB on disk)", float64(size)/1e6)} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
 	}
 }

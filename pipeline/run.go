@@ -48,8 +48,9 @@ func ExitCode(err error) int {
 	var shape *export.ShapeError
 	var inv *loader.InvalidBlockError
 	var archived *archive.DataError
+	var refused *archive.PruneRefusedError
 	switch {
-	case errors.As(err, &ce), errors.As(err, &alias), errors.As(err, &shape):
+	case errors.As(err, &refused), errors.As(err, &ce), errors.As(err, &alias), errors.As(err, &shape):
 		return ExitConfig
 	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &damaged), errors.As(err, &wrong), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv), errors.As(err, &reorg), errors.As(err, &archived):
 		return ExitData
@@ -96,6 +97,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 		return Summary{Command: cfg.Command}, Checksum(ctx, cfg, out)
 	case CmdVerify:
 		return Summary{Command: cfg.Command}, Verify(ctx, cfg, out)
+	case CmdPrune:
+		return Summary{Command: cfg.Command}, Prune(ctx, cfg, out)
 	}
 	start := time.Now()
 	sum := Summary{Command: cfg.Command, From: cfg.From, To: cfg.To}

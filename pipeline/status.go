@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 
+	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/staging"
 )
@@ -16,7 +17,7 @@ import (
 func Status(ctx context.Context, cfg Config, out io.Writer) error {
 	if _, err := os.Stat(cfg.Staging); err != nil {
 		fmt.Fprintf(out, "staging %s: none (%v)\n", cfg.Staging, err)
-	} else if err := stagingStatus(cfg, out); err != nil {
+	} else if err := stagingStatus(&cfg, out); err != nil {
 		return err
 	}
 	if cfg.PG == "" {
@@ -25,14 +26,19 @@ func Status(ctx context.Context, cfg Config, out io.Writer) error {
 	return pgStatus(ctx, cfg, out)
 }
 
-func stagingStatus(cfg Config, out io.Writer) (err error) {
+// stagingStatus prints the store's part. Without --schema, the schema
+// --pg is read from becomes the store's family's (not --chain's).
+func stagingStatus(cfg *Config, out io.Writer) (err error) {
 	// Read-only: status writes nothing, so it answers on a full disk too.
 	store, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	fmt.Fprintf(out, "staging %s (%.1f MB on disk)\n", store.Dir(), float64(store.DiskUsage())/1e6)
+	// The directory's files, blob files included: Pebble's own figure
+	// leaves out what it has not opened since the store was.
+	size, _ := archive.DirSize(store.Dir())
+	fmt.Fprintf(out, "staging %s (%.1f MB on disk)\n", store.Dir(), float64(size)/1e6)
 	if d := store.Damage(); d != nil {
 		// Say it, list the rest, and exit 4.
 		fmt.Fprintf(out, "  damaged:  %v\n", d)
@@ -43,6 +49,9 @@ func stagingStatus(cfg Config, out io.Writer) (err error) {
 		}()
 	}
 	if id, ok := store.Identity(); ok {
+		if cfg.SchemaDefaulted {
+			cfg.Schema = id.Family.String()
+		}
 		fmt.Fprintf(out, "  chain:    %s %q, first block %d %X\n", id.Family, id.ChainID, id.FirstHeight, id.FirstHash)
 	} else {
 		fmt.Fprintln(out, "  chain:    none yet")

@@ -14,6 +14,10 @@ import (
 // PostgreSQL holds the truth; the mirror lets status and a re-export see
 // what each target had without connecting to it.
 type Checkpoint struct {
+	// From is the first height of the stream's rows (a backfill's range
+	// start, where the head stream started); zero in mirrors written
+	// before it was recorded.
+	From    uint64    `json:"from,omitempty"`
 	Height  uint64    `json:"height"`
 	Hash    []byte    `json:"hash,omitempty"`
 	Updated time.Time `json:"updated"`
