@@ -23,6 +23,10 @@ func writeBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chain
 	err := commitBatch(ctx, conn, cfg, tables, cp, b, last, false)
 	if isUniqueViolation(err) || isDeadlock(err) {
 		st.Conflicted = true
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			st.ConflictCode = pe.Code
+		}
 		cfg.Logger.Info("batch collides with rows already present; merging", "from", b.from, "to", b.to)
 		err = commitBatch(ctx, conn, cfg, tables, cp, b, last, true)
 	}

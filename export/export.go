@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
@@ -55,8 +56,12 @@ type BatchStats struct {
 	From, To   uint64
 	Rows       []int // per table, in decoder order
 	Conflicted bool  // the batch collided with rows already present
-	Decode     time.Duration
-	Commit     time.Duration
+	// ConflictCode is the SQLSTATE that sent the batch down the merge path:
+	// 23505 (its rows were there) or 40P01/40001 (it deadlocked with
+	// another writer of the same rows).
+	ConflictCode string
+	Decode       time.Duration
+	Commit       time.Duration
 }
 
 // Result summarises an export.
@@ -187,6 +192,13 @@ func runOnce(ctx context.Context, sess *Session, conn *pgx.Conn, store *staging.
 	} else if next > 0 {
 		if h, _, err := store.Header(next - 1); err == nil {
 			prev, prevSrc = h, "staging"
+		} else if h, ok, err := committedHash(ctx, conn, cfg.Schema, tables, next-1); err != nil {
+			return err
+		} else if ok {
+			// Staging no longer holds the block below the range, but
+			// PostgreSQL does (another stream exported it): the new rows
+			// must continue those.
+			prev, prevSrc = h, "the row already in PostgreSQL"
 		}
 	}
 
@@ -385,4 +397,26 @@ func reconcileMirror(store *staging.Store, target string, cur Cursor, log *slog.
 	case m.Height < cur.Height:
 		log.Info("mirror behind PostgreSQL (stopped between commit and mirror); catching up", "mirror_height", m.Height, "pg_height", cur.Height)
 	}
+}
+
+// committedHash returns the hash of block h as the chain's blocks table in
+// PostgreSQL holds it, if it holds it. The blocks table is the decoder's
+// table named "blocks" with a "hash" column; without one there is nothing
+// to compare.
+func committedHash(ctx context.Context, conn *pgx.Conn, schema string, tables []chain.Table, h uint64) ([]byte, bool, error) {
+	for _, t := range tables {
+		if t.Name != "blocks" || !slices.Contains(t.ColumnNames(), "hash") {
+			continue
+		}
+		var hash []byte
+		err := conn.QueryRow(ctx, fmt.Sprintf("SELECT hash FROM %s.%s WHERE %s = $1", chain.QuoteIdent(schema), chain.QuoteIdent(t.Name), chain.QuoteIdent(t.HeightColumn)), int64(h)).Scan(&hash)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("export: read block %d from PostgreSQL: %w", h, err)
+		}
+		return hash, true, nil
+	}
+	return nil, false, nil
 }

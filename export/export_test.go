@@ -1,6 +1,7 @@
 package export
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -241,13 +242,28 @@ func TestExportChecksContinuityAcrossRuns(t *testing.T) {
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
+	// Head has no checkpoint and staging lacks 50, but PostgreSQL holds
+	// block 50 of the first fork: the head stream must continue it, and
+	// refuses a block 51 that does not.
 	_, err := Run(e.ctx, Fixed(e.conn), e.store, testDecoder{}, Config{Schema: "chain x", Stream: Stream{Head: true, From: 51, To: 60}, BatchBlocks: 5,
 		Available: func(context.Context, uint64) (uint64, bool, error) { return 60, true, nil }})
-	// Head has no checkpoint and staging lacks 50: nothing to compare, so
-	// it proceeds; now give it a checkpoint at 50 with the first fork's hash.
-	if err != nil {
-		t.Fatalf("head from 51: %v", err)
+	var ce *ContinuityError
+	if !errors.As(err, &ce) || ce.Height != 51 || !bytes.Equal(ce.PrevHash, hashOf(50)) || !bytes.Equal(ce.ParentHash, hashOf(1050)) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("%X", hashOf(50))) || !strings.Contains(err.Error(), fmt.Sprintf("%X", hashOf(1050))) || !strings.Contains(err.Error(), "PostgreSQL") {
+		t.Fatalf("head from 51 beside rows of another fork: %v, want a continuity break at 51 naming both hashes", err)
 	}
+	if n := e.count(`SELECT count(*) FROM "chain x".blocks WHERE height > 50`); n != 0 {
+		t.Fatalf("%d rows above 50 were exported on the wrong fork", n)
+	}
+	// With block 50 gone from PostgreSQL too there is nothing to compare.
+	if _, err := e.conn.Exec(e.ctx, `DELETE FROM "chain x".blocks WHERE height = 50`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = Run(e.ctx, Fixed(e.conn), e.store, testDecoder{}, Config{Schema: "chain x", Stream: Stream{Head: true, From: 51, To: 60}, BatchBlocks: 5,
+		Available: func(context.Context, uint64) (uint64, bool, error) { return 60, true, nil }}); err != nil {
+		t.Fatalf("head from 51 with nothing below it: %v", err)
+	}
+	// Now give it a checkpoint at 50 with the first fork's hash.
 	if _, err := e.conn.Exec(e.ctx, `UPDATE "chain x".blockhaul_checkpoints SET height = 50, hash = $1`, hashOf(50)); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +272,6 @@ func TestExportChecksContinuityAcrossRuns(t *testing.T) {
 	}
 	_, err = Run(e.ctx, Fixed(e.conn), e.store, testDecoder{}, Config{Schema: "chain x", Stream: Stream{Head: true, From: 51, To: 60}, BatchBlocks: 5,
 		Available: func(context.Context, uint64) (uint64, bool, error) { return 60, true, nil }})
-	var ce *ContinuityError
 	if !errors.As(err, &ce) || ce.Height != 51 || !strings.Contains(err.Error(), "checkpoint") {
 		t.Fatalf("err = %v, want continuity break at 51 against the checkpoint", err)
 	}
