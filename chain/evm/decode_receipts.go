@@ -122,6 +122,10 @@ func (st *decodeState) receipt(i int) error {
 			err = putNumeric(row, colTxBlobGasPrice, v)
 		case "root": // pre-Byzantium: the state root after the transaction
 			err = st.putFixed(row, colTxRoot, v, 32, nil, 0)
+		case "logsBloom":
+			// Any length: a chain that sends no real bloom must not stop
+			// the export for it.
+			err = st.putBytes(row, colTxLogsBloom, v)
 		}
 		if err != nil {
 			return inField(string(key), err)

@@ -396,6 +396,8 @@ func (st *decodeState) blockField(key []byte, row []any, have *int) error {
 		return st.putFixed(row, colBlockParentBeaconRoot, v, 32, nil, 0)
 	case "requestsHash":
 		return st.putFixed(row, colBlockRequestsHash, v, 32, nil, 0)
+	case "totalDifficulty":
+		return putNumeric(row, colBlockTotalDifficulty, v)
 	}
 	return nil
 }
@@ -409,6 +411,17 @@ func (st *decodeState) putFixed(row []any, col int, v []byte, n int, have *int, 
 	if have != nil {
 		*have |= bit
 	}
+	return nil
+}
+
+// putWord stores a quantity of up to 256 bits (a signature's r or s) as
+// 32 big-endian bytes.
+func (st *decodeState) putWord(row []any, col int, v []byte) error {
+	b, err := st.slab.word(v)
+	if err != nil {
+		return err
+	}
+	row[col] = b
 	return nil
 }
 
@@ -511,9 +524,22 @@ func (st *decodeState) transaction(i int) error {
 			continue
 		}
 		if s.peek() != '"' {
-			// accessList, authorizationList: not exported.
+			col := -1
+			switch string(key) {
+			case "accessList":
+				col = colTxAccessList
+			case "authorizationList":
+				col = colTxAuthorizationList
+			}
+			start := s.i
 			if err := s.skip(); err != nil {
 				return inField(string(key), err)
+			}
+			if col >= 0 {
+				// Kept as the node wrote it, but for white space: a record
+				// pretty-printed decodes to the same rows.
+				b := st.slab.alloc(s.i - start)
+				row[col] = b[:compactJSON(b, s.b[start:s.i])]
 			}
 			continue
 		}
@@ -568,6 +594,23 @@ func (st *decodeState) txField(t *txState, key []byte, row []any, have *int) err
 		return putNumeric(row, colTxMaxPriorityFee, v)
 	case "maxFeePerBlobGas":
 		return putNumeric(row, colTxMaxFeePerBlobGas, v)
+	case "chainId":
+		return putNumeric(row, colTxChainID, v)
+	case "v":
+		return putNumeric(row, colTxV, v)
+	case "r":
+		return st.putWord(row, colTxR, v)
+	case "s":
+		return st.putWord(row, colTxS, v)
+	case "yParity":
+		x, err := parseUint(v)
+		if err != nil {
+			return err
+		}
+		if x > 1 {
+			return badHex(v, errRange)
+		}
+		row[colTxYParity] = int16(x)
 	case "type":
 		x, err := parseUint(v)
 		if err != nil {
@@ -596,6 +639,34 @@ func (st *decodeState) txField(t *txState, key []byte, row []any, have *int) err
 		t.seen |= seenIndex
 	}
 	return nil
+}
+
+// compactJSON copies the JSON text src (well-formed: the scanner has read
+// it) into dst without the white space between its tokens, and returns the
+// length written. dst must be at least as long as src.
+func compactJSON(dst, src []byte) int {
+	n := 0
+	inString, escaped := false, false
+	for _, c := range src {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == ' ', c == '\t', c == '\n', c == '\r':
+			continue
+		case c == '"':
+			inString = true
+		}
+		dst[n] = c
+		n++
+	}
+	return n
 }
 
 // hashList reads an array of 32-byte hashes.

@@ -95,6 +95,13 @@ func refValue(t *testing.T, obj map[string]json.RawMessage, key, kind string) st
 		}
 		return "NULL"
 	}
+	if kind == "json" {
+		var b bytes.Buffer
+		if err := json.Compact(&b, raw); err != nil {
+			t.Fatal(err)
+		}
+		return "0x" + hex.EncodeToString(b.Bytes())
+	}
 	if kind == "list" {
 		var hs []string
 		if err := json.Unmarshal(raw, &hs); err != nil {
@@ -114,6 +121,12 @@ func refValue(t *testing.T, obj map[string]json.RawMessage, key, kind string) st
 			return "0"
 		}
 		return "1"
+	case "word": // a quantity as 32 big-endian bytes
+		n, ok := new(big.Int).SetString(s[2:], 16)
+		if !ok {
+			t.Fatalf("%s: bad quantity %q", key, s)
+		}
+		return "0x" + hex.EncodeToString(n.FillBytes(make([]byte, 32)))
 	default: // quantity
 		n, ok := new(big.Int).SetString(s[2:], 16)
 		if !ok {
@@ -136,7 +149,7 @@ var (
 		{"receipts_root", "receiptsRoot", "bytes"}, {"mix_hash", "mixHash", "bytes"},
 		{"withdrawals_root", "withdrawalsRoot", "bytes"}, {"blob_gas_used", "blobGasUsed", "q"},
 		{"excess_blob_gas", "excessBlobGas", "q"}, {"parent_beacon_block_root", "parentBeaconBlockRoot", "bytes"},
-		{"requests_hash", "requestsHash", "bytes"},
+		{"requests_hash", "requestsHash", "bytes"}, {"total_difficulty", "totalDifficulty", "q"},
 	}
 	refTx = []refCol{
 		{"hash", "hash", "bytes"}, {"type", "type", "type"}, {"nonce", "nonce", "q"},
@@ -144,11 +157,14 @@ var (
 		{"input", "input", "bytes"}, {"gas", "gas", "q"}, {"gas_price", "gasPrice", "q"},
 		{"max_fee_per_gas", "maxFeePerGas", "q"}, {"max_priority_fee_per_gas", "maxPriorityFeePerGas", "q"},
 		{"max_fee_per_blob_gas", "maxFeePerBlobGas", "q"}, {"blob_versioned_hashes", "blobVersionedHashes", "list"},
+		{"chain_id", "chainId", "q"}, {"v", "v", "q"}, {"r", "r", "word"}, {"s", "s", "word"}, {"y_parity", "yParity", "q"},
+		{"access_list", "accessList", "json"}, {"authorization_list", "authorizationList", "json"},
 	}
 	refReceipt = []refCol{
 		{"status", "status", "status"}, {"gas_used", "gasUsed", "q"}, {"cumulative_gas_used", "cumulativeGasUsed", "q"},
 		{"effective_gas_price", "effectiveGasPrice", "q"}, {"contract_address", "contractAddress", "bytes"},
 		{"blob_gas_used", "blobGasUsed", "q"}, {"blob_gas_price", "blobGasPrice", "q"}, {"root", "root", "bytes"},
+		{"logs_bloom", "logsBloom", "bytes"},
 	}
 )
 
@@ -314,8 +330,11 @@ func TestDecodeOlderShapes(t *testing.T) {
 			t.Errorf("block column %s = %v, want NULL", d.Tables()[TableBlocks].Columns[c].Name, b[c])
 		}
 	}
-	if b[colBlockDifficulty] != int64(0x3ff800000) {
-		t.Errorf("difficulty %v", b[colBlockDifficulty])
+	if b[colBlockDifficulty] != int64(0x3ff800000) || b[colBlockTotalDifficulty] != int64(0x400000000) {
+		t.Errorf("difficulty %v, total difficulty %v", b[colBlockDifficulty], b[colBlockTotalDifficulty])
+	}
+	if tr := rows.Table(TableTransactions)[0]; tr[colTxChainID] != nil || tr[colTxYParity] != nil || tr[colTxAccessList] != nil {
+		t.Errorf("pre-EIP-155 legacy tx: chain_id %v, y_parity %v, access_list %v; want NULL", tr[colTxChainID], tr[colTxYParity], tr[colTxAccessList])
 	}
 	if ts := b[colBlockTimestamp].(time.Time); ts.Unix() != 0x55ba4224 || ts.Location() != time.UTC {
 		t.Errorf("timestamp %v", ts)

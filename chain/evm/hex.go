@@ -273,3 +273,31 @@ func (s *slab) fixed(b []byte, n int) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// word decodes a hex quantity of up to 256 bits into 32 big-endian bytes
+// of the slab, left-padded with zeros (quantities drop leading zeros, and
+// may have an odd number of digits).
+func (s *slab) word(b []byte) ([]byte, error) {
+	d, err := quantityDigits(b)
+	if err != nil {
+		return nil, err
+	}
+	if len(d) > 64 {
+		return nil, badHex(b, errRange)
+	}
+	out := s.alloc(32)
+	clear(out)
+	// Digits fill from the least significant end, two per byte.
+	for i, j := len(d)-1, 31; i >= 0; i, j = i-2, j-1 {
+		lo := unhex[d[i]]
+		hi := byte(0)
+		if i > 0 {
+			hi = unhex[d[i-1]]
+		}
+		if lo > 0xf || hi > 0xf {
+			return nil, badHex(b, errHexDigit)
+		}
+		out[j] = hi<<4 | lo
+	}
+	return out, nil
+}

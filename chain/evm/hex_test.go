@@ -2,6 +2,7 @@ package evm
 
 import (
 	"encoding/hex"
+	"strings"
 	"testing"
 )
 
@@ -21,6 +22,29 @@ func TestDecodeHexMatchesStdlib(t *testing.T) {
 			if ok && string(got) != string(want) {
 				t.Fatalf("byte %#x at %d: got %x want %x", c, pos, got, want)
 			}
+		}
+	}
+}
+
+func TestSlabWord(t *testing.T) {
+	full := "0x" + strings.Repeat("ab", 32)
+	for _, c := range []struct{ in, want string }{
+		{"0x1", strings.Repeat("00", 31) + "01"},
+		{"0xabc", strings.Repeat("00", 30) + "0abc"},
+		{"0x000abc", strings.Repeat("00", 30) + "0abc"},
+		{"0x0", strings.Repeat("00", 32)},
+		{full, full[2:]},
+	} {
+		s := newSlab(0)
+		b, err := s.word([]byte(c.in))
+		if err != nil || hex.EncodeToString(b) != c.want {
+			t.Errorf("word(%s) = %x, %v; want %s", c.in, b, err, c.want)
+		}
+	}
+	for _, bad := range []string{full + "1", "0x", "0xg1", "12", "0x1g"} {
+		s := newSlab(0)
+		if b, err := s.word([]byte(bad)); err == nil {
+			t.Errorf("word(%s) = %x, want an error", bad, b)
 		}
 	}
 }

@@ -35,6 +35,7 @@ const (
 	colBlockExcessBlobGas
 	colBlockParentBeaconRoot
 	colBlockRequestsHash
+	colBlockTotalDifficulty
 	numBlockCols
 )
 
@@ -64,6 +65,14 @@ const (
 	colTxBlobGasUsed
 	colTxBlobGasPrice
 	colTxRoot
+	colTxChainID
+	colTxV
+	colTxR
+	colTxS
+	colTxYParity
+	colTxAccessList
+	colTxAuthorizationList
+	colTxLogsBloom
 	numTxCols
 )
 
@@ -133,6 +142,7 @@ func Tables() []chain.Table {
 			colBlockExcessBlobGas:    null(bigint("excess_blob_gas")),
 			colBlockParentBeaconRoot: null(bytea("parent_beacon_block_root")),
 			colBlockRequestsHash:     null(bytea("requests_hash")),
+			colBlockTotalDifficulty:  null(numeric("total_difficulty")), // where the node gives it (pre-merge clients)
 		},
 		Indexes: []chain.Index{{Name: "blocks_hash_idx", Columns: "(hash)"}},
 	}
@@ -165,6 +175,14 @@ func Tables() []chain.Table {
 			colTxBlobGasUsed:       null(bigint("blob_gas_used")),
 			colTxBlobGasPrice:      null(numeric("blob_gas_price")),
 			colTxRoot:              null(bytea("root")),
+			colTxChainID:           null(numeric("chain_id")), // absent from pre-EIP-155 legacy transactions
+			colTxV:                 null(numeric("v")),
+			colTxR:                 null(bytea("r")), // 32 bytes, big-endian
+			colTxS:                 null(bytea("s")),
+			colTxYParity:           {Name: "y_parity", Type: "smallint", Null: true},
+			colTxAccessList:        {Name: "access_list", Type: "jsonb", Null: true},        // as the node wrote it
+			colTxAuthorizationList: {Name: "authorization_list", Type: "jsonb", Null: true}, // EIP-7702
+			colTxLogsBloom:         null(bytea("logs_bloom")),                               // the receipt's
 		},
 		Indexes: []chain.Index{{Name: "transactions_hash_idx", Columns: "(hash)"}},
 	}
