@@ -48,6 +48,7 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 	defer db.Close(context.WithoutCancel(ctx))
 	head := export.Stream{Head: true, From: cfg.From}
 	sum.Export.Rows = map[string]uint64{}
+	unlinked := 0 // fetches in a row that failed on blocks that do not link near the tip
 	for {
 		cur, err := loadCursor(ctx, db, cfg.Schema, head)
 		if err != nil {
@@ -68,9 +69,27 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 		if tipH >= next {
 			st, err := loader.Fetch(ctx, src, store, next, tipH, loaderConfig(cfg, log, c), nil)
 			addFetch(&sum.Fetch, st)
+			if span, brk, ok := unlinkedNearTip(err, tipH, cfg); ok {
+				if unlinked++; unlinked > maxUnlinkedRefetches {
+					return fmt.Errorf("follow: blocks near the tip still do not link after %d refetches: %w", maxUnlinkedRefetches, err)
+				}
+				// A node switching forks serves such spans: the staged
+				// blocks below may be of the abandoned fork. Repair as for
+				// any reorg, then fetch again.
+				log.Warn("blocks near the tip do not link: the node may be mid-reorg; refetching", "span", span.String(), "break", brk, "refetch", unlinked, "err", err)
+				if _, _, herr := store.Header(span.From - 1); span.From > 0 && herr == nil {
+					if err := repairReorg(ctx, cfg, db, store, src, dec.Tables(), cur, span.From, log, sum); err != nil {
+						return err
+					}
+				} else if herr != nil && !errors.Is(herr, staging.ErrNotFound) {
+					return herr
+				}
+				continue
+			}
 			if err != nil {
 				return err
 			}
+			unlinked = 0
 		}
 		low := next
 		if low > 0 {
@@ -122,6 +141,29 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 		case <-t.C:
 		}
 	}
+}
+
+// maxUnlinkedRefetches bounds the fetches follow makes again, one after the
+// other, of a span near the tip whose blocks do not link (each already
+// retried by the loader): a node mid-reorg settles within them; one that
+// does not is a data error.
+const maxUnlinkedRefetches = 3
+
+// unlinkedNearTip reports whether err is a fetch that failed on blocks that
+// do not link (or are otherwise not what was asked) in a span within
+// --reorg-window plus --confirmations of the tip, where a chain may still
+// reorganise; it returns the span and the height of the break. Further
+// below, such an answer is no reorg but a node that is wrong.
+func unlinkedNearTip(err error, tip uint64, cfg *Config) (staging.Range, uint64, bool) {
+	var fe *loader.FetchError
+	var inv *loader.InvalidBlockError
+	if !errors.As(err, &fe) || !errors.As(err, &inv) {
+		return staging.Range{}, 0, false
+	}
+	if inv.Height < tip && tip-inv.Height > cfg.ReorgWindow+cfg.Confirmations {
+		return staging.Range{}, 0, false
+	}
+	return fe.Range, inv.Height, true
 }
 
 // repairReorg handles a break at height brk (its parent is not the block
