@@ -89,6 +89,15 @@ func EnsureSchema(ctx context.Context, conn *pgx.Conn, schema string, tables []c
 	})
 }
 
+// CheckShapes is EnsureSchema's check of the tables that already exist,
+// alone and read-only, for a caller with more to check before it creates
+// anything.
+func CheckShapes(ctx context.Context, conn *pgx.Conn, schema string, tables []chain.Table) error {
+	return pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		return checkShapes(ctx, tx, schema, tables)
+	})
+}
+
 // ShapeError reports a table that exists in the target schema with another
 // shape than the decoder's: COPY into it would fail, or write columns that
 // mean something else. Nothing was created.

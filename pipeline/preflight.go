@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
 )
 
@@ -135,4 +136,24 @@ func checkStagedRange(cfg *Config, store *staging.Store) error {
 	}
 	return &ConfigError{Fields: []*FieldError{{Flag: "to", Env: EnvName("to"),
 		Msg: fmt.Sprintf("%d heights of %d-%d are not staged in %s (%s): fetch them first, or export a staged range", n, cfg.From, cfg.To, store.Dir(), list)}}}
+}
+
+// checkRunBelowTip refuses a run whose --to lies above the chain's tip
+// before the schema, the backfill row or any index is touched. A range
+// already staged asks the source nothing, so that a covered range stays a
+// no-op that contacts no node even when it lags; a tip that cannot be read
+// is left for the run to report where it always has.
+func checkRunBelowTip(ctx context.Context, cfg *Config, store *staging.Store, src loader.Source) error {
+	if !cfg.ToSet {
+		return nil
+	}
+	if m, err := store.Missing(cfg.From, cfg.To); err != nil || len(m) == 0 {
+		return err
+	}
+	h, err := src.Tip(ctx)
+	if err != nil || cfg.To <= h {
+		return nil
+	}
+	c := *cfg
+	return resolveTo(ctx, &c, src)
 }

@@ -144,3 +144,17 @@ func TestFetchWithAnotherSyntheticSeedIsRefused(t *testing.T) {
 		t.Fatalf("the same seed again: %v", err)
 	}
 }
+
+// TestRunPastTipLeavesNothing: a run refused for a range above the tip
+// creates no schema, backfill row or dropped index.
+func TestRunPastTipLeavesNothing(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	cfg := testConfig(CmdRun, dsn, filepath.Join(t.TempDir(), "s"), nil, 1, 500)
+	_, err := runWith(t, cfg, newCounting(420))
+	if err == nil || !strings.Contains(err.Error(), "above the chain tip 420") {
+		t.Fatalf("run past the tip: %v, want a refusal naming the tip", err)
+	}
+	if s := schemas(t, dsn); len(s) != 0 {
+		t.Fatalf("the refused run left schemas %v", s)
+	}
+}

@@ -480,7 +480,16 @@ func finishIndexes(ctx context.Context, cfg *Config, db *export.Session, sum *Su
 // that fetch has staged. A range the alias already completed returns at once
 // without contacting the source.
 func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
-	dec, src, db, err := openExportJob(ctx, cfg, tip, log, c)
+	// Refuse a foreign target table or a range above the tip before the
+	// schema, the backfill row or an index is touched.
+	dec, src, db, err := openExportJobChecked(ctx, cfg, tip, log, c, func(db *export.Session, dec export.Decoder, src loader.Source) error {
+		if err := db.Do(ctx, "check tables of "+cfg.Schema, func(ctx context.Context, conn *pgx.Conn) error {
+			return export.CheckShapes(ctx, conn, cfg.Schema, dec.Tables())
+		}); err != nil {
+			return err
+		}
+		return checkRunBelowTip(ctx, cfg, store, src)
+	})
 	if err != nil {
 		return err
 	}
@@ -580,6 +589,13 @@ func analyzeFilled(ctx context.Context, cfg *Config, db *export.Session, sum *Su
 // (which contacts nothing yet), a PostgreSQL session, and the schema with
 // its indexes prepared. The caller closes the session.
 func openExportJob(ctx context.Context, cfg *Config, tip func() uint64, log *slog.Logger, c *counters) (export.Decoder, loader.Source, *export.Session, error) {
+	return openExportJobChecked(ctx, cfg, tip, log, c, nil)
+}
+
+// openExportJobChecked is openExportJob with check, when not nil, run once
+// connected and before the schema is touched: what it refuses leaves
+// nothing behind.
+func openExportJobChecked(ctx context.Context, cfg *Config, tip func() uint64, log *slog.Logger, c *counters, check func(*export.Session, export.Decoder, loader.Source) error) (export.Decoder, loader.Source, *export.Session, error) {
 	dec, err := newDecoder(cfg)
 	if err != nil {
 		return nil, nil, nil, err
@@ -592,6 +608,13 @@ func openExportJob(ctx context.Context, cfg *Config, tip func() uint64, log *slo
 	if err != nil {
 		closeSource(src)
 		return nil, nil, nil, err
+	}
+	if check != nil {
+		if err := check(db, dec, src); err != nil {
+			closeSource(src)
+			db.Close(context.WithoutCancel(ctx))
+			return nil, nil, nil, err
+		}
 	}
 	if err := prepareIndexes(ctx, cfg, db, dec, log); err != nil {
 		closeSource(src)
