@@ -59,8 +59,8 @@ func CheckDir(dir string) error {
 	return nil
 }
 
-// pebbleLeftover reports whether name is one of the files Pebble writes
-// before its first MANIFEST.
+// pebbleLeftover reports whether name is one of the files Pebble, or Open
+// (its PID file), writes before Pebble's first MANIFEST.
 func pebbleLeftover(n string) bool {
-	return n == "LOCK" || strings.HasPrefix(n, "OPTIONS-") || strings.HasPrefix(n, "marker.") || strings.HasSuffix(n, ".log")
+	return n == "LOCK" || n == pidFile || strings.HasPrefix(n, "OPTIONS-") || strings.HasPrefix(n, "marker.") || strings.HasSuffix(n, ".log")
 }
