@@ -243,9 +243,11 @@ func TransientCause(err error) (string, bool) {
 	if pgconn.Timeout(err) {
 		return CauseTimeout, true
 	}
+	// A connection refused or reset, a server gone mid-statement. (A
+	// failure to connect that is none of these — a TLS refusal, a bad
+	// host name — is not retried.)
 	var ne net.Error
-	var ce *pgconn.ConnectError
-	if pgconn.SafeToRetry(err) || errors.As(err, &ne) || errors.As(err, &ce) ||
+	if pgconn.SafeToRetry(err) || errors.As(err, &ne) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
 		return CauseConnection, true
 	}

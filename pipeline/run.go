@@ -316,6 +316,10 @@ func connect(ctx context.Context, cfg *Config) (*pgx.Conn, error) {
 // unless the DSN names another.
 const applicationName = "blockhaul"
 
+// dialTimeout bounds one connection attempt unless the DSN sets
+// connect_timeout.
+const dialTimeout = 30 * time.Second
+
 // dialSession opens the job's PostgreSQL session: a connection that
 // reconnects and retries after transient faults within --pg-retries and
 // --pg-retry-max-wait, counting each retry in the job's metrics.
@@ -326,6 +330,11 @@ func dialSession(ctx context.Context, cfg *Config, log *slog.Logger, c *counters
 	}
 	if _, ok := pc.RuntimeParams["application_name"]; !ok {
 		pc.RuntimeParams["application_name"] = applicationName
+	}
+	if pc.ConnectTimeout == 0 {
+		// A server that does not answer is a transient fault like any
+		// other, not a hang.
+		pc.ConnectTimeout = dialTimeout
 	}
 	dial := func(ctx context.Context) (*pgx.Conn, error) {
 		conn, err := pgx.ConnectConfig(ctx, pc.Copy())
