@@ -390,3 +390,50 @@ func TestRunRidesOutCrashRestart(t *testing.T) {
 	}
 	t.Logf("retries %v", rc.causes)
 }
+
+// A job that starts while the server is down (restarting, failing over)
+// waits for it within its retries instead of failing at once.
+func TestDialWaitsForTheServer(t *testing.T) {
+	e := newEnv(t)
+	e.stage(1, faultRange, items)
+	want := e.reference(t)
+	cluster := pgtest.StartCluster(t)
+	dsn := cluster.NewDatabase(t, "late")
+	if err := cluster.Stop("fast"); err != nil {
+		t.Fatal(err)
+	}
+	var rc retryCounter
+	rc.then = func(cause string) {
+		if cause == CauseConnection && rc.causes[CauseConnection] == 2 {
+			if err := cluster.Start(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	sess, err := Dial(e.ctx, dialer(dsn), SessionOptions{Policy: RetryPolicy{Retries: 5, MaxWait: time.Second}, OnRetry: rc.onRetry})
+	if err != nil {
+		t.Fatalf("dial while the server starts: %v (retries %v)", err, rc.causes)
+	}
+	defer sess.Close(context.Background())
+	if res, err := Run(e.ctx, sess, e.store, testDecoder{}, faultConfig()); err != nil || !res.Complete {
+		t.Fatalf("run: %v", err)
+	}
+	if rc.causes[CauseConnection] < 2 {
+		t.Fatalf("retries %v, want at least two refused connections", rc.causes)
+	}
+	if got := fingerprintOf(t, dsn); got != want {
+		t.Fatalf("got %s\nwant %s", got, want)
+	}
+
+	// With the server gone for good the retries are spent, in bounded
+	// time, naming the cause.
+	if err := cluster.Stop("fast"); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	_, err = Dial(e.ctx, dialer(dsn), SessionOptions{Policy: RetryPolicy{Retries: 3, MaxWait: 200 * time.Millisecond}})
+	var re *RetryError
+	if !errors.As(err, &re) || re.Cause != CauseConnection || re.Retries != 3 || time.Since(t0) > 10*time.Second {
+		t.Fatalf("dial a stopped server: %v after %s", err, time.Since(t0))
+	}
+}
