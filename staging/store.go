@@ -281,8 +281,22 @@ func (s *Store) Flush() (err error) {
 	return s.syncLedger()
 }
 
-// DiskUsage returns the store's size on disk in bytes.
-func (s *Store) DiskUsage() uint64 { return s.db.Metrics().DiskSpaceUsage() }
+// DiskUsage returns the store's size on disk in bytes: the files of its
+// directory. Pebble's own metrics leave most of the blob files out (and all
+// of them in a read-only store), where the records are.
+func (s *Store) DiskUsage() uint64 {
+	names, err := s.fs.List(s.dir)
+	if err != nil {
+		return s.db.Metrics().DiskSpaceUsage()
+	}
+	var n uint64
+	for _, name := range names {
+		if fi, err := s.fs.Stat(s.fs.PathJoin(s.dir, name)); err == nil && fi.Mode().IsRegular() {
+			n += uint64(fi.Size())
+		}
+	}
+	return n
+}
 
 // Get returns the staged block at height h, decompressed and verified. A
 // record that cannot be read is removed (see dropUnreadable): the error
