@@ -27,6 +27,8 @@ type Batch struct {
 	b        *pebble.Batch
 	n        int
 	rawBytes int64
+	heights  map[uint64][]byte // hashes put since the last commit: each height counted once
+	high     uint64
 }
 
 // NewBatch returns an empty batch.
@@ -36,7 +38,8 @@ type Batch struct {
 // than grown by doubling, copied at each step, and dropped at every Reset
 // as Pebble does with buffers over 1 MiB.
 func (s *Store) NewBatch() *Batch {
-	return &Batch{s: s, b: s.db.NewBatchWithSize(batchBufferSize, pebble.WithMaxRetainedSizeBytes(2*batchBufferSize))}
+	return &Batch{s: s, b: s.db.NewBatchWithSize(batchBufferSize, pebble.WithMaxRetainedSizeBytes(2*batchBufferSize)),
+		heights: map[uint64][]byte{}}
 }
 
 const batchBufferSize = 10 << 20
@@ -90,6 +93,12 @@ func (bt *Batch) PutEncoded(e Encoded) error {
 	if err := s.checkFirst(e.Height, e.Hash); err != nil {
 		return err
 	}
+	if have, dup := bt.heights[e.Height]; dup {
+		if !bytes.Equal(have, e.Hash) {
+			return &ConflictError{Height: e.Height, Have: have, Given: e.Hash}
+		}
+		return nil // the batch holds it already
+	}
 	have, _, err := s.Header(e.Height)
 	switch {
 	case err == nil && bytes.Equal(have, e.Hash):
@@ -107,6 +116,8 @@ func (bt *Batch) PutEncoded(e Encoded) error {
 	}
 	bt.n++
 	bt.rawBytes += int64(e.RawLen)
+	bt.heights[e.Height] = e.Hash
+	bt.high = max(bt.high, e.Height)
 	return nil
 }
 
@@ -139,9 +150,11 @@ func (bt *Batch) Commit() (err error) {
 		if err := bt.commit(); err != nil {
 			return err
 		}
+		s.addRecords(bt.n, bt.high)
 	}
 	bt.b.Reset()
-	bt.n, bt.rawBytes = 0, 0
+	bt.n, bt.rawBytes, bt.high = 0, 0, 0
+	clear(bt.heights)
 	return nil
 }
 

@@ -488,3 +488,45 @@ func TestDiskUsageCountsBlobFiles(t *testing.T) {
 		}
 	}
 }
+
+// The ledger's count is kept by commits: a height put twice in one batch
+// counts once (so a clean store is never reported damaged), and with
+// another hash it is a conflict.
+func TestBatchCountsAHeightOnce(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Bind(chain.FamilyCometBFT, "test-1"); err != nil {
+		t.Fatal(err)
+	}
+	b := s.NewBatch()
+	for _, h := range []uint64{1, 2, 2, 3} {
+		if err := b.Put(testBlock(h)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := testBlock(3)
+	other.Hash = hashOf(1000)
+	var ce *ConflictError
+	if err := b.Put(other); !errors.As(err, &ce) || ce.Height != 3 {
+		t.Fatalf("another block at height 3 in the same batch: %v, want a conflict", err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l, ok, err := s.readLedger()
+	if err != nil || !ok || l.Records != 3 || l.High != 3 || s.Damage() != nil {
+		t.Fatalf("ledger %+v (%v, %v), damage %v: want 3 records up to 3", l, ok, err, s.Damage())
+	}
+}

@@ -95,7 +95,7 @@ func (s *Store) openLedger() error {
 		// can be read is, and the damage is said (Damage, and the reads
 		// that meet it).
 		s.ledgerMu.Lock()
-		s.damage = ce
+		s.damage, s.ledgerOff = ce, true // uncounted: leave the ledger as it is
 		s.ledgerMu.Unlock()
 		return nil
 	}
@@ -108,7 +108,7 @@ func (s *Store) openLedger() error {
 	}
 	s.ledgerMu.Lock()
 	defer s.ledgerMu.Unlock()
-	s.records = n
+	s.records, s.high = n, high
 	if ok {
 		s.durable = l
 	}
@@ -137,26 +137,28 @@ func (s *Store) Damage() error {
 }
 
 // syncLedger syncs Pebble's WAL and records how many records are staged:
-// counted first, so that every record counted was committed before the
-// sync made it durable. It never lowers the count (only Delete does): a
-// damaged store stays damaged until its lost heights are fetched again.
+// the count (kept by commits and deletes since Open counted) is taken
+// first, so that every record counted was committed before the sync made
+// it durable. It never lowers the ledger (only Delete does): a damaged
+// store stays damaged until its lost heights are fetched again.
 func (s *Store) syncLedger() error {
 	if s.opts.ReadOnly {
 		return nil
 	}
-	n, high, err := s.countRecords(0, ^uint64(0))
-	if err != nil {
-		return err
-	}
+	s.ledgerMu.Lock()
+	n, high, off := s.records, s.high, s.ledgerOff
+	s.ledgerMu.Unlock()
 	if err := s.db.LogData(nil, pebble.Sync); err != nil {
 		return fmt.Errorf("staging: sync: %w", err)
 	}
 	if err := s.faults.broken(); err != nil {
 		return err
 	}
+	if off {
+		return nil
+	}
 	s.ledgerMu.Lock()
 	defer s.ledgerMu.Unlock()
-	s.records = n
 	if n >= s.durable.Records {
 		s.damage = nil
 		if n == s.durable.Records && high == s.durable.High {
@@ -168,12 +170,22 @@ func (s *Store) syncLedger() error {
 	return nil
 }
 
+// addRecords counts n records committed, the highest at height high.
+func (s *Store) addRecords(n int, high uint64) {
+	s.ledgerMu.Lock()
+	defer s.ledgerMu.Unlock()
+	s.records += uint64(n)
+	s.high = max(s.high, high)
+}
+
 // lowerLedger is called before records in [from, to] are deleted: the
 // ledger must not claim them after the delete, and if the process dies
 // between the two the count is only higher than the ledger, which is fine.
-func (s *Store) lowerLedger(from, to uint64) error {
+// It returns how many records the range held, for the count kept in
+// memory once the delete is committed.
+func (s *Store) lowerLedger(from, to uint64) (uint64, error) {
 	if s.opts.ReadOnly {
-		return nil
+		return 0, nil
 	}
 	n, _, err := s.countRecords(from, to)
 	var ce *CorruptStoreError
@@ -184,10 +196,20 @@ func (s *Store) lowerLedger(from, to uint64) error {
 		n, err = to-from+1, nil
 	}
 	if err != nil || n == 0 {
-		return err
+		return n, err
 	}
 	s.ledgerMu.Lock()
 	defer s.ledgerMu.Unlock()
+	if s.ledgerOff {
+		return n, nil
+	}
 	s.durable.Records -= min(n, s.durable.Records)
-	return s.writeLedger(s.durable)
+	return n, s.writeLedger(s.durable)
+}
+
+// removedRecords counts n records deleted.
+func (s *Store) removedRecords(n uint64) {
+	s.ledgerMu.Lock()
+	defer s.ledgerMu.Unlock()
+	s.records -= min(n, s.records)
 }

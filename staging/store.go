@@ -103,10 +103,12 @@ type Store struct {
 	ident Identity
 	bound bool
 
-	ledgerMu sync.Mutex // guards records, durable, damage; see ledger.go
-	records  uint64     // records counted at the last open or ledger sync
-	durable  ledger
-	damage   *CorruptStoreError
+	ledgerMu  sync.Mutex // guards records, durable, damage; see ledger.go
+	records   uint64     // records staged: counted by Open, kept by commits and deletes
+	high      uint64     // highest height staged (not lowered by deletes)
+	ledgerOff bool       // Open could not count the records: keep the ledger as it is
+	durable   ledger
+	damage    *CorruptStoreError
 }
 
 // Open opens (creating if needed) the staging store in dir.
@@ -386,7 +388,8 @@ func (s *Store) Delete(from, to uint64) (err error) {
 	if err := s.reserve(1<<10, true); err != nil {
 		return err
 	}
-	if err := s.lowerLedger(from, to); err != nil {
+	n, err := s.lowerLedger(from, to)
+	if err != nil {
 		return err
 	}
 	defer s.contain(fmt.Sprintf("delete %d-%d", from, to), true, &err)
@@ -403,7 +406,11 @@ func (s *Store) Delete(from, to uint64) (err error) {
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("staging: delete %d-%d: %w", from, to, err)
 	}
-	return s.faults.broken()
+	if err := s.faults.broken(); err != nil {
+		return err
+	}
+	s.removedRecords(n)
+	return nil
 }
 
 // decodeValue verifies and decompresses a staged value into dst (reused when
