@@ -30,9 +30,10 @@ type commandLine struct {
 	warnings []string
 }
 
-// nonFlagEnv are BLOCKHAUL_* variables that the repository's scripts and
-// tests read; the binary ignores them without a warning.
-var nonFlagEnv = []string{"BLOCKHAUL_PG_THROWAWAY", "BLOCKHAUL_PG_DIR", "BLOCKHAUL_PG_PORT", "BLOCKHAUL_NODES_DIR"}
+// nonFlagEnv are BLOCKHAUL_* variables that are no flag's: the scripts'
+// and tests' own, which the binary ignores without a warning, and the crash
+// points of internal/crashpoint, which it reads.
+var nonFlagEnv = []string{"BLOCKHAUL_PG_THROWAWAY", "BLOCKHAUL_PG_DIR", "BLOCKHAUL_PG_PORT", "BLOCKHAUL_PG_BIN", "BLOCKHAUL_NODES_DIR", "BLOCKHAUL_CRASHPOINT"}
 
 func isCommand(w string) bool { return slices.Contains(pipeline.Commands, w) }
 

@@ -112,10 +112,13 @@ func slicesClone(s []string) []string { return append([]string(nil), s...) }
 func TestGoodInputRuns(t *testing.T) {
 	stg := filepath.Join(t.TempDir(), "staging")
 	// --chain in capitals, and the height range from the short variables.
-	code, out := blockhaulEnv(t, []string{"BLOCKHAUL_FROM=5", "BLOCKHAUL_TO=9"},
+	code, out := blockhaulEnv(t, []string{"BLOCKHAUL_FROM=5", "BLOCKHAUL_TO=9", "BLOCKHAUL_PG_THROWAWAY=1"},
 		"fetch", "--chain", "EVM", "--staging", stg, "--progress-interval", "0", "--log-level", "warn")
 	if code != 0 {
 		t.Fatalf("fetch exited %d:\n%s", code, out)
+	}
+	if strings.Contains(out, "not a blockhaul variable") {
+		t.Errorf("a variable of the scripts drew a warning:\n%s", out)
 	}
 	code, out = blockhaul(t, "status", "--staging", stg, "--chain", "evm")
 	if code != 0 || !strings.Contains(out, "5 blocks in 5-9") {
