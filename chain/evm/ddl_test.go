@@ -87,6 +87,12 @@ func TestTablesInPostgres(t *testing.T) {
 		t.Fatalf("sum(transaction_count) %d, %d transactions, %d logs; generator says %d and %d",
 			txCount, txRows, logRows, sumTx, sumLogs)
 	}
+	var wdRows, wdTimed int
+	err = conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE w.block_time = b.timestamp)
+		FROM `+schema+`.withdrawals w JOIN `+schema+`.blocks b ON b.number = w.block_number`).Scan(&wdRows, &wdTimed)
+	if err != nil || wdRows != 29*16 || wdTimed != wdRows {
+		t.Fatalf("%d withdrawals, %d with their block's time (%v); want 29*16 = 464, all", wdRows, wdTimed, err)
+	}
 	// Every child row carries its block's time.
 	var txTimed, logTimed int
 	err = conn.QueryRow(ctx, `SELECT

@@ -61,7 +61,7 @@ func inElem(name string, i int, err error) error {
 }
 
 // Decoder turns staged EVM records (see MarshalRecord) into rows of the
-// blocks, transactions and logs tables. It holds no per-call state and is
+// blocks, transactions, logs and withdrawals tables. It holds no per-call state and is
 // safe for concurrent use.
 //
 // It reads the record with a hand-written scanner that visits only the
@@ -137,6 +137,7 @@ type decodeState struct {
 	hashText  []byte // as written in the record, for cheap comparisons
 	txs       []txState
 	lastLog   int64
+	firstWd   int // the block's first row in the withdrawals table
 }
 
 func (st *decodeState) reset(height uint64, raw []byte, rows *chain.Rows) {
@@ -150,6 +151,7 @@ func (st *decodeState) reset(height uint64, raw []byte, rows *chain.Rows) {
 	st.hashText = nil
 	st.txs = st.txs[:0]
 	st.lastLog = -1
+	st.firstWd = rows.Len(TableWithdrawals)
 }
 
 // release drops references into the caller's rows and input before the
@@ -290,8 +292,14 @@ func (st *decodeState) block() error {
 		if s.null() {
 			continue
 		}
+		if string(key) == "withdrawals" {
+			if err := st.withdrawals(); err != nil {
+				return inField("withdrawals", err)
+			}
+			continue
+		}
 		if s.peek() != '"' {
-			// uncles, withdrawals: not exported.
+			// uncles: not exported.
 			if err := s.skip(); err != nil {
 				return inField(string(key), err)
 			}
@@ -308,6 +316,9 @@ func (st *decodeState) block() error {
 	st.timeVal = row[colBlockTimestamp]
 	for i := range st.txs {
 		st.txs[i].row[colTxBlockTime] = st.timeVal
+	}
+	for _, w := range st.rows.Table(TableWithdrawals)[st.firstWd:] {
+		w[colWdBlockTime] = st.timeVal
 	}
 	// Transactions may precede the block hash in the object; check them now.
 	for i := range st.txs {
@@ -637,6 +648,77 @@ func (st *decodeState) txField(t *txState, key []byte, row []any, have *int) err
 		}
 		t.index = x
 		t.seen |= seenIndex
+	}
+	return nil
+}
+
+// Required fields of a withdrawal.
+const (
+	reqWdIndex = 1 << iota
+	reqWdValidator
+	reqWdAddress
+	reqWdAmount
+	reqAllWd = 1<<iota - 1
+)
+
+var wdRequired = []string{"index", "validatorIndex", "address", "amount"}
+
+// withdrawals reads the block's withdrawals list into withdrawals rows; their
+// block_time is set once the block's timestamp is known.
+func (st *decodeState) withdrawals() error {
+	s := &st.sc
+	_, err := s.eachElem(func(i int) error {
+		if err := st.withdrawal(); err != nil {
+			return inElem("", i, err)
+		}
+		return nil
+	})
+	return err
+}
+
+func (st *decodeState) withdrawal() error {
+	s := &st.sc
+	if err := s.beginObject(); err != nil {
+		return err
+	}
+	row := st.rows.Row(TableWithdrawals)
+	clear(row)
+	row[colWdBlockNumber] = st.heightVal
+	var have, n int
+	for {
+		key, done, err := s.nextKey(&n)
+		if err != nil {
+			return err
+		}
+		if done {
+			break
+		}
+		if s.peek() != '"' {
+			if err := s.skip(); err != nil {
+				return inField(string(key), err)
+			}
+			continue
+		}
+		v, err := s.str()
+		if err != nil {
+			return inField(string(key), err)
+		}
+		switch string(key) {
+		case "index":
+			err = putInt64(row, colWdIndex, v, &have, reqWdIndex)
+		case "validatorIndex":
+			err = putInt64(row, colWdValidatorIndex, v, &have, reqWdValidator)
+		case "address":
+			err = st.putFixed(row, colWdAddress, v, 20, &have, reqWdAddress)
+		case "amount":
+			err = putInt64(row, colWdAmount, v, &have, reqWdAmount)
+		}
+		if err != nil {
+			return inField(string(key), err)
+		}
+	}
+	if have != reqAllWd {
+		return missingField(wdRequired, have, reqAllWd)
 	}
 	return nil
 }

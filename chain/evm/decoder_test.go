@@ -204,6 +204,23 @@ func checkAgainstReference(t *testing.T, d *Decoder, h uint64, raw []byte) {
 		}
 	}
 	check(TableBlocks, rows.Table(TableBlocks)[0], refBlock, block, "block")
+	var wds []map[string]json.RawMessage
+	if w := block["withdrawals"]; len(w) > 0 && string(w) != "null" {
+		if err := json.Unmarshal(w, &wds); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rows.Len(TableWithdrawals) != len(wds) {
+		t.Fatalf("block %d: %d withdrawals rows, reference %d", h, rows.Len(TableWithdrawals), len(wds))
+	}
+	for i, w := range wds {
+		row := rows.Table(TableWithdrawals)[i]
+		check(TableWithdrawals, row, []refCol{{"withdrawal_index", "index", "q"}, {"validator_index", "validatorIndex", "q"},
+			{"address", "address", "bytes"}, {"amount", "amount", "q"}}, w, fmt.Sprintf("withdrawal %d", i))
+		if row[colWdBlockNumber] != int64(h) || row[colWdBlockTime] != rows.Table(TableBlocks)[0][colBlockTimestamp] {
+			t.Fatalf("block %d withdrawal %d: keyed as %v at %v", h, i, row[colWdBlockNumber], row[colWdBlockTime])
+		}
+	}
 	if got := rows.Table(TableBlocks)[0][colBlockTxCount]; got != int32(len(txs)) {
 		t.Fatalf("block %d: transaction_count %v, want %d", h, got, len(txs))
 	}

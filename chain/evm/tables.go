@@ -7,6 +7,7 @@ const (
 	TableBlocks = iota
 	TableTransactions
 	TableLogs
+	TableWithdrawals
 )
 
 // Column positions of the blocks table.
@@ -90,6 +91,17 @@ const (
 	colLogTopic3
 	colLogData
 	numLogCols
+)
+
+// Column positions of the withdrawals table.
+const (
+	colWdBlockNumber = iota
+	colWdBlockTime
+	colWdIndex
+	colWdValidatorIndex
+	colWdAddress
+	colWdAmount
+	numWdCols
 )
 
 // Tables returns the export tables of the EVM family, in the order Decode
@@ -208,5 +220,20 @@ func Tables() []chain.Table {
 			{Name: "logs_topic0_idx", Columns: "(topic0)"},
 		},
 	}
-	return []chain.Table{TableBlocks: blocks, TableTransactions: txs, TableLogs: logs}
+	// Withdrawals from the beacon chain (Shanghai on), one row per entry of
+	// a block's withdrawals list.
+	withdrawals := chain.Table{
+		Name:         "withdrawals",
+		HeightColumn: "block_number",
+		PrimaryKey:   []string{"block_number", "withdrawal_index"},
+		Columns: []chain.Column{
+			colWdBlockNumber:    bigint("block_number"),
+			colWdBlockTime:      {Name: "block_time", Type: "timestamptz"},
+			colWdIndex:          bigint("withdrawal_index"), // the withdrawal's own index, unique over the chain
+			colWdValidatorIndex: bigint("validator_index"),
+			colWdAddress:        bytea("address"),
+			colWdAmount:         bigint("amount"), // gwei
+		},
+	}
+	return []chain.Table{TableBlocks: blocks, TableTransactions: txs, TableLogs: logs, TableWithdrawals: withdrawals}
 }
