@@ -1,0 +1,225 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TestDatabaseFaults runs jobs against a throwaway cluster while the
+// database fails under them: backends terminated again and again, an
+// immediate-mode (crash) restart, statements timing out while a lock is
+// held. Each is transient: the job must retry in-process and end with
+// tables identical to a run that saw no fault, the checkpoint never ahead
+// of its rows. A statement timeout too short for any batch is permanent:
+// the job must exit 1, in bounded time, naming it.
+func TestDatabaseFaults(t *testing.T) {
+	to := uint64(3000)
+	terminations := 10
+	if campaign {
+		to, terminations = 6000, 12
+	}
+	ref := newJob(t)
+	mustRun(t, "reference run", ref.args("run", 1, to)...)
+	want := digest(t, ref.dsn, "cometbft")
+	c := startCluster(t)
+	ctx := context.Background()
+
+	var lines, bad []string
+	check := func(name string, j job, code int, out string, s *sampler) {
+		s.close()
+		d := diffDigests(digest(t, j.dsn, "cometbft"), want, nil)
+		switch {
+		case code != 0:
+			bad = append(bad, fmt.Sprintf("%s: exit %d: %s", name, code, errorLine(out)))
+		case len(d) > 0:
+			bad = append(bad, fmt.Sprintf("%s: tables differ: %s", name, strings.Join(d, "; ")))
+		}
+		if s.ahead.Load() > 0 {
+			bad = append(bad, fmt.Sprintf("%s: checkpoint ahead of its rows in %s samples: %v", name, s, s.first.Load()))
+		}
+	}
+	newJobOn := func(name string) job {
+		return job{dsn: c.newDatabase(t, name), staging: filepath.Join(t.TempDir(), "staging"), batch: 100}
+	}
+
+	// Backend terminations, each once a batch has been exported since the
+	// last (so every one lands on a working job).
+	{
+		j := newJobOn("terminate")
+		s := startSampler(t, j.dsn, "cometbft")
+		p := startProc(t, nil, append(j.args("run", 1, to), "--progress-interval", "100ms")...)
+		admin, err := pgx.Connect(ctx, c.url())
+		if err != nil {
+			t.Fatal(err)
+		}
+		landed := 0
+		for line := range p.lines {
+			if landed >= terminations {
+				continue // drain
+			}
+			if !strings.Contains(line, "export.done=") || strings.Contains(line, "export.done=0 ") {
+				continue
+			}
+			var n int
+			if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE datname = 'terminate' AND pid <> pg_backend_pid() AND backend_type = 'client backend'`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 {
+				landed++
+			}
+		}
+		admin.Close(ctx)
+		code := p.wait(t, 5*time.Minute)
+		check("terminate", j, code, p.out.String(), s)
+		lines = append(lines, fmt.Sprintf("%d backend terminations → exit %d", landed, code))
+		if landed < terminations {
+			bad = append(bad, fmt.Sprintf("terminate: only %d of %d terminations landed while the job ran", landed, terminations))
+		}
+	}
+
+	// An immediate-mode restart once the export is under way.
+	{
+		j := newJobOn("restart")
+		s := startSampler(t, j.dsn, "cometbft")
+		p := startProc(t, nil, append(j.args("run", 1, to), "--progress-interval", "100ms")...)
+		restarted := false
+		for line := range p.lines {
+			if !restarted && strings.Contains(line, "export.done=") && !strings.Contains(line, "export.done=0 ") {
+				if err := c.restart("immediate"); err != nil {
+					t.Fatal(err)
+				}
+				restarted = true
+			}
+		}
+		code := p.wait(t, 5*time.Minute)
+		check("restart", j, code, p.out.String(), s)
+		lines = append(lines, fmt.Sprintf("immediate restart → exit %d", code))
+	}
+
+	// Statement timeouts: statement_timeout 300ms for the job's sessions,
+	// and the blocks table locked for 1.2s, three times.
+	{
+		j := newJobOn("timeout")
+		admin, err := pgx.Connect(ctx, c.url())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.Exec(ctx, `ALTER DATABASE timeout SET statement_timeout = '300ms'`); err != nil {
+			t.Fatal(err)
+		}
+		admin.Close(ctx)
+		s := startSampler(t, j.dsn, "cometbft")
+		p := startProc(t, nil, append(j.args("run", 1, to), "--progress-interval", "100ms")...)
+		locker, err := pgx.Connect(ctx, j.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := locker.Exec(ctx, "SET statement_timeout = 0"); err != nil {
+			t.Fatal(err)
+		}
+		locks := 0
+		for line := range p.lines {
+			if locks >= 3 || !strings.Contains(line, "export.done=") || strings.Contains(line, "export.done=0 ") {
+				continue
+			}
+			tx, err := locker.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, "LOCK TABLE cometbft.blocks IN ACCESS EXCLUSIVE MODE"); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(1200 * time.Millisecond) // the fault: a lock held past the statement timeout
+			tx.Commit(ctx)
+			locks++
+		}
+		locker.Close(ctx)
+		code := p.wait(t, 5*time.Minute)
+		check("timeout", j, code, p.out.String(), s)
+		lines = append(lines, fmt.Sprintf("%d statement timeouts (lock 1.2s > timeout 300ms) → exit %d", locks, code))
+	}
+
+	// A statement timeout no batch can meet: permanent.
+	{
+		j := newJobOn("timeoutforever")
+		admin, err := pgx.Connect(ctx, c.url())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.Exec(ctx, `ALTER DATABASE timeoutforever SET statement_timeout = '1ms'`); err != nil {
+			t.Fatal(err)
+		}
+		admin.Close(ctx)
+		start := time.Now()
+		code, out := blockhaul(t, 5*time.Minute, j.args("run", 1, to)...)
+		took := time.Since(start)
+		if code != 1 || !strings.Contains(errorLine(out), "statement timeout") {
+			bad = append(bad, fmt.Sprintf("permanent timeout: exit %d, want 1 naming the statement timeout: %s", code, errorLine(out)))
+		}
+		lines = append(lines, fmt.Sprintf("1ms statement timeout → exit %d in %.1fs", code, took.Seconds()))
+	}
+	verdict := "identical"
+	if len(bad) > 0 {
+		verdict = fmt.Sprintf("%d problems", len(bad))
+	}
+	report(t, "database faults (throwaway cluster, %d blocks): %s; %s", to, strings.Join(lines, ", "), verdict)
+	for _, b := range bad {
+		t.Error(b)
+	}
+}
+
+// TestConcurrentStarts starts several backfills at the same moment on an
+// empty database, disjoint and overlapping, each on its own staging
+// directory: every one must complete, and the tables must end identical to
+// one run of the whole range (no row lost or doubled, every index there).
+func TestConcurrentStarts(t *testing.T) {
+	const to = 3000
+	rounds := 1
+	if campaign {
+		rounds = 3
+	}
+	ref := newJob(t)
+	mustRun(t, "reference run", ref.args("run", 1, to)...)
+	want := digest(t, ref.dsn, "cometbft")
+	ranges := [][2]uint64{{1, 1500}, {1501, 3000}, {1, 3000}, {1001, 2500}}
+	var bad []string
+	merged := 0
+	for r := 0; r < rounds; r++ {
+		dsn := newJob(t).dsn
+		var ps []*proc
+		for _, rg := range ranges {
+			j := job{dsn: dsn, staging: filepath.Join(t.TempDir(), "staging"), batch: 100}
+			ps = append(ps, startProc(t, nil, j.args("run", rg[0], rg[1])...))
+		}
+		for i, p := range ps {
+			code := p.wait(t, 5*time.Minute)
+			out := p.out.String()
+			if code != 0 {
+				bad = append(bad, fmt.Sprintf("round %d: backfill %d-%d: exit %d: %s", r, ranges[i][0], ranges[i][1], code, errorLine(out)))
+			}
+			var n int
+			for _, l := range strings.Split(out, "\n") {
+				if k := strings.Index(l, " merged after conflicts"); k >= 0 {
+					f := strings.Fields(l[:k])
+					fmt.Sscan(f[len(f)-1], &n)
+				}
+			}
+			merged += n
+		}
+		if d := diffDigests(digest(t, dsn, "cometbft"), want, dataTables); len(d) > 0 {
+			bad = append(bad, fmt.Sprintf("round %d: tables differ from one run of 1-%d: %s", r, to, strings.Join(d, "; ")))
+		}
+	}
+	report(t, "concurrent starts: %d rounds × %d backfills at once (disjoint and overlapping) on an empty database: %d failures, %d batches merged after conflicts, tables %s",
+		rounds, len(ranges), len(bad), merged, map[bool]string{true: "identical", false: "differ"}[len(bad) == 0])
+	for _, b := range bad {
+		t.Error(b)
+	}
+}
