@@ -63,11 +63,11 @@ func TestDamagedStagingFiles(t *testing.T) {
 					args = []string{"status", "--staging", j.staging}
 				}
 				code, out := blockhaul(t, 2*time.Minute, args...)
-				res := fmt.Sprint(code)
+				res := cmd[:1] + fmt.Sprint(code)
 				switch {
 				case panicked(out):
 					bad = append(bad, fmt.Sprintf("%s %s: a panic escaped: %s", name, cmd, errorLine(out)))
-					res += "=panic"
+					res += "!panic"
 				case code == 4:
 					if !strings.Contains(out, "staging") {
 						bad = append(bad, fmt.Sprintf("%s %s: exit 4 without naming staging: %s", name, cmd, errorLine(out)))
@@ -75,15 +75,15 @@ func TestDamagedStagingFiles(t *testing.T) {
 				case code == 0 && cmd != "status":
 					if d := diffDigests(digest(t, j.dsn, "cometbft"), want, nil); len(d) > 0 {
 						bad = append(bad, fmt.Sprintf("%s %s: exit 0 but tables differ (silent loss): %s", name, cmd, strings.Join(d, "; ")))
-						res += "=differ"
+						res += "≠"
 					} else {
-						res += "=identical"
+						res += "="
 					}
 				case code == 0:
 				default:
 					bad = append(bad, fmt.Sprintf("%s %s: exit %d, want 4 or a clean 0: %s", name, cmd, code, errorLine(out)))
 				}
-				outcome = append(outcome, cmd+" "+res)
+				outcome = append(outcome, res)
 			}
 			// Refetch what was lost, then export into a fresh database.
 			k := newJob(t)
@@ -91,10 +91,14 @@ func TestDamagedStagingFiles(t *testing.T) {
 			fc, _ := blockhaul(t, 2*time.Minute, k.args("fetch", 1, to)...)
 			ec, _ := blockhaul(t, 2*time.Minute, k.args("export", 1, to)...)
 			repaired := fc == 0 && ec == 0 && len(diffDigests(digest(t, k.dsn, "cometbft"), want, nil)) == 0
-			lines = append(lines, fmt.Sprintf("%s(%s): %s, refetch %s", name, filepath.Base(file), strings.Join(outcome, ", "), map[bool]string{true: "repairs", false: fmt.Sprintf("fails (fetch %d, export %d)", fc, ec)}[repaired]))
+			refetch := "refetch repairs"
+			if !repaired {
+				refetch = fmt.Sprintf("refetch+export %d/%d", fc, ec)
+			}
+			lines = append(lines, fmt.Sprintf("%s: %s, %s", name, strings.Join(outcome, " "), refetch))
 		}
 	}
-	report(t, "damaged staging: %d cases, %d problems; %s", len(lines), len(bad), strings.Join(lines, "; "))
+	report(t, "damaged staging (s/e/r: exit of status, export, run; = tables identical): %d cases, %d problems; %s", len(lines), len(bad), strings.Join(lines, "; "))
 	for _, b := range bad {
 		t.Error(b)
 	}

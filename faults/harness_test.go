@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -135,24 +136,36 @@ func startProc(t *testing.T, env []string, args ...string) *proc {
 	return p
 }
 
+// hung is the status wait returns for a process that outlived its limit.
+const hung = -3
+
 // wait waits up to limit for the process and returns its exit status: -1
-// when killed by a signal; it fails the test when the process outlives limit
-// (a hang), after killing it.
+// when killed by a signal, hung when it outlived limit (a hang: the test
+// is failed, the process killed after a goroutine dump, and its output kept
+// in a file the error names).
 func (p *proc) wait(t *testing.T, limit time.Duration) int {
 	t.Helper()
 	select {
 	case <-p.done:
+		return exitStatus(p.err)
 	case <-time.After(limit):
-		p.cmd.Process.Signal(syscall.SIGQUIT) // a goroutine dump in the output
-		select {
-		case <-p.done:
-		case <-time.After(5 * time.Second):
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		t.Fatalf("blockhaul %s still running after %s (hang):\n%s", strings.Join(p.cmd.Args[1:], " "), limit, tail(p.out.String(), 60))
 	}
-	return exitStatus(p.err)
+	p.cmd.Process.Signal(syscall.SIGQUIT) // a goroutine dump in the output
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+	dump := p.out.String()
+	kept := "(not kept)"
+	if f, err := os.CreateTemp("", "blockhaul-faults-hang-*.log"); err == nil {
+		f.WriteString(dump)
+		f.Close()
+		kept = f.Name()
+	}
+	t.Errorf("blockhaul %s still running after %s (hang); output and goroutine dump in %s:\n%s", strings.Join(p.cmd.Args[1:], " "), limit, kept, tail(beforeDump(dump), 15))
+	return hung
 }
 
 func exitStatus(err error) int {
@@ -201,6 +214,14 @@ func mustRun(t *testing.T, what string, args ...string) string {
 	return out
 }
 
+// beforeDump is a hung process's output before its goroutine dump.
+func beforeDump(s string) string {
+	if i := strings.Index(s, "SIGQUIT"); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
@@ -209,10 +230,14 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// panicked reports whether output shows a Go panic or a goroutine dump.
-func panicked(out string) bool {
-	return strings.Contains(out, "panic:") || strings.Contains(out, "PANIC") || strings.Contains(out, "goroutine ") && strings.Contains(out, "[running]")
-}
+// escapedPanic matches what a panic that escaped prints: the runtime's
+// "panic:" or "fatal error:" line, Pebble's "PANIC", a goroutine dump. A
+// panic the program contained and logged (a stack inside a log field) is
+// not one.
+var escapedPanic = regexp.MustCompile(`(?m)^(panic: |fatal error: |PANIC|goroutine \d+ \[)`)
+
+// panicked reports whether output shows a panic that escaped.
+func panicked(out string) bool { return escapedPanic.MatchString(out) }
 
 // errorLine is the last line of output that carries an error, shortened.
 func errorLine(out string) string {

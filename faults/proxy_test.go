@@ -133,6 +133,8 @@ func proxyFamily(t *testing.T, fam family) {
 		hcode, hout := blockhaul(t, 3*time.Minute, j.args("run", 1, fam.to)...)
 		d := diffDigests(digest(t, j.dsn, fam.name), want, nil)
 		switch {
+		case code == hung:
+			bad = append(bad, fmt.Sprintf("persistent %v at %d: hung (killed after 3m)", c, fam.target))
 		case code == 0:
 			bad = append(bad, fmt.Sprintf("persistent %v at %d: exit 0 (%d wrong rows)", c, fam.target, wrong))
 		case !named:

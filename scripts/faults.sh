@@ -3,7 +3,9 @@
 # then each fuzz target for $FUZZTIME. Prints every scenario's "faults:" line
 # and a verdict per fuzz target; exits non-zero when anything failed. A crasher
 # a fuzz target finds is kept by go test under that package's
-# testdata/fuzz/FuzzXxx/. Usage: scripts/faults.sh DATABASE_URL
+# testdata/fuzz/FuzzXxx/. With FUZZ_KEEP=N, up to N of the inputs each target
+# found interesting are copied from go's fuzz cache into that directory too,
+# to be committed as seed corpus. Usage: scripts/faults.sh DATABASE_URL
 set -uo pipefail
 export DATABASE_URL="$1"
 GO="${GO:-go}"
@@ -34,6 +36,11 @@ if [[ "$FUZZTIME" != 0 ]]; then
 		if out=$("$GO" test -run '^$' -fuzz "^${fn}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1); then
 			execs=$(grep -oE 'execs: [0-9]+' <<<"$out" | tail -1)
 			echo "faults: fuzz $pkg $fn $FUZZTIME: ok (${execs:-execs: ?}, $(($(date +%s) - t0))s with the build)"
+			if [[ -n "${FUZZ_KEEP:-}" ]]; then
+				cache="$("$GO" env GOCACHE)/fuzz/github.com/blockhaul/blockhaul/${pkg#./}/$fn"
+				mkdir -p "$pkg/testdata/fuzz/$fn"
+				ls -t "$cache" 2>/dev/null | head -n "$FUZZ_KEEP" | while read -r f; do cp "$cache/$f" "$pkg/testdata/fuzz/$fn/"; done
+			fi
 		else
 			echo "faults: fuzz $pkg $fn: FAILED; the crasher is kept under $pkg/testdata/fuzz/$fn/"
 			tail -30 <<<"$out"
