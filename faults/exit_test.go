@@ -40,25 +40,25 @@ func TestExitStatuses(t *testing.T) {
 			j.dsn = "postgres://postgres@127.0.0.1:1/none?sslmode=disable"
 			return j.args("run", 1, 10)
 		}, `PostgreSQL`},
-		{"1 export of heights never staged", 1, func(t *testing.T) []string {
+		{"2 export of heights never staged", 2, func(t *testing.T) []string {
 			j := newJob(t)
 			mustRun(t, "fetch", j.args("fetch", 1, 20)...)
 			return j.args("export", 1, 40)
-		}, `height 21 is not staged`},
+		}, `not staged .*\(21-40\)`},
 		{"2 invalid flags, every one named", 2, func(t *testing.T) []string {
 			return append(newJob(t).args("run", 1, 10), "--batch-blocks", "0", "--fetch-workers", "-1")
 		}, `(?s)--fetch-workers.*--batch-blocks|--batch-blocks.*--fetch-workers`},
 		{"2 unknown flag", 2, func(t *testing.T) []string {
 			return append(newJob(t).args("run", 1, 10), "--no-such-flag")
 		}, `no-such-flag`},
-		{"2 no command", 2, func(t *testing.T) []string { return []string{"--from", "1"} }, `Usage`},
+		{"2 no command", 2, func(t *testing.T) []string { return []string{"--from", "1"} }, `(?i)usage|no command`},
 		{"2 range reversed", 2, func(t *testing.T) []string { return newJob(t).args("run", 10, 1) }, `--to`},
 		{"4 another chain's staging", 4, func(t *testing.T) []string {
 			j := newJob(t)
 			mustRun(t, "fetch", j.args("fetch", 1, 20)...)
 			j.seed = "8"
 			return j.args("fetch", 21, 40)
-		}, `refusing cometbft chain`},
+		}, `refusing (the|cometbft) .*chain`},
 		{"4 corrupt staged record", 4, func(t *testing.T) []string {
 			j := newJob(t)
 			mustRun(t, "fetch", j.args("fetch", 1, 40)...)

@@ -107,7 +107,8 @@ func TestSIGKILLResumesToIdenticalTables(t *testing.T) {
 	}
 	if plan.fetch > 0 {
 		j := newJob(t)
-		chain("fetch", plan.fetch, j, j.args("fetch", from, to), perKill(tFetch, plan.fetch), func(j job) {
+		// Two workers: slower than the reference, so each kill lands.
+		chain("fetch", plan.fetch, j, append(j.args("fetch", from, to), "--fetch-workers", "2"), perKill(tFetch, plan.fetch), func(j job) {
 			mustRun(t, "export after killed fetches", j.args("export", from, to)...)
 		}, wantBackfill)
 	}
