@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-const faultRange = 400 // heights of the fault tests' range, in batches of 20
+const faultRange = 200 // heights of the fault tests' range, in batches of 20
 
 // retryCounter counts a session's retries by cause.
 type retryCounter struct {
@@ -188,7 +188,7 @@ func TestCrashAtEachPointThenResume(t *testing.T) {
 			e.stage(1, faultRange, items)
 			want := e.reference(t)
 			dsn := e.conn.Config().ConnString()
-			for crash := 3; crash <= 12; crash += 9 { // two crashes, at the 3rd and then the 9th hit of the resumed run
+			for crash := 3; crash <= 5; crash += 2 { // two crashes, at the 3rd hit and then the 5th of the resumed run
 				victim := connectKillable(t, dsn)
 				var hits atomic.Int64
 				killed := errors.New("killed")
