@@ -138,17 +138,26 @@ func checkStagedRange(cfg *Config, store *staging.Store) error {
 		Msg: fmt.Sprintf("%d heights of %d-%d are not staged in %s (%s): fetch them first, or export a staged range", n, cfg.From, cfg.To, store.Dir(), list)}}}
 }
 
-// checkRunBelowTip refuses a run whose --to lies above the chain's tip
-// before the schema, the backfill row or any index is touched. A range
-// already staged asks the source nothing, so that a covered range stays a
-// no-op that contacts no node even when it lags; a tip that cannot be read
-// is left for the run to report where it always has.
-func checkRunBelowTip(ctx context.Context, cfg *Config, store *staging.Store, src loader.Source) error {
+// checkRunSource refuses, before the schema, the backfill row or any
+// index is touched, a run whose source serves another chain than the store
+// holds (*staging.WrongChainError, status 4) or whose --to lies above the
+// chain's tip. A range already staged asks the source nothing, so that a
+// covered range stays a no-op that contacts no node even when it lags; a
+// chain id or tip that cannot be read is left for the run to report where
+// it always has.
+func checkRunSource(ctx context.Context, cfg *Config, store *staging.Store, src loader.Source) error {
 	if !cfg.ToSet {
 		return nil
 	}
 	if m, err := store.Missing(cfg.From, cfg.To); err != nil || len(m) == 0 {
 		return err
+	}
+	if id, ok := store.Identity(); ok {
+		if chainID, err := src.ChainID(ctx); err == nil && chainID != id.ChainID {
+			return &staging.WrongChainError{Dir: store.Dir(),
+				Have:  fmt.Sprintf("%s chain %q", id.Family, id.ChainID),
+				Given: fmt.Sprintf("the source's chain %q", chainID)}
+		}
 	}
 	h, err := src.Tip(ctx)
 	if err != nil || cfg.To <= h {

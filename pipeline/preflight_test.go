@@ -158,3 +158,20 @@ func TestRunPastTipLeavesNothing(t *testing.T) {
 		t.Fatalf("the refused run left schemas %v", s)
 	}
 }
+
+// TestRunFromAnotherChainsSourceLeavesNothing: a source of another chain id
+// than the store holds is refused with status 4 before any schema exists.
+func TestRunFromAnotherChainsSourceLeavesNothing(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	stg := filepath.Join(t.TempDir(), "s")
+	if err := run(t, testConfig(CmdFetch, dsn, stg, nil, 1, 50)); err != nil { // blockhaul-synthetic-1
+		t.Fatal(err)
+	}
+	_, err := runWith(t, testConfig(CmdRun, dsn, stg, nil, 1, 100), newCounting(1000)) // blockhaul-synthetic-3
+	if ExitCode(err) != ExitData || !strings.Contains(err.Error(), "blockhaul-synthetic-3") {
+		t.Fatalf("run from another chain's source: exit %d (%v), want %d naming its chain", ExitCode(err), err, ExitData)
+	}
+	if s := schemas(t, dsn); len(s) != 0 {
+		t.Fatalf("the refused run left schemas %v", s)
+	}
+}

@@ -497,7 +497,7 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 		}); err != nil {
 			return err
 		}
-		return checkRunBelowTip(ctx, cfg, store, src)
+		return checkRunSource(ctx, cfg, store, src)
 	})
 	if err != nil {
 		return err
