@@ -286,13 +286,14 @@ type fetchedSpan struct {
 }
 
 // write is the only writer of staging: it groups spans into batches and
-// commits when a batch is large enough or nothing else is waiting. It
-// drains fetched even after an error so that no worker blocks forever.
+// commits when a batch is large enough or nothing else is waiting. Its
+// first error (a full disk, a damaged store) returns at once: that ends
+// the group's context, which every worker's send selects on, so no worker
+// blocks and the rest of the range is not fetched for nothing.
 func write(store *staging.Store, fetched <-chan fetchedSpan, cfg *Config, progress *Progress, st *Stats) error {
 	batch := store.NewBatch()
 	defer batch.Close()
 	var done []staging.Range
-	var werr error
 	commit := func() error {
 		t0 := time.Now()
 		n, raw, size := batch.Len(), batch.RawBytes(), int64(batch.Size())
@@ -310,25 +311,17 @@ func write(store *staging.Store, fetched <-chan fetchedSpan, cfg *Config, progre
 		return nil
 	}
 	for fs := range fetched {
-		if werr != nil {
-			continue
-		}
 		for _, b := range fs.blocks {
 			if err := batch.PutEncoded(b); err != nil {
-				werr = err
-				break
+				return err
 			}
-		}
-		if werr != nil {
-			continue
 		}
 		done = append(done, fs.span)
 		if batch.Size() >= cfg.BatchBytes || len(fetched) == 0 {
-			werr = commit()
+			if err := commit(); err != nil {
+				return err
+			}
 		}
-	}
-	if werr != nil {
-		return werr
 	}
 	return commit()
 }
