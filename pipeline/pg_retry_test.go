@@ -139,3 +139,52 @@ func TestPGRetryFlagsAreValidated(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// run across an immediate-mode restart of its server (a crash: batches
+// committed asynchronously may be lost with their checkpoint) completes
+// with the tables of an undisturbed run, indexes built.
+func TestRunRidesOutServerCrashRestart(t *testing.T) {
+	ref := pgtest.NewDatabase(t)
+	if _, err := runWith(t, testConfig(CmdRun, ref, filepath.Join(t.TempDir(), "ref"), nil, 1, 600), newCounting(1000)); err != nil {
+		t.Fatal(err)
+	}
+	cluster := pgtest.StartCluster(t)
+	dsn := cluster.NewDatabase(t, "crash")
+	var hits atomic.Int64
+	restore := crashpoint.Set(func(ctx context.Context, p crashpoint.Point) error {
+		if p == crashpoint.AfterCommit && hits.Add(1) == 4 {
+			if err := cluster.Restart("immediate"); err != nil {
+				t.Error(err)
+			}
+		}
+		return nil
+	})
+	defer restore()
+	cfg := testConfig(CmdRun, dsn, filepath.Join(t.TempDir(), "s"), nil, 1, 600)
+	cfg.Source = newCounting(1000)
+	cfg.PGRetryMaxWait = time.Second
+	var out bytes.Buffer
+	if _, err := Run(context.Background(), cfg, &out, quiet); err != nil {
+		t.Fatalf("run across a crash restart: %v\n%s", err, cluster.Log())
+	}
+	restore()
+	if !strings.Contains(out.String(), "retries after transient faults") {
+		t.Fatalf("no retry in the summary:\n%s", out.String())
+	}
+	if got, want := fingerprint(t, dsn), fingerprint(t, ref); got != want {
+		t.Fatalf("tables differ from an undisturbed run:\n got %s\nwant %s", got, want)
+	}
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var valid int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+	JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'cometbft' AND c.relname LIKE '%_idx' AND i.indisvalid`).Scan(&valid); err != nil {
+		t.Fatal(err)
+	}
+	if valid != 3 {
+		t.Fatalf("%d valid secondary indexes, want 3", valid)
+	}
+}
