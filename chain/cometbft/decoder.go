@@ -173,6 +173,7 @@ type decodeState struct {
 	begin, end, finalize     []eventRef
 	txEvents                 []eventRef
 	attrs                    []attrRef
+	txHashes                 []any // per tx, its hash cell
 	scratch, scratch2, clean []byte
 }
 
@@ -216,7 +217,10 @@ const maxPooledScratch = 1 << 20
 
 func (st *decodeState) release() {
 	scratch, scratch2, clean := st.scratch[:0], st.scratch2[:0], st.clean[:0]
+	hashes := st.txHashes[:cap(st.txHashes)]
+	clear(hashes) // they are the caller's rows' memory
 	*st = decodeState{
+		txHashes: hashes[:0],
 		txs:      st.txs[:0],
 		results:  st.results[:0],
 		begin:    st.begin[:0],
@@ -803,6 +807,7 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 		row[tBlockTime] = tv
 		row[tIndex] = boxInt32(int32(i))
 		row[tHash] = hash
+		st.txHashes = append(st.txHashes, row[tHash]) // boxed once, shared with the tx's events
 		row[tCode] = r.code
 		row[tCodespace] = st.text(r.codespace)
 		row[tGasWanted] = r.gasWanted
@@ -824,7 +829,7 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 	}
 	js := make([]byte, 0, jsonSize)
 	idx := int32(0)
-	emitEvents := func(evs []eventRef, source string, txIndex any) {
+	emitEvents := func(evs []eventRef, source string, txIndex, txHash any) {
 		for _, ev := range evs {
 			start := len(js)
 			js = append(js, '[')
@@ -850,18 +855,19 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 			row[eBlockTime] = tv
 			row[eIndex] = boxInt32(idx)
 			row[eTxIndex] = txIndex
+			row[eTxHash] = txHash
 			row[eSource] = source
 			row[eType] = st.textAny(ev.typ)
 			row[eAttributes] = js[start:len(js):len(js)]
 			idx++
 		}
 	}
-	emitEvents(st.begin, SourceBeginBlock, nil)
+	emitEvents(st.begin, SourceBeginBlock, nil, nil)
 	for i, r := range st.results {
-		emitEvents(st.txEvents[r.ev0:r.ev1], SourceTx, boxInt32(int32(i)))
+		emitEvents(st.txEvents[r.ev0:r.ev1], SourceTx, boxInt32(int32(i)), st.txHashes[i])
 	}
-	emitEvents(st.end, SourceEndBlock, nil)
-	emitEvents(st.finalize, SourceFinalizeBlock, nil)
+	emitEvents(st.end, SourceEndBlock, nil, nil)
+	emitEvents(st.finalize, SourceFinalizeBlock, nil, nil)
 	return nil
 }
 

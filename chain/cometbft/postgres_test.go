@@ -63,8 +63,11 @@ func TestTablesInPostgres(t *testing.T) {
 	if err := d.Decode(fixtureHeight, raw, rows); err != nil {
 		t.Fatal(err)
 	}
-	wantSends := 0
+	wantSends, wantTxEvents := 0, 0
 	for _, e := range rows.Table(tableEvents) {
+		if e[eSource] == SourceTx {
+			wantTxEvents++
+		}
 		if e[eType] == "message" && strings.Contains(string(e[eAttributes].([]byte)), `["action","/cosmos.bank.v1beta1.MsgSend",`) {
 			wantSends++
 		}
@@ -107,6 +110,9 @@ func TestTablesInPostgres(t *testing.T) {
 		{`SELECT count(*) FROM S.events WHERE EXISTS (SELECT FROM jsonb_array_elements(attributes) a
 			WHERE a->>0 = 'action' AND a->>1 = '/cosmos.bank.v1beta1.MsgSend')`, int64(wantSends)},
 		{"SELECT count(*) FROM S.events e JOIN S.blocks b USING (height) WHERE e.event_index >= b.num_events", 0},
+		// A tx's events carry its hash.
+		{"SELECT count(*) FROM S.events e JOIN S.transactions x USING (height, tx_index) WHERE e.tx_hash = x.hash", int64(wantTxEvents)},
+		{"SELECT count(*) FROM S.events WHERE (tx_hash IS NULL) <> (tx_index IS NULL)", 0},
 		// Every child row carries its block's time.
 		{"SELECT count(*) FROM S.transactions x JOIN S.blocks b USING (height) WHERE x.block_time = b.time", int64(wantTxs + len(fixtureTxs))},
 		{"SELECT count(*) FROM S.events e JOIN S.blocks b USING (height) WHERE e.block_time = b.time", int64(wantEvents + len(fixtureEvents))},

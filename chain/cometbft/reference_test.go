@@ -183,22 +183,22 @@ func referenceDecode(height uint64, raw []byte) (blocks, txs, events [][]any, er
 		}
 		txs = append(txs, []any{int64(height), t, int32(i), sum[:], int64(r.Code), clean(r.Codespace), gw, gu, clean(r.Log), clean(r.Info), data, tx})
 	}
-	add := func(evs []event, source string, txIndex any) {
+	add := func(evs []event, source string, txIndex, txHash any) {
 		for _, e := range evs {
 			attrs := [][]any{}
 			for _, a := range e.Attributes {
 				attrs = append(attrs, []any{text(a.Key), text(a.Value), a.Index})
 			}
 			js, _ := json.Marshal(attrs)
-			events = append(events, []any{int64(height), t, int32(len(events)), txIndex, source, clean(e.Type), js})
+			events = append(events, []any{int64(height), t, int32(len(events)), txIndex, txHash, source, clean(e.Type), js})
 		}
 	}
-	add(begin, SourceBeginBlock, nil)
+	add(begin, SourceBeginBlock, nil, nil)
 	for i, r := range results {
-		add(r.Events, SourceTx, int32(i))
+		add(r.Events, SourceTx, int32(i), txs[i][3])
 	}
-	add(end, SourceEndBlock, nil)
-	add(finalize, SourceFinalizeBlock, nil)
+	add(end, SourceEndBlock, nil, nil)
+	add(finalize, SourceFinalizeBlock, nil, nil)
 	return blocks, txs, events, err
 }
 

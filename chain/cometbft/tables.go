@@ -52,6 +52,7 @@ const (
 	eBlockTime
 	eIndex
 	eTxIndex
+	eTxHash
 	eSource
 	eType
 	eAttributes
@@ -141,6 +142,7 @@ var tables = []chain.Table{
 			// finalize_block.
 			{Name: "event_index", Type: "integer"},
 			{Name: "tx_index", Type: "integer", Null: true}, // null for block-level events
+			{Name: "tx_hash", Type: "bytea", Null: true},    // the tx's hash; null for block-level events
 			{Name: "source", Type: "text"},
 			{Name: "type", Type: "text"},
 			{Name: "attributes", Type: "jsonb"},
