@@ -38,10 +38,12 @@ const (
 	CmdChecksum = "checksum" // archive commands (pipeline/archive.go)
 	CmdVerify   = "verify"
 	CmdPrune    = "prune"
+	CmdSnapshot = "snapshot"
+	CmdRestore  = "restore"
 )
 
 // Commands are the commands Run knows, in the order the usage lists them.
-var Commands = []string{CmdRun, CmdFetch, CmdExport, CmdFollow, CmdMerge, CmdStatus, CmdChecksum, CmdVerify, CmdPrune}
+var Commands = []string{CmdRun, CmdFetch, CmdExport, CmdFollow, CmdMerge, CmdStatus, CmdChecksum, CmdVerify, CmdPrune, CmdSnapshot, CmdRestore}
 
 // Config is everything one blockhaul invocation needs. Field comments name
 // the flag that sets each field.
@@ -91,14 +93,15 @@ type Config struct {
 	MergeFrom string // --merge-from: the staging directory merge copies from
 
 	// The archive commands' fields.
-	JSON          bool   // --json: print the report as JSON
-	Against       string // --against: checksum: the DSN of the database to compare with
-	AgainstSchema string // --against-schema (default: --schema)
-	Chunk         uint64 // --chunk: checksum: heights per chunk
-	Deep          bool   // --deep: verify: decompress and decode every record
-	Below         uint64 // --below: prune: delete staged heights below this
-	BelowSet      bool   // whether --below was given
-	Force         bool   // --force: prune even when a target has not exported below --below
+	JSON          bool     // --json: print the report as JSON
+	Against       string   // --against: checksum: the DSN of the database to compare with
+	AgainstSchema string   // --against-schema (default: --schema)
+	Chunk         uint64   // --chunk: checksum: heights per chunk
+	Deep          bool     // --deep: verify: decompress and decode every record
+	Below         uint64   // --below: prune: delete staged heights below this
+	BelowSet      bool     // whether --below was given
+	Force         bool     // --force: prune even when a target has not exported below --below
+	Args          []string // positional arguments: snapshot DEST, restore SRC
 
 	// Source, if set, replaces the source the flags describe (tests, bench).
 	Source loader.Source
@@ -234,7 +237,7 @@ func (c *Config) Validate() error {
 		fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: fmt.Sprintf(format, args...)})
 	}
 	switch {
-	case c.Command == CmdChecksum || c.Command == CmdVerify || c.Command == CmdPrune:
+	case c.Command == CmdChecksum || c.Command == CmdVerify || c.Command == CmdPrune || c.Command == CmdSnapshot || c.Command == CmdRestore:
 		fs = append(fs, c.validateArchive()...)
 	case !slices.Contains(Commands, c.Command):
 		fs = append(fs, &FieldError{Msg: fmt.Sprintf("unknown command %q (want one of %s)", c.Command, strings.Join(Commands, ", "))})

@@ -99,6 +99,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 		return Summary{Command: cfg.Command}, Verify(ctx, cfg, out)
 	case CmdPrune:
 		return Summary{Command: cfg.Command}, Prune(ctx, cfg, out)
+	case CmdSnapshot:
+		return Summary{Command: cfg.Command}, Snapshot(ctx, cfg, out)
+	case CmdRestore:
+		return Summary{Command: cfg.Command}, Restore(ctx, cfg, out)
 	}
 	start := time.Now()
 	sum := Summary{Command: cfg.Command, From: cfg.From, To: cfg.To}

@@ -102,7 +102,18 @@ func parseCommandLine(args, environ []string) *commandLine {
 		// message names the flag, never a value.
 		cl.problems = append(cl.problems, lineProblem("%v", err))
 	}
-	cl.problems = append(cl.problems, strayWords(fs, rest)...)
+	var positional []string
+	if cl.cmd == pipeline.CmdSnapshot || cl.cmd == pipeline.CmdRestore {
+		// snapshot DEST, restore SRC: the plain words are the argument
+		// (Validate says when there is not exactly one).
+		for _, w := range fs.Args() {
+			if !strings.HasPrefix(w, "-") {
+				positional = append(positional, w)
+			}
+		}
+		cl.cfg.Args = positional
+	}
+	cl.problems = append(cl.problems, strayWords(fs, rest, positional...)...)
 	pgOnCommandLine := fs.Changed("pg")
 	p, w := applyEnv(fs, environ)
 	cl.problems = append(cl.problems, p...)
@@ -132,12 +143,16 @@ func cause(err error) error {
 
 // strayWords explains every argument the flags did not take: pflag passes
 // positional words and unknown flags through to fs.Args in order.
-func strayWords(fs *pflag.FlagSet, args []string) []*pipeline.FieldError {
+func strayWords(fs *pflag.FlagSet, args []string, positional ...string) []*pipeline.FieldError {
 	var out []*pipeline.FieldError
 	var numbers []string
 	pos := 0 // where in args to look for the next stray word
 	afterUnknown := false
 	for _, w := range fs.Args() {
+		if len(positional) > 0 && w == positional[0] {
+			positional = positional[1:]
+			continue
+		}
 		i := slices.Index(args[pos:], w)
 		prev := ""
 		if i >= 0 {

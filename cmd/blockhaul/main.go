@@ -36,6 +36,10 @@ Usage:
   blockhaul checksum --pg DSN [--against DSN2]  digest every exported row; compare two databases
   blockhaul verify  [--deep] [--pg DSN]         check every staged record, the chain, and PostgreSQL against it
   blockhaul prune   --below H [--force]         delete staged blocks every target has exported
+  blockhaul snapshot DEST                       consistent copy of --staging to a directory or blob URL
+  blockhaul restore SRC                         restore a snapshot into --staging, verified first
+  blockhaul snapshot DEST                       consistent copy of --staging to a directory or blob URL
+  blockhaul restore SRC                         restore a snapshot into --staging, verified first
 
 With no --rpc, blocks come from a deterministic synthetic chain (--synthetic-seed).
 

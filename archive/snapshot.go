@@ -1,0 +1,302 @@
+package archive
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/blockhaul/blockhaul/staging"
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
+	"gocloud.dev/gcerrors"
+)
+
+// ManifestName is the object a snapshot writes last: the list of its files
+// with their sizes and SHA-256. A destination without it holds no complete
+// snapshot.
+const ManifestName = "blockhaul-snapshot.json"
+
+// Manifest describes one snapshot.
+type Manifest struct {
+	Format  int            `json:"format"` // 1
+	Created time.Time      `json:"created"`
+	Family  string         `json:"family"`
+	ChainID string         `json:"chain_id"`
+	Staged  []Gap          `json:"staged"` // the staged ranges at the snapshot
+	Files   []ManifestFile `json:"files"`
+}
+
+// ManifestFile is one file of a snapshot.
+type ManifestFile struct {
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// RedactURL returns a destination fit for logs and reports: a URL's
+// password and credential-like query values replaced.
+func RedactURL(dest string) string {
+	u, err := url.Parse(dest)
+	if err != nil || u.Scheme == "" {
+		if strings.Contains(dest, "://") {
+			return "<unparsable URL>"
+		}
+		return dest
+	}
+	if u.User != nil {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	q := u.Query()
+	for k := range q {
+		lk := strings.ToLower(k)
+		for _, w := range []string{"secret", "key", "token", "password", "credential", "signature", "sig"} {
+			if strings.Contains(lk, w) {
+				q.Set(k, "xxxxx")
+			}
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// OpenBucket opens a snapshot destination or source: a gocloud.dev/blob
+// URL (file:///dir; other schemes when their driver is linked in) or a
+// plain directory path, created if needed.
+func OpenBucket(ctx context.Context, dest string) (*blob.Bucket, error) {
+	if !strings.Contains(dest, "://") {
+		abs, err := filepath.Abs(dest)
+		if err != nil {
+			return nil, err
+		}
+		return fileblob.OpenBucket(abs, &fileblob.Options{CreateDir: true})
+	}
+	return blob.OpenBucket(ctx, dest)
+}
+
+// SnapshotReport is what Snapshot wrote.
+type SnapshotReport struct {
+	Dest     string        `json:"dest"`
+	Files    int           `json:"files"`
+	Bytes    int64         `json:"bytes"`
+	Staged   []Gap         `json:"staged"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// Snapshot copies a consistent state of store into bucket: a Pebble
+// checkpoint taken beside the store (the store stays writable while it is
+// taken), each file uploaded with its SHA-256 recorded, the manifest last.
+// An earlier snapshot's manifest in the bucket is replaced only once every
+// file of the new one is there.
+func Snapshot(ctx context.Context, store *staging.Store, bucket *blob.Bucket, dest string) (*SnapshotReport, error) {
+	start := time.Now()
+	m := Manifest{Format: 1, Created: time.Now().UTC(), Staged: []Gap{}}
+	if id, ok := store.Identity(); ok {
+		m.Family, m.ChainID = id.Family.String(), id.ChainID
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(store.Dir())), ".blockhaul-snapshot-")
+	if err != nil {
+		return nil, fmt.Errorf("archive: snapshot: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	cp := filepath.Join(tmp, "store")
+	if err := store.Checkpoint(cp); err != nil {
+		return nil, err
+	}
+	// What the checkpoint holds (writes go on in the store meanwhile).
+	snap, err := staging.Open(cp, staging.Options{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("archive: snapshot: the checkpoint does not open: %w", err)
+	}
+	staged, err := snap.Staged(0, ^uint64(0))
+	snap.Close()
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range staged {
+		m.Staged = append(m.Staged, Gap{From: r.From, To: r.To})
+	}
+	r := &SnapshotReport{Dest: dest, Staged: m.Staged}
+	err = filepath.WalkDir(cp, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		rel, err := filepath.Rel(cp, path)
+		if err != nil {
+			return err
+		}
+		name := filepath.ToSlash(rel)
+		size, sum, err := upload(ctx, bucket, path, name)
+		if err != nil {
+			return fmt.Errorf("archive: snapshot: upload %s: %w", name, err)
+		}
+		m.Files = append(m.Files, ManifestFile{Name: name, Size: size, SHA256: sum})
+		r.Files++
+		r.Bytes += size
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	mb, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := bucket.WriteAll(ctx, ManifestName, mb, nil); err != nil {
+		return nil, fmt.Errorf("archive: snapshot: write manifest: %w", err)
+	}
+	r.Duration = time.Since(start)
+	return r, nil
+}
+
+func upload(ctx context.Context, bucket *blob.Bucket, path, name string) (int64, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	w, err := bucket.NewWriter(ctx, name, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(w, h), f)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), err
+}
+
+// RestoreReport is what Restore did.
+type RestoreReport struct {
+	Source   string         `json:"source"`
+	Dir      string         `json:"dir"`
+	Files    int            `json:"files"`
+	Bytes    int64          `json:"bytes"`
+	Verify   *StagingReport `json:"verify"`
+	Duration time.Duration  `json:"duration_ns"`
+}
+
+// RestoreError is a snapshot that cannot be restored as it is: a file
+// missing, of the wrong size or checksum, or a store that does not verify.
+// Nothing is put at the destination.
+type RestoreError struct {
+	Source string
+	Reason string
+}
+
+func (e *RestoreError) Error() string {
+	return fmt.Sprintf("archive: restore from %s: %s", e.Source, e.Reason)
+}
+
+// Restore downloads the snapshot in bucket into dir (which must not exist
+// or be empty): every file checked against the manifest's size and
+// SHA-256, then the store opened and verified (every record's header and
+// checksum, the index, the chain), all beside dir; only a snapshot that
+// verifies is moved into place. A bad snapshot is a *RestoreError, or a
+// *DataError with the report when the store does not verify.
+func Restore(ctx context.Context, bucket *blob.Bucket, source, dir string) (*RestoreReport, error) {
+	start := time.Now()
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return nil, fmt.Errorf("archive: restore: %s is not empty: restore into a new directory", dir)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("archive: restore: %w", err)
+	}
+	mb, err := bucket.ReadAll(ctx, ManifestName)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return nil, &RestoreError{Source: source, Reason: ManifestName + " not found: no complete snapshot there"}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("archive: restore: read manifest: %w", err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(mb, &m); err != nil || m.Format != 1 {
+		return nil, &RestoreError{Source: source, Reason: fmt.Sprintf("manifest unreadable (format %d): %v", m.Format, err)}
+	}
+	tmp := filepath.Clean(dir) + ".restoring"
+	if err := os.RemoveAll(tmp); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(tmp)
+		}
+	}()
+	r := &RestoreReport{Source: source, Dir: dir}
+	sort.Slice(m.Files, func(i, j int) bool { return m.Files[i].Name < m.Files[j].Name })
+	for _, f := range m.Files {
+		if strings.Contains(f.Name, "..") || filepath.IsAbs(f.Name) {
+			return nil, &RestoreError{Source: source, Reason: fmt.Sprintf("file name %q leaves the directory", f.Name)}
+		}
+		size, sum, err := download(ctx, bucket, f.Name, filepath.Join(tmp, filepath.FromSlash(f.Name)))
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return nil, &RestoreError{Source: source, Reason: fmt.Sprintf("file %s is missing", f.Name)}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("archive: restore: download %s: %w", f.Name, err)
+		}
+		if size != f.Size || sum != f.SHA256 {
+			return nil, &RestoreError{Source: source, Reason: fmt.Sprintf("file %s: %d bytes sha256 %s, the manifest says %d bytes %s", f.Name, size, sum, f.Size, f.SHA256)}
+		}
+		r.Files++
+		r.Bytes += size
+	}
+	store, err := staging.Open(tmp, staging.Options{ReadOnly: true})
+	if err != nil {
+		return nil, &RestoreError{Source: source, Reason: "the restored store does not open: " + err.Error()}
+	}
+	rep, err := Verify(store, VerifyConfig{})
+	store.Close()
+	if err != nil {
+		return nil, err
+	}
+	r.Verify = rep
+	if n := rep.Problems(); n > 0 {
+		return r, &DataError{Check: "restore verify", Problems: n}
+	}
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(dir)), 0o755); err != nil {
+		return nil, err
+	}
+	os.Remove(dir) // an empty directory given as the destination
+	if err := os.Rename(tmp, dir); err != nil {
+		return nil, fmt.Errorf("archive: restore: move into place: %w", err)
+	}
+	ok = true
+	r.Duration = time.Since(start)
+	return r, nil
+}
+
+func download(ctx context.Context, bucket *blob.Bucket, name, path string) (int64, string, error) {
+	rd, err := bucket.NewReader(ctx, name, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	defer rd.Close()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return 0, "", err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, "", err
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), rd)
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), err
+}
