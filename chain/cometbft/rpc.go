@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -35,8 +36,11 @@ type RPCConfig struct {
 // as they came.
 //
 // Every answer is checked before it is returned: the block is the height
-// asked for, its hash is a 32-byte hex hash, block_results is for the same
-// height. A height the node no longer has, or above its tip, is an
+// asked for, its hash is a 32-byte hex hash and the hash of its header
+// (VerifyBlock, which also checks data_hash against the txs), block_results
+// is for the same height. A block that fails verification is asked of the
+// other endpoints in turn (jsonrpc.Avoid); when all fail it, the
+// *chain.HashMismatchError names the last endpoint that sent it. A height the node no longer has, or above its tip, is an
 // immediate error that retrying cannot fix; an answer that fails the checks
 // is retryable, since another attempt may reach another node.
 //
@@ -131,12 +135,37 @@ func (s *RPCSource) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, 
 			}
 		}
 		b, err := s.block(h, results[2*i], results[2*i+1])
+		var hm *chain.HashMismatchError
+		if errors.As(err, &hm) {
+			hm.Endpoint = calls[2*i].Endpoint
+			b, err = s.elsewhere(ctx, h, hm)
+		}
 		if err != nil {
 			return nil, err
 		}
 		blocks[i] = b
 	}
 	return blocks, nil
+}
+
+// elsewhere fetches height h again from the endpoints that have not yet
+// sent a block failing verification (hm is the latest such answer). When
+// every endpoint has, or the one that answered is not known, it returns hm:
+// the loader's retries may still find a sound answer later, and when they
+// run out the job fails naming the block, the endpoint and both hashes.
+func (s *RPCSource) elsewhere(ctx context.Context, h uint64, hm *chain.HashMismatchError) (chain.Block, error) {
+	if hm.Endpoint == "" || slices.Contains(jsonrpc.Avoided(ctx), hm.Endpoint) {
+		return chain.Block{}, hm
+	}
+	ctx = jsonrpc.Avoid(ctx, hm.Endpoint)
+	if len(jsonrpc.Avoided(ctx)) >= len(s.c.Endpoints()) {
+		return chain.Block{}, hm
+	}
+	bs, err := s.Fetch(ctx, h, h)
+	if err != nil {
+		return chain.Block{}, err
+	}
+	return bs[0], nil
 }
 
 // block checks one height's answers and builds its chain.Block.
@@ -160,6 +189,13 @@ func (s *RPCSource) block(h uint64, blockRes, resultsRes json.RawMessage) (chain
 	}
 	if len(hash) != 32 {
 		return chain.Block{}, bad("block", "block_id.hash has %d bytes, want 32", len(hash))
+	}
+	if _, err := VerifyBlock(raw); err != nil {
+		var hm *chain.HashMismatchError
+		if errors.As(err, &hm) {
+			return chain.Block{}, hm
+		}
+		return chain.Block{}, bad("block", "%s", strings.TrimPrefix(err.Error(), "cometbft: "))
 	}
 	if parent != nil && len(parent) != 32 {
 		return chain.Block{}, bad("block", "header.last_block_id.hash has %d bytes, want 32", len(parent))

@@ -189,8 +189,35 @@ func appendRLPLength(b []byte, base byte, n int) []byte {
 // record carries. A different hash is a *chain.HashMismatchError; a record
 // that cannot be read is an error naming the field.
 func VerifyBlock(raw []byte) (hash []byte, err error) {
+	s := &scanner{b: raw}
+	if err := s.beginObject(); err != nil {
+		return nil, fmt.Errorf("evm: verify block: %w", err)
+	}
+	n := 0
+	for {
+		key, done, err := s.nextKey(&n)
+		if err != nil {
+			return nil, fmt.Errorf("evm: verify block: %w", err)
+		}
+		if done {
+			return nil, errors.New("evm: verify block: record has no block")
+		}
+		if string(key) == "block" {
+			break
+		}
+		if err := s.skip(); err != nil {
+			return nil, fmt.Errorf("evm: verify block: %w", err)
+		}
+	}
+	s.ws()
+	return VerifyHeader(s.b[s.i:])
+}
+
+// VerifyHeader is VerifyBlock for the block object itself (a result of
+// eth_getBlockByNumber); bytes after the object are ignored.
+func VerifyHeader(block []byte) (hash []byte, err error) {
 	var r headerRLP
-	claimed, height, err := r.read(raw)
+	claimed, height, err := r.read(block)
 	if err != nil {
 		return nil, fmt.Errorf("evm: verify block: %w", err)
 	}
@@ -205,29 +232,10 @@ func VerifyBlock(raw []byte) (hash []byte, err error) {
 	return append([]byte(nil), sum[:]...), nil
 }
 
-// read fills r from the block object of raw and returns the block's
-// claimed hash and number.
-func (r *headerRLP) read(raw []byte) (claimed []byte, height uint64, err error) {
-	s := &scanner{b: raw}
-	if err := s.beginObject(); err != nil {
-		return nil, 0, err
-	}
-	n := 0
-	for {
-		key, done, err := s.nextKey(&n)
-		if err != nil {
-			return nil, 0, err
-		}
-		if done {
-			return nil, 0, errors.New("record has no block")
-		}
-		if string(key) == "block" {
-			break
-		}
-		if err := s.skip(); err != nil {
-			return nil, 0, err
-		}
-	}
+// read fills r from a block object and returns the block's claimed hash
+// and number.
+func (r *headerRLP) read(block []byte) (claimed []byte, height uint64, err error) {
+	s := &scanner{b: block}
 	if s.null() {
 		return nil, 0, errors.New("block is null (not found on the node?)")
 	}

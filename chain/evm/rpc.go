@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -39,7 +40,10 @@ type RPCConfig struct {
 // transaction receipts are correct everywhere, only slower.
 //
 // Every answer is checked before it is returned: the block is the height
-// asked for, its hashes are well formed, it carries full transactions, and
+// asked for, its hashes are well formed, its hash is keccak256 of its RLP
+// header (VerifyHeader; a span with a block that fails it is asked of the
+// other endpoints in turn, and when all fail it the *chain.HashMismatchError
+// names the last endpoint that sent it), it carries full transactions, and
 // there is one receipt per transaction, in order, each naming the block's
 // hash. A block the node does not have (a null result) is an immediate
 // error; an answer that fails the checks is retryable, since another
@@ -146,6 +150,11 @@ func (s *RPCSource) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, 
 			return nil, fmt.Errorf("evm: eth_getBlockByNumber %d: %w", h, c.Err)
 		}
 		head, err := s.parseBlock(h, results[per*i])
+		var hm *chain.HashMismatchError
+		if errors.As(err, &hm) {
+			hm.Endpoint = c.Endpoint
+			return s.elsewhere(ctx, from, to, hm)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -194,6 +203,24 @@ func (s *RPCSource) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, 
 		blocks[i] = heads[i].chainBlock(MarshalRecord(heads[i].raw, rec))
 	}
 	return blocks, nil
+}
+
+// elsewhere fetches from..to again from the endpoints that have not yet
+// sent a block failing verification (hm is the latest such answer): the
+// whole span, since the receipts fetched with the wrong block may be from
+// the same node. When every endpoint has, or the one that answered is not
+// known, it returns hm: the loader's retries may still find a sound answer
+// later, and when they run out the job fails naming the block, the
+// endpoint and both hashes.
+func (s *RPCSource) elsewhere(ctx context.Context, from, to uint64, hm *chain.HashMismatchError) ([]chain.Block, error) {
+	if hm.Endpoint == "" || slices.Contains(jsonrpc.Avoided(ctx), hm.Endpoint) {
+		return nil, hm
+	}
+	ctx = jsonrpc.Avoid(ctx, hm.Endpoint)
+	if len(jsonrpc.Avoided(ctx)) >= len(s.c.Endpoints()) {
+		return nil, hm
+	}
+	return s.Fetch(ctx, from, to)
 }
 
 // txReceipts fetches the receipt of every transaction of heads in one
@@ -292,6 +319,13 @@ func (s *RPCSource) parseBlock(h uint64, raw json.RawMessage) (blockHead, error)
 	hd := blockHead{height: h, hashHex: strings.ToLower(b.Hash), raw: raw}
 	if hd.hash, err = hash32(b.Hash); err != nil {
 		return blockHead{}, bad("hash %q: %v", b.Hash, err)
+	}
+	if _, err := VerifyHeader(raw); err != nil {
+		var hm *chain.HashMismatchError
+		if errors.As(err, &hm) {
+			return blockHead{}, hm
+		}
+		return blockHead{}, bad("%s", strings.TrimPrefix(err.Error(), "evm: "))
 	}
 	if hd.parent, err = hash32(b.ParentHash); err != nil {
 		return blockHead{}, bad("parentHash %q: %v", b.ParentHash, err)

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,11 @@ type Call struct {
 	// Err is set by Batch: nil on success, the node's *RPCError, an error
 	// decoding into Result, or why the call got no answer.
 	Err error
+	// Endpoint is set by Batch to the endpoint that answered the call
+	// (redacted, as Endpoints names it), "" when none did. A source that
+	// finds the answer wrong names it, and can send the call again
+	// elsewhere (see Avoid).
+	Endpoint string
 
 	answered bool // a node answered (Err, if any, is the call's own)
 }
@@ -187,7 +193,7 @@ func (c *Client) Batch(ctx context.Context, calls []Call) error {
 	reqs := make([]request, 0, len(calls))
 	for i := range calls {
 		call := &calls[i]
-		call.Err, call.answered = nil, false
+		call.Err, call.answered, call.Endpoint = nil, false, ""
 		r, err := newRequest(call)
 		if err != nil {
 			call.Err = fmt.Errorf("jsonrpc: encode %s params: %w", call.Method, err)
@@ -222,7 +228,7 @@ func (c *Client) parallelism() int { return c.cfg.Concurrency * len(c.eps) }
 // retries.
 func (c *Client) single(ctx context.Context, r request) {
 	call := r.call
-	failed := make([]int, len(c.eps))
+	failed := c.avoided(ctx)
 	last := make([]error, len(c.eps))
 	for attempt := 0; ; attempt++ {
 		ep, probe := c.pick(failed, false)
@@ -271,7 +277,7 @@ func (c *Client) batch(ctx context.Context, pending []request) {
 		c.single(ctx, pending[0])
 		return
 	}
-	failed := make([]int, len(c.eps))
+	failed := c.avoided(ctx)
 	last := make([]error, len(c.eps))
 	attempts := 0 // rounds that failed; refusals and shrinking are free
 	for len(pending) > 0 {
@@ -462,4 +468,43 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+type avoidKey struct{}
+
+// Avoid returns a context under which the client sends calls to the named
+// endpoints (redacted names, as Call.Endpoint and Endpoints give them) only
+// when no other endpoint can take them: an endpoint avoided counts as one
+// that already failed the call. A source uses it to ask again elsewhere
+// for an answer it found wrong. Names accumulate over nested calls.
+func Avoid(ctx context.Context, endpoints ...string) context.Context {
+	prev := Avoided(ctx)
+	names := make([]string, 0, len(prev)+len(endpoints))
+	names = append(names, prev...)
+	for _, e := range endpoints {
+		if e != "" && !slices.Contains(names, e) {
+			names = append(names, e)
+		}
+	}
+	return context.WithValue(ctx, avoidKey{}, names)
+}
+
+// Avoided returns the endpoints ctx avoids (see Avoid).
+func Avoided(ctx context.Context) []string {
+	names, _ := ctx.Value(avoidKey{}).([]string)
+	return names
+}
+
+// avoided returns the per-endpoint failure counts a call starts with: 1
+// for each endpoint ctx avoids, 0 for the others.
+func (c *Client) avoided(ctx context.Context) []int {
+	failed := make([]int, len(c.eps))
+	for _, name := range Avoided(ctx) {
+		for _, ep := range c.eps {
+			if ep.name == name {
+				failed[ep.index] = 1
+			}
+		}
+	}
+	return failed
 }

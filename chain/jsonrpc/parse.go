@@ -21,13 +21,13 @@ func parseSingle(ep *endpoint, b []byte, call *Call, id uint64) outcome {
 		if resp.err.Retryable() {
 			return outcome{kind: kindThrottle, label: OutcomeThrottled, err: resp.err}
 		}
-		call.Err, call.answered = resp.err, true
+		call.Err, call.answered, call.Endpoint = resp.err, true, ep.name
 		return outcome{kind: kindOK, label: OutcomeRPCError}
 	}
 	if got, ok := parseID(resp.id); !ok || got != id {
 		return badResponse(ep, fmt.Errorf("response id %s does not match request id %d", truncate(resp.id), id))
 	}
-	call.answered = true
+	call.answered, call.Endpoint = true, ep.name
 	if err := decodeResult(resp.result, call.Result); err != nil {
 		call.Err = fmt.Errorf("jsonrpc: decode %s result from %s: %w", call.Method, ep.name, err)
 	}
@@ -113,7 +113,7 @@ func parseBatch(ep *endpoint, b []byte, part []request, base uint64) ([]request,
 		}
 		r := resps[a-1]
 		call := part[i].call
-		call.answered = true
+		call.answered, call.Endpoint = true, ep.name
 		if r.err != nil {
 			call.Err = r.err
 			continue
