@@ -40,6 +40,25 @@ type headerFields struct {
 	leafIn, innerInput []byte
 }
 
+// emptyHashRaw is SHA-256 of nothing.
+var emptyHashRaw = sha256.Sum256(nil)
+
+// detach returns a copy of f that shares no scratch with it, for a header
+// to be hashed later while f renders the next.
+func (f *headerFields) detach() headerFields {
+	c := *f
+	c.buf, c.leafIn, c.innerInput = nil, nil, nil
+	own := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		return append([]byte(nil), b...)
+	}
+	c.lastPartsHash, c.lastCommit, c.data = own(f.lastPartsHash), own(f.lastCommit), own(f.data)
+	c.app, c.lastResults = own(f.app), own(f.lastResults)
+	return c
+}
+
 // hash returns the header's hash (Header.Hash).
 func (f *headerFields) hash() [32]byte {
 	b := f.buf[:0]

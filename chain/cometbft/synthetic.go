@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/hashchain"
 )
 
 // Defaults of SyntheticConfig.
@@ -79,11 +80,18 @@ func (c SyntheticConfig) Validate() error {
 // and their events; mint, distribution and slashing block events), sized
 // like a Cosmos Hub-like mainnet.
 //
-// The hashes a consumer can check are real: block h's last_block_id is
-// block h-1's block_id, block_results' app_hash is the next header's
-// app_hash. The other header hashes are not commitments to the content.
+// The hashes a consumer can check are real: block h's hash is its header's
+// hash as CometBFT computes it (VerifyBlock reproduces it), its data_hash
+// the Merkle root of its txs, its last_block_id block h-1's block_id,
+// block_results' app_hash the next header's app_hash. The other header
+// hashes (validators, last commit, results) are not commitments to the
+// content. Since every hash names its parent's, a block's hash is known
+// only once its parent's is: the chain is produced in order, spans in
+// parallel (hashchain), and a height far above any produced yet costs
+// generating the blocks below it once per Synthetic.
 //
-// A Synthetic is immutable after NewSynthetic and safe for concurrent use.
+// A Synthetic is safe for concurrent use; its only mutable state is the
+// memo of hashes.
 type Synthetic struct {
 	seed       uint64
 	chainID    string
@@ -97,12 +105,18 @@ type Synthetic struct {
 	modules  moduleAddrs
 	// Header hashes that stay the same over the whole chain.
 	valsHash, consHash string
+	valsRaw, consRaw   [32]byte
+	chainIDBytes       []byte
+
+	hashes *hashchain.Chain
+	walkMu sync.Mutex // one walk at a time (see hashOf)
 
 	gens     sync.Pool    // *generator
 	sizeHint atomic.Int64 // size of the last record, to size the next one
 }
 
 type validator struct {
+	addr     [20]byte
 	hexAddr  string // consensus address, uppercase hex, as in commits
 	operator string // cosmosvaloper1…
 	cons     string // cosmosvalcons1…
@@ -141,6 +155,7 @@ func NewSynthetic(cfg SyntheticConfig) *Synthetic {
 	for i := range s.vals {
 		id := s.derive('v', uint64(i))
 		s.vals[i] = validator{
+			addr:     [20]byte(id[:20]),
 			hexAddr:  strings.ToUpper(hex.EncodeToString(id[:20])),
 			operator: bech32Encode("cosmosvaloper", id[12:32]),
 			cons:     bech32Encode("cosmosvalcons", id[:20]),
@@ -171,6 +186,9 @@ func NewSynthetic(cfg SyntheticConfig) *Synthetic {
 	ch := s.derive('C', 0)
 	s.valsHash = strings.ToUpper(hex.EncodeToString(vh[:]))
 	s.consHash = strings.ToUpper(hex.EncodeToString(ch[:]))
+	s.valsRaw, s.consRaw = vh, ch
+	s.chainIDBytes = []byte(s.chainID)
+	s.hashes = hashchain.New()
 	s.gens.New = func() any { return &generator{s: s} }
 	return s
 }
@@ -204,8 +222,56 @@ const (
 
 // BlockHash returns the hash of block h (h ≥ 1).
 func (s *Synthetic) BlockHash(h uint64) []byte {
-	sum := s.derive(tagBlockHash, h)
+	sum, err := s.hashOf(context.Background(), h)
+	if err != nil {
+		panic(err) // only ctx ends a walk, and this one has none
+	}
 	return sum[:]
+}
+
+// hashOf returns the hash of block h (h ≥ 1): known, being produced by a
+// Fetch (it waits for it), or produced here by walking from the highest
+// known height below it.
+func (s *Synthetic) hashOf(ctx context.Context, h uint64) ([32]byte, error) {
+	for {
+		if v, ok := s.hashes.Get(h); ok {
+			return v, nil
+		}
+		waited, err := s.hashes.Wait(ctx, h)
+		if err != nil {
+			return [32]byte{}, err
+		}
+		if waited {
+			continue
+		}
+		// Walks are serialised, and a walker waits for nothing (a Fetch
+		// it waited for might need to walk): one that ran meanwhile may
+		// have produced h, or a Fetch may have claimed it since.
+		s.walkMu.Lock()
+		if _, ok := s.hashes.Get(h); !ok && !s.hashes.Pending(h) {
+			break
+		}
+		s.walkMu.Unlock()
+	}
+	defer s.walkMu.Unlock()
+	from, parent := uint64(1), [32]byte{}
+	if k, v, ok := s.hashes.Nearest(1, h); ok {
+		from, parent = k+1, v
+	}
+	g := s.gens.Get().(*generator)
+	defer s.gens.Put(g)
+	var buf []byte
+	for k := from; k <= h; k++ {
+		if (k-from)%64 == 63 {
+			if err := ctx.Err(); err != nil {
+				return [32]byte{}, err
+			}
+		}
+		buf = g.record(buf[:0], k)
+		parent = g.finish(buf, parent)
+		s.hashes.Put(k, parent)
+	}
+	return parent, nil
 }
 
 // Family returns chain.FamilyCometBFT.
@@ -224,7 +290,8 @@ func (s *Synthetic) tipNow() uint64 {
 	return s.tip()
 }
 
-// Fetch returns the blocks from..to inclusive.
+// Fetch returns the blocks from..to inclusive. The records are rendered
+// first, then chained from block from-1's hash (see hashOf).
 func (s *Synthetic) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, error) {
 	if from == 0 || to < from {
 		return nil, fmt.Errorf("cometbft: synthetic fetch %d..%d: invalid range (heights start at 1)", from, to)
@@ -232,29 +299,70 @@ func (s *Synthetic) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, 
 	if tip := s.tipNow(); to > tip {
 		return nil, fmt.Errorf("cometbft: synthetic fetch %d..%d: beyond tip %d", from, to, tip)
 	}
-	out := make([]chain.Block, 0, min(to-from+1, 4096))
+	release := s.hashes.Claim(from, to)
+	defer release()
+	n := to - from + 1
+	out := make([]chain.Block, 0, min(n, 4096))
+	type pending struct{ offHash, offParent, offCommitParent int }
+	hdrs := make([]headerFields, 0, min(n, 4096))
+	offs := make([]pending, 0, min(n, 4096))
+	g := s.gens.Get().(*generator)
+	defer s.gens.Put(g)
 	for h := from; ; h++ {
 		if (h-from)%64 == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("cometbft: synthetic fetch %d..%d: %w", from, to, err)
 			}
 		}
-		out = append(out, s.Block(h))
+		raw := g.record(make([]byte, 0, s.sizeHint.Load()+4096), h)
+		s.sizeHint.Store(int64(len(raw)))
+		out = append(out, chain.Block{Height: h, Raw: raw})
+		hdrs = append(hdrs, g.hdr.detach())
+		offs = append(offs, pending{g.offHash, g.offParent, g.offCommitParent})
 		if h == to {
-			return out, nil
+			break
 		}
 	}
+	var parent [32]byte
+	if from > 1 {
+		var err error
+		if parent, err = s.hashOf(ctx, from-1); err != nil {
+			return nil, fmt.Errorf("cometbft: synthetic fetch %d..%d: %w", from, to, err)
+		}
+	}
+	for i := range out {
+		g.hdr = hdrs[i]
+		g.offHash, g.offParent, g.offCommitParent = offs[i].offHash, offs[i].offParent, offs[i].offCommitParent
+		b := &out[i]
+		if b.Height > 1 {
+			b.ParentHash = append([]byte(nil), parent[:]...)
+		}
+		parent = g.finish(b.Raw, parent)
+		b.Hash = append([]byte(nil), parent[:]...)
+		s.hashes.Put(b.Height, parent)
+	}
+	return out, nil
 }
 
 // Block returns block h (h ≥ 1) with its identity filled.
 func (s *Synthetic) Block(h uint64) chain.Block {
-	raw := s.AppendRecord(make([]byte, 0, s.sizeHint.Load()+4096), h)
-	s.sizeHint.Store(int64(len(raw)))
-	b := chain.Block{Height: h, Hash: s.BlockHash(h), Raw: raw}
-	if h > 1 {
-		b.ParentHash = s.BlockHash(h - 1)
+	bs, err := s.Fetch(context.Background(), h, h)
+	if err != nil {
+		panic(err) // h is above the tip, or 0
 	}
-	return b
+	return bs[0]
+}
+
+// appendUnchained appends block h's record as if its parent's hash were
+// parent: the content of a height far above any produced, for tests of
+// what does not depend on the hashes (times, sizes).
+func (s *Synthetic) appendUnchained(dst []byte, h uint64, parent [32]byte) []byte {
+	g := s.gens.Get().(*generator)
+	start := len(dst)
+	dst = g.record(dst, h)
+	g.finish(dst[start:], parent)
+	s.gens.Put(g)
+	return dst
 }
 
 // AppendRecord appends the raw record of block h (h ≥ 1) to dst: the same
@@ -263,8 +371,15 @@ func (s *Synthetic) AppendRecord(dst []byte, h uint64) []byte {
 	if h == 0 {
 		panic("cometbft: synthetic block 0: heights start at 1")
 	}
+	var parent [32]byte
+	if h > 1 {
+		parent, _ = s.hashOf(context.Background(), h-1)
+	}
 	g := s.gens.Get().(*generator)
+	start := len(dst)
 	dst = g.record(dst, h)
+	sum := g.finish(dst[start:], parent)
 	s.gens.Put(g)
+	s.hashes.Put(h, sum)
 	return dst
 }

@@ -1,6 +1,7 @@
 package cometbft
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
 	"strconv"
 	"time"
@@ -22,6 +23,16 @@ type generator struct {
 	tx       []byte    // the tx being encoded
 	firstEv  bool
 	firstAtt bool
+
+	// The header being rendered, and where finish writes the hashes.
+	hdr                                 headerFields
+	offHash, offParent, offCommitParent int
+	parent, data                        [32]byte
+	partsPrev, appPrev, resPrev         [32]byte
+	lastCommit                          [32]byte
+	txs                                 []byte // the block's txs, encoded, end to end
+	txEnds                              []int
+	leaves, tmp                         [][32]byte
 }
 
 // Genesis time of every synthetic chain, and its block interval.
@@ -83,7 +94,8 @@ func (g *generator) timestamp(sec, nsec int64) {
 	g.b = time.Unix(sec, nsec).UTC().AppendFormat(g.b, time.RFC3339Nano)
 }
 
-// record renders block h's raw record onto dst.
+// record renders block h's raw record onto dst, with zeros where its own
+// hash and its parent's go (see finish), and fills g.hdr with its header.
 func (g *generator) record(dst []byte, h uint64) []byte {
 	s := g.s
 	s.plan(h, &g.plan)
@@ -100,12 +112,71 @@ func (g *generator) record(dst []byte, h uint64) []byte {
 	return out
 }
 
+// finish completes a record rendered by record: it computes the block's
+// hash from its header and the parent's hash (ignored for block 1), writes
+// both where record left zeros, and returns the hash.
+func (g *generator) finish(rec []byte, parent [32]byte) [32]byte {
+	if g.hdr.height > 1 {
+		g.parent = parent
+		g.hdr.lastHash = g.parent[:]
+		putHexUpper(rec[g.offParent:], parent[:])
+		putHexUpper(rec[g.offCommitParent:], parent[:])
+	}
+	sum := g.hdr.hash()
+	putHexUpper(rec[g.offHash:], sum[:])
+	return sum
+}
+
+func putHexUpper(dst, v []byte) {
+	const digits = "0123456789ABCDEF"
+	for i, c := range v {
+		dst[2*i], dst[2*i+1] = digits[c>>4], digits[c&15]
+	}
+}
+
+// placeholder writes 64 zeros for a hash finish fills in, and returns
+// their offset in the record.
+func (g *generator) placeholder() int {
+	off := len(g.b)
+	g.lit("0000000000000000000000000000000000000000000000000000000000000000")
+	return off
+}
+
+// hexBytes writes v as uppercase hex.
+func (g *generator) hexBytes(v []byte) { g.hexUpper(v) }
+
 // block renders the result of /block?height=h.
 func (g *generator) block(h uint64) {
 	s := g.s
 	p := &g.plan
+	f := &g.hdr
+	// Every txs is encoded first: data_hash, in the header, is their
+	// Merkle root.
+	g.txs = g.txs[:0]
+	g.txEnds = g.txEnds[:0]
+	g.leaves = g.leaves[:0]
+	for i := range g.content {
+		g.tx = g.encodeTx(g.tx[:0], &g.content[i])
+		g.txs = append(g.txs, g.tx...)
+		g.txEnds = append(g.txEnds, len(g.txs))
+		sum := sha256.Sum256(g.tx)
+		g.leaves = append(g.leaves, leafHash(&g.hdr.leafIn, sum[:]))
+	}
+	g.tmp = append(g.tmp[:0], g.leaves...)
+	g.data = merkleRootOfLeaves(g.leaves, g.tmp, &g.hdr.leafIn)
+
+	f.verBlock, f.verApp = 11, 1
+	f.chainID = s.chainIDBytes
+	f.height = int64(h)
+	sec, nsec := s.blockTime(h)
+	f.sec, f.nsec = sec, int32(nsec)
+	f.data = g.data[:]
+	f.vals, f.nextVals, f.consensus = s.valsRaw[:], s.valsRaw[:], s.consRaw[:]
+	f.evid = emptyHashRaw[:]
+	f.proposer = s.vals[p.proposer].addr[:]
+
 	g.lit(`{"block_id":{"hash":"`)
-	g.derivedHex(tagBlockHash, h)
+	g.offHash = g.placeholder()
 	g.lit(`","parts":{"total":1,"hash":"`)
 	g.derivedHex(tagPartsHash, h)
 	g.lit(`"}},"block":{"header":{"version":{"block":"11","app":"1"},"chain_id":"`)
@@ -113,23 +184,25 @@ func (g *generator) block(h uint64) {
 	g.lit(`","height":`)
 	g.quotedUint(h)
 	g.lit(`,"time":"`)
-	g.timestamp(s.blockTime(h))
+	g.timestamp(sec, nsec)
 	if h == 1 {
 		g.lit(`","last_block_id":{"hash":"","parts":{"total":0,"hash":""}},"last_commit_hash":"` + emptyHash)
+		f.lastHash, f.lastPartsTotal, f.lastPartsHash = nil, 0, nil
+		f.lastCommit = emptyHashRaw[:]
 	} else {
 		g.lit(`","last_block_id":{"hash":"`)
-		g.derivedHex(tagBlockHash, h-1)
+		g.offParent = g.placeholder()
 		g.lit(`","parts":{"total":1,"hash":"`)
-		g.derivedHex(tagPartsHash, h-1)
+		g.partsPrev = s.derive(tagPartsHash, h-1)
+		g.hexBytes(g.partsPrev[:])
 		g.lit(`"}},"last_commit_hash":"`)
-		g.randomHex(32)
+		g.fill(g.lastCommit[:])
+		g.hexBytes(g.lastCommit[:])
+		f.lastHash, f.lastPartsTotal, f.lastPartsHash = nil, 1, g.partsPrev[:]
+		f.lastCommit = g.lastCommit[:]
 	}
 	g.lit(`","data_hash":"`)
-	if len(p.txs) == 0 {
-		g.lit(emptyHash)
-	} else {
-		g.randomHex(32)
-	}
+	g.hexBytes(g.data[:])
 	g.lit(`","validators_hash":"`)
 	g.lit(s.valsHash)
 	g.lit(`","next_validators_hash":"`)
@@ -138,30 +211,35 @@ func (g *generator) block(h uint64) {
 	g.lit(s.consHash)
 	g.lit(`","app_hash":"`)
 	if h > 1 {
-		g.derivedHex(tagAppHash, h-1)
+		g.appPrev = s.derive(tagAppHash, h-1)
+		g.resPrev = s.derive(tagResultsHash, h-1)
+		g.hexBytes(g.appPrev[:])
 		g.lit(`","last_results_hash":"`)
-		g.derivedHex(tagResultsHash, h-1)
+		g.hexBytes(g.resPrev[:])
+		f.app, f.lastResults = g.appPrev[:], g.resPrev[:]
 	} else {
 		g.lit(`","last_results_hash":"` + emptyHash)
+		f.app, f.lastResults = nil, emptyHashRaw[:]
 	}
 	g.lit(`","evidence_hash":"` + emptyHash + `","proposer_address":"`)
 	g.lit(s.vals[p.proposer].hexAddr)
 	g.lit(`"},"data":{"txs":[`)
-	for i := range g.content {
+	prev := 0
+	for i, end := range g.txEnds {
 		if i > 0 {
 			g.lit(`,`)
 		}
 		g.lit(`"`)
-		g.tx = g.encodeTx(g.tx[:0], &g.content[i])
-		g.b = base64.StdEncoding.AppendEncode(g.b, g.tx)
+		g.b = base64.StdEncoding.AppendEncode(g.b, g.txs[prev:end])
 		g.lit(`"`)
+		prev = end
 	}
 	g.lit(`]},"evidence":{"evidence":[]},"last_commit":`)
-	g.lastCommit(h)
+	g.lastCommitJSON(h)
 	g.lit(`}}`)
 }
 
-func (g *generator) lastCommit(h uint64) {
+func (g *generator) lastCommitJSON(h uint64) {
 	if h == 1 {
 		g.lit(`{"height":"0","round":0,"block_id":{"hash":"","parts":{"total":0,"hash":""}},"signatures":[]}`)
 		return
@@ -172,9 +250,9 @@ func (g *generator) lastCommit(h uint64) {
 	g.lit(`,"round":`)
 	g.b = strconv.AppendInt(g.b, int64(p.round), 10)
 	g.lit(`,"block_id":{"hash":"`)
-	g.derivedHex(tagBlockHash, h-1)
+	g.offCommitParent = g.placeholder()
 	g.lit(`","parts":{"total":1,"hash":"`)
-	g.derivedHex(tagPartsHash, h-1)
+	g.hexBytes(g.partsPrev[:])
 	g.lit(`"}},"signatures":[`)
 	sec, nsec := g.s.blockTime(h)
 	base := sec*1e9 + nsec

@@ -2,8 +2,6 @@ package evm
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -11,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/hashchain"
 )
 
 // Defaults of SyntheticConfig.
@@ -75,13 +74,15 @@ func (c *SyntheticConfig) ensureDefaults() {
 // transactions of types 0 to 4 in a mainnet-like mix, and their receipts
 // and logs, at mainnet-like density.
 //
-// Every block is a pure function of (seed, height), so any height can be
-// generated on its own, in any order, from any number of goroutines. The
-// chain starts at height 0, an empty genesis block whose parent hash is
-// zero; the hash of block h is sha256(seed || h), so that block h+1 can
-// name its parent without generating it. Hashes, roots, signatures and
-// blooms have the right shapes but are not the real keccak/RLP
-// commitments: nothing downstream recomputes them.
+// The chain starts at height 0, an empty genesis block whose parent hash
+// is zero. Block hashes are real: keccak256 of the block's RLP header, as
+// geth computes it (VerifyBlock reproduces it), every header naming its
+// parent's hash. So a block's hash is known only once its parent's is: the
+// chain is produced in order, spans in parallel (hashchain), and a height
+// far above any produced yet costs generating the blocks below it once per
+// Synthetic. The roots, signatures and blooms in a header have the right
+// shapes but are not the real trie commitments; transaction hashes are
+// not keccak of the transactions.
 //
 // Synthetic is safe for concurrent use.
 type Synthetic struct {
@@ -89,6 +90,9 @@ type Synthetic struct {
 	seed  uint64
 	pools *pools
 	gens  sync.Pool // *generator
+
+	hashes *hashchain.Chain
+	walkMu sync.Mutex // one walk at a time (see hashOf)
 }
 
 // NewSynthetic returns a synthetic chain. cfg's zero fields take their
@@ -104,6 +108,7 @@ func NewSynthetic(cfg SyntheticConfig) *Synthetic {
 	cfg.TxPerBlock, cfg.LogsPerBlock = clamp(cfg.TxPerBlock), clamp(cfg.LogsPerBlock)
 	s := &Synthetic{cfg: cfg, seed: uint64(cfg.Seed)}
 	s.pools = newPools(s.seed)
+	s.hashes = hashchain.New()
 	return s
 }
 
@@ -127,7 +132,8 @@ func (s *Synthetic) tip() uint64 {
 	return DefaultSyntheticTip
 }
 
-// Fetch generates the blocks from..to inclusive.
+// Fetch generates the blocks from..to inclusive. The records are rendered
+// first, then chained from block from-1's hash (see hashOf).
 func (s *Synthetic) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, error) {
 	if from > to {
 		return nil, fmt.Errorf("evm: synthetic fetch %d-%d: empty range", from, to)
@@ -135,47 +141,122 @@ func (s *Synthetic) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, 
 	if tip := s.tip(); to > tip {
 		return nil, fmt.Errorf("evm: synthetic fetch %d-%d: beyond tip %d", from, to, tip)
 	}
+	release := s.hashes.Claim(from, to)
+	defer release()
 	out := make([]chain.Block, 0, to-from+1)
+	pend := make([]pendingBlock, 0, to-from+1)
+	g := s.generator()
 	for h := from; ; h++ {
 		if err := ctx.Err(); err != nil {
+			s.gens.Put(g)
 			return nil, fmt.Errorf("evm: synthetic fetch block %d: %w", h, err)
 		}
-		out = append(out, s.Block(h))
+		raw, p := g.render(s, h)
+		out = append(out, chain.Block{Height: h, Raw: raw})
+		pend = append(pend, p)
 		if h == to {
-			return out, nil
+			break
 		}
 	}
-}
-
-// Block generates the block at height h.
-func (s *Synthetic) Block(h uint64) chain.Block {
-	hash := s.BlockHash(h)
-	parent := make([]byte, 32)
-	if h > 0 {
-		parent = s.BlockHash(h - 1)
+	s.gens.Put(g)
+	var parent [32]byte
+	if from > 0 {
+		var err error
+		if parent, err = s.hashOf(ctx, from-1); err != nil {
+			return nil, fmt.Errorf("evm: synthetic fetch %d-%d: %w", from, to, err)
+		}
 	}
-	return chain.Block{Height: h, Hash: hash, ParentHash: parent, Raw: s.Record(h)}
+	for i := range out {
+		b := &out[i]
+		b.ParentHash = append([]byte(nil), parent[:]...)
+		parent = pend[i].finish(b.Raw, parent)
+		b.Hash = append([]byte(nil), parent[:]...)
+		s.hashes.Put(b.Height, parent)
+	}
+	return out, nil
 }
 
-// Record returns the raw record of block h.
-func (s *Synthetic) Record(h uint64) []byte {
+func (s *Synthetic) generator() *generator {
 	g, _ := s.gens.Get().(*generator)
 	if g == nil {
 		g = &generator{}
 	}
-	raw := g.record(s, h)
+	return g
+}
+
+// Block generates the block at height h.
+func (s *Synthetic) Block(h uint64) chain.Block {
+	bs, err := s.Fetch(context.Background(), h, h)
+	if err != nil {
+		panic(err) // h is above the tip
+	}
+	return bs[0]
+}
+
+// Record returns the raw record of block h.
+func (s *Synthetic) Record(h uint64) []byte {
+	var parent [32]byte
+	if h > 0 {
+		parent, _ = s.hashOf(context.Background(), h-1)
+	}
+	g := s.generator()
+	raw, p := g.render(s, h)
 	s.gens.Put(g)
+	s.hashes.Put(h, p.finish(raw, parent))
 	return raw
 }
 
-// BlockHash returns the hash of block h: sha256(seed || h), both
-// big-endian.
+// BlockHash returns the hash of block h.
 func (s *Synthetic) BlockHash(h uint64) []byte {
-	var in [16]byte
-	binary.BigEndian.PutUint64(in[:8], s.seed)
-	binary.BigEndian.PutUint64(in[8:], h)
-	sum := sha256.Sum256(in[:])
+	sum, err := s.hashOf(context.Background(), h)
+	if err != nil {
+		panic(err) // only ctx ends a walk, and this one has none
+	}
 	return sum[:]
+}
+
+// hashOf returns the hash of block h: known, being produced by a Fetch (it
+// waits for it), or produced here by walking from the highest known height
+// below it.
+func (s *Synthetic) hashOf(ctx context.Context, h uint64) ([32]byte, error) {
+	for {
+		if v, ok := s.hashes.Get(h); ok {
+			return v, nil
+		}
+		waited, err := s.hashes.Wait(ctx, h)
+		if err != nil {
+			return [32]byte{}, err
+		}
+		if waited {
+			continue
+		}
+		// Walks are serialised, and a walker waits for nothing (a Fetch
+		// it waited for might need to walk): one that ran meanwhile may
+		// have produced h, or a Fetch may have claimed it since.
+		s.walkMu.Lock()
+		if _, ok := s.hashes.Get(h); !ok && !s.hashes.Pending(h) {
+			break
+		}
+		s.walkMu.Unlock()
+	}
+	defer s.walkMu.Unlock()
+	from, parent := uint64(0), [32]byte{}
+	if k, v, ok := s.hashes.Nearest(0, h); ok {
+		from, parent = k+1, v
+	}
+	g := s.generator()
+	defer s.gens.Put(g)
+	for k := from; k <= h; k++ {
+		if (k-from)%16 == 15 {
+			if err := ctx.Err(); err != nil {
+				return [32]byte{}, err
+			}
+		}
+		raw, p := g.render(s, k)
+		parent = p.finish(raw, parent)
+		s.hashes.Put(k, parent)
+	}
+	return parent, nil
 }
 
 // ExpectedCounts returns the number of transactions and logs block h

@@ -3,8 +3,10 @@ package evm
 import (
 	"bytes"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"strconv"
 )
 
@@ -232,8 +234,10 @@ type generator struct {
 	multis   []int
 	buf      []byte
 
-	blockHash   [66]byte
-	number      []byte // "0x..." of h
+	offHash     []int                     // where the block's own hash goes (see finish)
+	offParent   int                       // where its parent's hash goes
+	spans       [len(headerFields)][2]int // header field values in the record
+	number      []byte                    // "0x..." of h
 	timestamp   uint64
 	tsHex       []byte
 	baseFee     uint64
@@ -257,8 +261,8 @@ func (g *generator) record(s *Synthetic, h uint64) []byte {
 	g.s, g.h = s, h
 	nTx, nLogs := s.ExpectedCounts(h)
 	g.r = newRNG(s.seed, h, streamBlock)
-	copy(g.blockHash[:], "0x")
-	hex.Encode(g.blockHash[2:], s.BlockHash(h))
+	g.offHash = g.offHash[:0]
+	g.spans = [len(headerFields)][2]int{}
 	g.number = strconv.AppendUint(append(g.number[:0], "0x"...), h, 16)
 	g.timestamp = genesisTime + blockTime*h
 	g.tsHex = strconv.AppendUint(append(g.tsHex[:0], "0x"...), g.timestamp, 16)
@@ -278,6 +282,16 @@ func (g *generator) record(s *Synthetic, h uint64) []byte {
 	g.buf = b
 	g.s = nil
 	return bytes.Clone(b)
+}
+
+// render renders block h with placeholders for the hashes.
+func (g *generator) render(s *Synthetic, h uint64) ([]byte, pendingBlock) {
+	rec := g.record(s, h)
+	p, err := g.pending(rec)
+	if err != nil {
+		panic(err) // the generator's own output
+	}
+	return rec, p
 }
 
 func (g *generator) plan(nTx, nLogs int) {
@@ -614,32 +628,48 @@ func (g *generator) writeBlock(b []byte) []byte {
 	builder := int(mix64(g.h^s.seed) % uint64(len(p.miners)))
 	gasLimit := max(uint64(blockGasLimit), g.gasUsed)
 	b = qty(b, `{"baseFeePerGas":`, g.baseFee)
+	g.mark(b, hBaseFee)
 	b = qty(b, `,"blobGasUsed":`, g.blobGasUsed)
+	g.mark(b, hBlobGasUsed)
 	b = append(b, `,"difficulty":"0x0"`...)
+	g.mark(b, hDifficulty)
 	b = qty(b, `,"excessBlobGas":`, (r.next()%400)*blobGas)
+	g.mark(b, hExcessBlobGas)
 	b = str(b, `,"extraData":`, p.extra[builder])
+	g.mark(b, hExtra)
 	b = qty(b, `,"gasLimit":`, gasLimit)
+	g.mark(b, hGasLimit)
 	b = qty(b, `,"gasUsed":`, g.gasUsed)
-	b = str(b, `,"hash":`, g.blockHash[:])
+	g.mark(b, hGasUsed)
+	b = g.selfHash(b, `,"hash":`)
 	b = appendBloom(b, `,"logsBloom":`, &g.bloom)
+	g.mark(b, hBloom)
 	b = str(b, `,"miner":`, p.miners[builder].hex[:])
+	g.mark(b, hMiner)
 	b = g.hash(b, `,"mixHash":`)
+	g.mark(b, hMixHash)
 	b = append(b, `,"nonce":"0x0000000000000000"`...)
+	g.mark(b, hNonce)
 	b = str(b, `,"number":`, g.number)
+	g.mark(b, hNumber)
 	b = g.hash(b, `,"parentBeaconBlockRoot":`)
+	g.mark(b, hBeaconRoot)
 	b = append(b, `,"parentHash":"0x`...)
-	if g.h > 0 {
-		b = hex.AppendEncode(b, s.BlockHash(g.h-1))
-	} else {
-		b = append(b, "0000000000000000000000000000000000000000000000000000000000000000"...)
-	}
+	g.offParent = len(b)
+	b = append(b, "0000000000000000000000000000000000000000000000000000000000000000"...)
 	b = append(b, '"')
+	g.mark(b, hParentHash)
 	b = g.hash(b, `,"receiptsRoot":`)
+	g.mark(b, hReceiptsRoot)
 	b = append(b, `,"requestsHash":"0xe3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"`...)
+	g.mark(b, hRequestsHash)
 	b = append(b, `,"sha3Uncles":"0x1dcc4de8dec75d7aab85b567b6ccd41ad312451b948a7413f0a142fd40d49347"`...)
+	g.mark(b, hUncles)
 	b = qty(b, `,"size":`, g.size)
 	b = g.hash(b, `,"stateRoot":`)
+	g.mark(b, hStateRoot)
 	b = str(b, `,"timestamp":`, g.tsHex)
+	g.mark(b, hTimestamp)
 	b = append(b, `,"transactions":[`...)
 	for i := range g.txs {
 		if i > 0 {
@@ -649,6 +679,7 @@ func (g *generator) writeBlock(b []byte) []byte {
 	}
 	b = append(b, ']')
 	b = g.hash(b, `,"transactionsRoot":`)
+	g.mark(b, hTxRoot)
 	b = append(b, `,"uncles":[],"withdrawals":[`...)
 	if g.h > 0 {
 		for i := uint64(0); i < withdrawals; i++ {
@@ -664,6 +695,7 @@ func (g *generator) writeBlock(b []byte) []byte {
 	}
 	b = append(b, ']')
 	b = g.hash(b, `,"withdrawalsRoot":`)
+	g.mark(b, hWithdrawalsRoot)
 	return append(b, '}')
 }
 
@@ -681,7 +713,7 @@ func (g *generator) writeTx(b []byte, i int) []byte {
 	t := &g.txs[i]
 	s, r := g.s, &g.r
 	p := s.pools
-	b = str(b, `{"blockHash":`, g.blockHash[:])
+	b = g.selfHash(b, `{"blockHash":`)
 	b = str(b, `,"blockNumber":`, g.number)
 	b = str(b, `,"blockTimestamp":`, g.tsHex)
 	b = str(b, `,"from":`, p.users[t.from].hex[:])
@@ -825,7 +857,7 @@ func (g *generator) writeReceipt(b []byte, i int) []byte {
 		sep = `,`
 	}
 	b = append(b, sep...)
-	b = str(b, `"blockHash":`, g.blockHash[:])
+	b = g.selfHash(b, `"blockHash":`)
 	b = str(b, `,"blockNumber":`, g.number)
 	if t.kind == kindCreate {
 		b = append(b, `,"contractAddress":"0x`...)
@@ -923,8 +955,87 @@ func (g *generator) writeLog(b []byte, t *txPlan, txIndex, logIndex int, bloom *
 	b = append(b, `,"transactionHash":"0x`...)
 	b = append(b, t.hash[:]...)
 	b = qty(b, `","transactionIndex":`, uint64(txIndex))
-	b = str(b, `,"blockHash":`, g.blockHash[:])
+	b = g.selfHash(b, `,"blockHash":`)
 	b = str(b, `,"blockTimestamp":`, g.tsHex)
 	b = qty(b, `,"logIndex":`, uint64(logIndex))
 	return append(b, `,"removed":false}`...)
+}
+
+// Indexes of headerFields, for mark.
+const (
+	hParentHash = iota
+	hUncles
+	hMiner
+	hStateRoot
+	hTxRoot
+	hReceiptsRoot
+	hBloom
+	hDifficulty
+	hNumber
+	hGasLimit
+	hGasUsed
+	hTimestamp
+	hExtra
+	hMixHash
+	hNonce
+	hBaseFee
+	hWithdrawalsRoot
+	hBlobGasUsed
+	hExcessBlobGas
+	hBeaconRoot
+	hRequestsHash
+)
+
+// mark records that b ends with the quoted value of header field i.
+func (g *generator) mark(b []byte, i int) {
+	end := len(b) - 1
+	g.spans[i] = [2]int{bytes.LastIndexByte(b[:end], '"') + 1, end}
+}
+
+// selfHash appends key and a placeholder for the block's own hash, which
+// finish fills in.
+func (g *generator) selfHash(b []byte, key string) []byte {
+	b = append(b, key...)
+	b = append(b, `"0x`...)
+	g.offHash = append(g.offHash, len(b))
+	b = append(b, "0000000000000000000000000000000000000000000000000000000000000000"...)
+	return append(b, '"')
+}
+
+// pendingBlock is a rendered record waiting for its parent's hash.
+type pendingBlock struct {
+	rlp       headerRLP
+	offHash   []int
+	offParent int
+}
+
+// pending reads the header of the record just rendered into rec.
+func (g *generator) pending(rec []byte) (pendingBlock, error) {
+	p := pendingBlock{offHash: slices.Clone(g.offHash), offParent: g.offParent}
+	arena := make([]byte, 0, 768)
+	var err error
+	for i, sp := range g.spans {
+		if sp[1] == 0 {
+			return p, fmt.Errorf("evm: synthetic block %d: header field %s not rendered", g.h, headerFields[i].key)
+		}
+		if arena, err = p.rlp.set(i, rec[sp[0]:sp[1]], arena); err != nil {
+			return p, fmt.Errorf("evm: synthetic block %d: %s: %w", g.h, headerFields[i].key, err)
+		}
+	}
+	return p, nil
+}
+
+// finish computes the block's hash from its header and the parent's hash,
+// writes both where the record has placeholders, and returns the hash.
+func (p *pendingBlock) finish(rec []byte, parent [32]byte) [32]byte {
+	p.rlp.vals[hParentHash] = parent[:]
+	hex.Encode(rec[p.offParent:], parent[:])
+	sum, err := p.rlp.hash()
+	if err != nil {
+		panic(err) // every field was set by pending
+	}
+	for _, off := range p.offHash {
+		hex.Encode(rec[off:], sum[:])
+	}
+	return sum
 }
