@@ -33,6 +33,9 @@ type cometReplay struct {
 	wrongOnce  bool
 	wrongSent  atomic.Bool
 	blockCalls atomic.Int64
+
+	// lieAt holds heights whose block answers carry a wrong block_id.hash.
+	lieAt map[uint64]bool
 }
 
 func newCometReplay(t *testing.T, folder string) *cometReplay {
@@ -111,6 +114,9 @@ func (r *cometReplay) handle(method string, params json.RawMessage) (any, *rpcte
 	res, ok := r.results[fmt.Sprintf("%s %d", method, h)]
 	if !ok {
 		return nil, internal("height %d was not recorded", h)
+	}
+	if method == "block" && r.lieAt[h] {
+		return lieAboutHash(res), nil
 	}
 	return res, nil
 }
@@ -231,4 +237,18 @@ func TestRunPrunedHeightFailsFast(t *testing.T) {
 	if n := srv.Requests(); n > 2+6 {
 		t.Errorf("%d requests: the pruned height was retried", n)
 	}
+}
+
+// lieAboutHash returns a /block result whose block_id.hash has its first
+// hex digit changed.
+func lieAboutHash(res json.RawMessage) json.RawMessage {
+	const key = `"block_id":{"hash":"`
+	i := strings.Index(string(res), key) + len(key)
+	out := []byte(string(res))
+	if out[i] == '0' {
+		out[i] = '1'
+	} else {
+		out[i] = '0'
+	}
+	return out
 }

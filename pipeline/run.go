@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/archive"
+	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/monitor"
@@ -49,10 +50,11 @@ func ExitCode(err error) int {
 	var inv *loader.InvalidBlockError
 	var archived *archive.DataError
 	var refused *archive.PruneRefusedError
+	var lie *chain.HashMismatchError
 	switch {
 	case errors.As(err, &refused), errors.As(err, &ce), errors.As(err, &alias), errors.As(err, &shape):
 		return ExitConfig
-	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &damaged), errors.As(err, &wrong), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv), errors.As(err, &reorg), errors.As(err, &archived):
+	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &damaged), errors.As(err, &wrong), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv), errors.As(err, &reorg), errors.As(err, &archived), errors.As(err, &lie):
 		return ExitData
 	case errors.Is(err, context.Canceled), errors.Is(err, ErrInterrupted):
 		return ExitInterrupted

@@ -1,0 +1,67 @@
+package hashchain
+
+import (
+	"context"
+	"testing"
+)
+
+func TestWaitReturnsOnceTheClaimIsReleased(t *testing.T) {
+	c := New()
+	release := c.Claim(10, 20)
+	if !c.Pending(15) || c.Pending(21) {
+		t.Fatal("claim does not cover exactly 10..20")
+	}
+	done := make(chan bool)
+	go func() {
+		_, err := c.Wait(context.Background(), 20)
+		if err != nil {
+			t.Error(err)
+		}
+		_, ok := c.Get(20)
+		done <- ok
+	}()
+	c.Put(20, [32]byte{20})
+	release()
+	if !<-done {
+		t.Fatal("waiter did not see the hash put before release")
+	}
+	if waited, _ := c.Wait(context.Background(), 20); waited {
+		t.Fatal("released height still pending")
+	}
+}
+
+func TestWaitEndsWithContext(t *testing.T) {
+	c := New()
+	release := c.Claim(1, 1)
+	defer release()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Wait(ctx, 1); err == nil {
+		t.Fatal("wait on a canceled context returned no error")
+	}
+}
+
+func TestNearestFindsRingThenMarks(t *testing.T) {
+	c := New()
+	if _, _, ok := c.Nearest(0, 100); ok {
+		t.Fatal("empty chain has a nearest hash")
+	}
+	c.Put(90, [32]byte{90})
+	if k, v, ok := c.Nearest(0, 100); !ok || k != 90 || v[0] != 90 {
+		t.Fatalf("nearest = %d %v %v, want 90", k, v[0], ok)
+	}
+	// Far above the ring: only marks count.
+	c.Put(Stride*3, [32]byte{3})
+	h := uint64(Stride*3 + Ring + 500)
+	if k, _, ok := c.Nearest(0, h); !ok || k != Stride*3 {
+		t.Fatalf("nearest below %d = %d %v, want the mark %d", h, k, ok, Stride*3)
+	}
+	// A height overwritten in the ring is no longer known, its mark is.
+	c.Put(Stride*3+Ring, [32]byte{4})
+	if _, ok := c.Get(Stride * 3); !ok {
+		t.Fatal("mark lost when the ring slot was reused")
+	}
+	if _, ok := c.Get(90 + Ring); ok {
+		t.Fatal("unknown height reported known")
+	}
+}

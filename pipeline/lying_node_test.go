@@ -1,0 +1,123 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/jsonrpc"
+	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
+	"github.com/blockhaul/blockhaul/staging"
+)
+
+// recordedHash is the real hash of block h of the recorded node-0.38 chain.
+func recordedHash(t *testing.T, h uint64) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "chain", "cometbft", "testdata", "node-0.38", "expected.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exp struct {
+		Heights []struct {
+			Height uint64 `json:"height"`
+			Hash   string `json:"hash"`
+		} `json:"heights"`
+	}
+	if err := json.Unmarshal(b, &exp); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range exp.Heights {
+		if e.Height == h {
+			return strings.ToUpper(e.Hash)
+		}
+	}
+	t.Fatalf("no recorded hash for %d", h)
+	return ""
+}
+
+// A node that lies about the hash of the last block of a span (16, with
+// spans of 2) and of the range (40) gets neither staged nor exported: the
+// run fails with exit 4 naming the endpoint, the height and both hashes.
+// (Before blocks were verified, the lie at 40 was exported with exit 0.)
+func TestRunLyingNodeFailsNamingBlockEndpointAndHashes(t *testing.T) {
+	liar := newCometReplay(t, "node-0.38")
+	liar.lieAt = map[uint64]bool{16: true, 40: true}
+	srv := rpctest.NewServer(rpctest.Config{Handler: liar.handle})
+	defer srv.Close()
+	cfg := rpcRunConfig(t, srv.URL)
+	_, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler))
+	if err == nil {
+		t.Fatal("run succeeded against a node that lies about block hashes")
+	}
+	if code := ExitCode(err); code != ExitData {
+		t.Fatalf("exit %d, want %d (data wrong): %v", code, ExitData, err)
+	}
+	var hm *chain.HashMismatchError
+	if !errors.As(err, &hm) {
+		t.Fatalf("error %v is not a hash mismatch", err)
+	}
+	if hm.Height != 16 && hm.Height != 40 {
+		t.Fatalf("mismatch at height %d, the node lied at 16 and 40", hm.Height)
+	}
+	real := recordedHash(t, hm.Height)
+	claimed := []byte(real)
+	if claimed[0] == '0' {
+		claimed[0] = '1'
+	} else {
+		claimed[0] = '0'
+	}
+	msg := err.Error()
+	for _, want := range []string{jsonrpc.Redact(srv.URL), real, string(claimed), "block " + strconv.FormatUint(hm.Height, 10)} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not name %q", msg, want)
+		}
+	}
+	store, err := staging.Open(cfg.Staging, staging.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for _, h := range []uint64{16, 40} {
+		if b, err := store.Get(h); err == nil {
+			t.Errorf("block %d was staged (hash %X)", h, b.Hash)
+		}
+	}
+}
+
+// The same lies from one of two endpoints are asked again of the other:
+// the run completes with the true blocks.
+func TestRunLyingNodeRetriedOnAnotherEndpoint(t *testing.T) {
+	liar := newCometReplay(t, "node-0.38")
+	liar.lieAt = map[uint64]bool{16: true, 40: true}
+	bad := rpctest.NewServer(rpctest.Config{Handler: liar.handle})
+	defer bad.Close()
+	good := rpctest.NewServer(rpctest.Config{Handler: newCometReplay(t, "node-0.38").handle})
+	defer good.Close()
+	cfg := rpcRunConfig(t, bad.URL, good.URL)
+	if _, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	store, err := staging.Open(cfg.Staging, staging.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for _, h := range []uint64{16, 40} {
+		b, err := store.Get(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.ToUpper(hex.EncodeToString(b.Hash)); got != recordedHash(t, h) {
+			t.Errorf("block %d staged with hash %s, the chain's is %s", h, got, recordedHash(t, h))
+		}
+	}
+}
