@@ -17,11 +17,25 @@ type ContinuityError struct {
 	ParentHash []byte // what block Height names as its parent
 	PrevHash   []byte // the hash of block Height-1 as staged or checkpointed
 	Source     string // where PrevHash came from
+	// Wrong is the block whose stored hash does not match its own header,
+	// when recomputing the hashes of the two blocks says so (the decoder
+	// can verify blocks); 0 otherwise. Such a block is removed from
+	// staging (Removed), so that the next fetch stages it again.
+	Wrong    uint64
+	Computed []byte // the hash block Wrong's header gives
+	Removed  bool
 }
 
 func (e *ContinuityError) Error() string {
-	return fmt.Sprintf("export: continuity break at height %d: its parent hash %X is not the hash %X of block %d (%s)",
+	s := fmt.Sprintf("export: continuity break at height %d: its parent hash %X is not the hash %X of block %d (%s)",
 		e.Height, e.ParentHash, e.PrevHash, e.Height-1, e.Source)
+	if e.Wrong != 0 {
+		s += fmt.Sprintf(": block %d's stored hash does not match its header (which hashes to %X)", e.Wrong, e.Computed)
+		if e.Removed {
+			s += "; it was removed from staging: fetch the range again to repair it"
+		}
+	}
+	return s
 }
 
 // DecodeError reports a staged record the decoder cannot turn into rows.

@@ -333,7 +333,9 @@ func readBatch(store *staging.Store, dec Decoder, from, to uint64, maxRows int, 
 			return batch{}, &GapError{Height: want}
 		}
 		if prev != nil && !bytes.Equal(blk.ParentHash, prev) {
-			return batch{}, &ContinuityError{Height: blk.Height, ParentHash: blk.ParentHash, PrevHash: prev, Source: prevSrc}
+			ce := &ContinuityError{Height: blk.Height, ParentHash: blk.ParentHash, PrevHash: prev, Source: prevSrc}
+			blame(store, dec, ce, blk.Raw)
+			return batch{}, ce
 		}
 		if err := dec.Decode(blk.Height, blk.Raw, rows); err != nil {
 			return batch{}, &DecodeError{Height: blk.Height, Err: err}
@@ -419,4 +421,37 @@ func committedHash(ctx context.Context, conn *pgx.Conn, schema string, tables []
 		return hash, true, nil
 	}
 	return nil, false, nil
+}
+
+// BlockVerifier is what a Decoder may also do: recompute a raw record's
+// block hash from its header, returning a *chain.HashMismatchError when it
+// is not the hash the record carries.
+type BlockVerifier interface {
+	VerifyBlock(raw []byte) (hash []byte, err error)
+}
+
+// blame finds, for a continuity break, which of the two blocks has a
+// stored hash its own header does not give (raw is block ce.Height's
+// record), and removes that block from staging so that a fetch stages it
+// again.
+func blame(store *staging.Store, dec Decoder, ce *ContinuityError, raw []byte) {
+	v, ok := dec.(BlockVerifier)
+	if !ok {
+		return
+	}
+	check := func(h uint64, raw []byte) bool {
+		var hm *chain.HashMismatchError
+		if _, err := v.VerifyBlock(raw); errors.As(err, &hm) {
+			ce.Wrong, ce.Computed = h, hm.Computed
+			ce.Removed = store.Delete(h, h) == nil
+			return true
+		}
+		return false
+	}
+	if check(ce.Height, raw) || ce.Source != "staging" {
+		return
+	}
+	if prev, err := store.Get(ce.Height - 1); err == nil {
+		check(ce.Height-1, prev.Raw)
+	}
 }

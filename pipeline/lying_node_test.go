@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
 	"github.com/blockhaul/blockhaul/staging"
@@ -119,5 +121,78 @@ func TestRunLyingNodeRetriedOnAnotherEndpoint(t *testing.T) {
 		if got := strings.ToUpper(hex.EncodeToString(b.Hash)); got != recordedHash(t, h) {
 			t.Errorf("block %d staged with hash %s, the chain's is %s", h, got, recordedHash(t, h))
 		}
+	}
+}
+
+// A store that holds a lie (block 16 with a hash its header does not give,
+// staged before blocks were verified) halts export at 17 with a
+// continuity break that names block 16 as the wrong one and removes it;
+// a run against a sound node then refetches 16 and completes.
+func TestExportNamesTheWrongBlockAndARefetchRepairsIt(t *testing.T) {
+	node := newCometReplay(t, "node-0.38")
+	srv := rpctest.NewServer(rpctest.Config{Handler: node.handle})
+	defer srv.Close()
+	cfg := rpcRunConfig(t, srv.URL)
+
+	var st struct {
+		NodeInfo struct {
+			Network string `json:"network"`
+		} `json:"node_info"`
+	}
+	if err := json.Unmarshal(node.status, &st); err != nil {
+		t.Fatal(err)
+	}
+	store, err := staging.Open(cfg.Staging, staging.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Bind(chain.FamilyCometBFT, st.NodeInfo.Network); err != nil {
+		t.Fatal(err)
+	}
+	batch := store.NewBatch()
+	for h := uint64(1); h <= 40; h++ {
+		blk := node.results["block "+strconv.FormatUint(h, 10)]
+		if h == 16 {
+			blk = lieAboutHash(blk)
+		}
+		raw := cometbft.MarshalRecord(blk, node.results["block_results "+strconv.FormatUint(h, 10)])
+		hash, parent, _, err := cometbft.BlockIdentity(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := batch.Put(chain.Block{Height: h, Hash: hash, ParentHash: parent, Raw: raw}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := batch.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	batch.Close()
+	store.Close()
+
+	cfg.Command = CmdExport
+	_, err = Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler))
+	if code := ExitCode(err); code != ExitData {
+		t.Fatalf("export: exit %d, want %d: %v", code, ExitData, err)
+	}
+	if !strings.Contains(fmt.Sprint(err), "block 16's stored hash does not match its header") {
+		t.Fatalf("export error %v does not name block 16 as the wrong one", err)
+	}
+
+	cfg.Command = CmdRun
+	if _, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("run after the break: %v", err)
+	}
+	store, err = staging.Open(cfg.Staging, staging.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	b, err := store.Get(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.ToUpper(hex.EncodeToString(b.Hash)); got != recordedHash(t, 16) {
+		t.Fatalf("block 16 staged with %s after the refetch, the chain's is %s", got, recordedHash(t, 16))
 	}
 }

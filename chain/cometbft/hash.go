@@ -297,3 +297,7 @@ func hexUpperString(b []byte) string {
 	}
 	return string(out)
 }
+
+// VerifyBlock is the package's VerifyBlock, for export to name the wrong
+// block of a continuity break (export.BlockVerifier).
+func (*Decoder) VerifyBlock(raw []byte) ([]byte, error) { return VerifyBlock(raw) }

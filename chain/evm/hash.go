@@ -294,3 +294,7 @@ func (r *headerRLP) read(block []byte) (claimed []byte, height uint64, err error
 	}
 	return claimed, height, nil
 }
+
+// VerifyBlock is the package's VerifyBlock, for export to name the wrong
+// block of a continuity break (export.BlockVerifier).
+func (*Decoder) VerifyBlock(raw []byte) ([]byte, error) { return VerifyBlock(raw) }
