@@ -92,6 +92,12 @@ type Config struct {
 
 	MergeFrom string // --merge-from: the staging directory merge copies from
 
+	// Shards of a fetch run as a Kubernetes Indexed Job (pipeline/shard.go).
+	Shards        int    // --shards: slices the range is cut into (0: not sharded)
+	ShardIndex    int    // --shard-index (else JOB_COMPLETION_INDEX): this process's slice
+	ShardIndexSet bool   // whether --shard-index or JOB_COMPLETION_INDEX gave it
+	ShardChunk    uint64 // --shard-chunk: slices start and end on multiples of it
+
 	// The archive commands' fields.
 	JSON          bool     // --json: print the report as JSON
 	Against       string   // --against: checksum: the DSN of the database to compare with
@@ -196,6 +202,7 @@ func DefaultConfig() Config {
 		PollInterval:   2 * time.Second,
 		ReorgWindow:    64,
 		Chunk:          10_000,
+		ShardChunk:     DefaultShardChunk,
 		DeferIndexes:   IndexesAuto,
 		LogFormat:      "text",
 		LogLevel:       "info",
@@ -336,6 +343,7 @@ func (c *Config) Validate() error {
 	if err := lv.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		bad("log-level", "want debug, info, warn or error, got %q", c.LogLevel)
 	}
+	fs = append(fs, c.validateShards()...)
 	if len(fs) > 0 {
 		return &ConfigError{Fields: fs}
 	}

@@ -106,6 +106,16 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	case CmdRestore:
 		return Summary{Command: cfg.Command}, Restore(ctx, cfg, out)
 	}
+	if cfg.Shards > 0 {
+		from, to := cfg.From, cfg.To
+		if !cfg.shardSlice() {
+			fmt.Fprintf(out, "blockhaul %s: shard %d of %d has no heights of %d..%d (slices of whole %d-height chunks): nothing to do\n",
+				cfg.Command, cfg.ShardIndex, cfg.Shards, from, to, cfg.ShardChunk)
+			return Summary{Command: cfg.Command, From: from, To: to, Complete: true}, nil
+		}
+		log = log.With("shard", cfg.ShardIndex, "shards", cfg.Shards)
+		log.Info("fetching this shard's slice", "from", cfg.From, "to", cfg.To, "range_from", from, "range_to", to)
+	}
 	start := time.Now()
 	sum := Summary{Command: cfg.Command, From: cfg.From, To: cfg.To}
 	t := syntheticTip(&cfg)

@@ -118,6 +118,9 @@ func parseCommandLine(args, environ []string) *commandLine {
 	p, w := applyEnv(fs, environ)
 	cl.problems = append(cl.problems, p...)
 	cl.warnings = append(cl.warnings, w...)
+	jp := shardIndexFromJob(fs, environ)
+	cl.problems = append(cl.problems, jp...)
+	cl.cfg.ShardIndexSet = fs.Changed("shard-index") || len(jp) > 0 // a bad index is reported once
 	if pgOnCommandLine && dsnHasPassword(cl.cfg.PG) {
 		cl.warnings = append(cl.warnings, "--pg holds a password, which every local user can read in the process list: "+
 			"set the DSN in BLOCKHAUL_PG, or the password in PGPASSWORD or a PGPASSFILE")
@@ -379,5 +382,25 @@ func (l *rpcList) Set(v string) error {
 	}
 	*l.urls = append(*l.urls, urls...)
 	l.set = true
+	return nil
+}
+
+// shardIndexFromJob sets --shard-index from JOB_COMPLETION_INDEX, which
+// Kubernetes gives every pod of an Indexed Job, when --shards is given and
+// neither the flag nor BLOCKHAUL_SHARD_INDEX set the index. Without
+// --shards the variable is ignored: it is in every Indexed Job's pods.
+func shardIndexFromJob(fs *pflag.FlagSet, environ []string) []*pipeline.FieldError {
+	if !fs.Changed("shards") || fs.Changed("shard-index") {
+		return nil
+	}
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k != "JOB_COMPLETION_INDEX" {
+			continue
+		}
+		if err := fs.Set("shard-index", v); err != nil {
+			return []*pipeline.FieldError{{Flag: "shard-index", Env: "JOB_COMPLETION_INDEX", Msg: fmt.Sprintf("%q: %v", v, cause(err))}}
+		}
+	}
 	return nil
 }
