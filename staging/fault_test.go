@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -241,8 +242,49 @@ func TestFullDiskStopsAtReserve(t *testing.T) {
 // goroutine, its commit pipeline locked for good), or a flush fails (Pebble
 // retries it forever in the background).
 func TestENOSPCInPebbleIsContained(t *testing.T) {
-	t.Run("wal", func(t *testing.T) { testENOSPCInPebble(t, true) })
+	t.Run("wal", func(t *testing.T) {
+		if os.Getenv(enospcChildEnv) != "" {
+			testENOSPCInPebble(t, true)
+			return
+		}
+		runENOSPCWALChild(t)
+	})
 	t.Run("flush", func(t *testing.T) { testENOSPCInPebble(t, false) })
+}
+
+// enospcChildEnv marks the child process that runs the "wal" case, and
+// carries the WAL byte count at which its writes start to fail.
+const enospcChildEnv = "BLOCKHAUL_TEST_ENOSPC_WAL_AT"
+
+// runENOSPCWALChild runs the "wal" case in a child process. The WAL writer
+// fails asynchronously: when its refused write is first met by a WAL
+// rotation instead of a commit (a matter of scheduling on a loaded machine),
+// Pebble panics with its mutex unlocked and the deferred unlock is a fatal
+// runtime error no recover can stop — the case only the free-space reserve
+// prevents (TestReserveRefusesBeforePebbleSeesENOSPC). That fatal ends the
+// child, not the suite; the case is tried again with the failure placed
+// elsewhere in the memtable, and must be contained in at least one of three
+// tries. Any other failure fails at once.
+func runENOSPCWALChild(t *testing.T) {
+	var last []byte
+	for _, at := range []int{12 << 20, 5 << 20, 22 << 20} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestENOSPCInPebbleIsContained$/^wal$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", enospcChildEnv, at))
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			if !bytes.Contains(out, []byte("--- PASS: TestENOSPCInPebbleIsContained/wal")) {
+				t.Fatalf("the child ran no wal case:\n%s", out)
+			}
+			return
+		}
+		if bytes.Contains(out, []byte("unlock of unlocked mutex")) && bytes.Contains(out, []byte("rotateWAL")) {
+			t.Logf("WAL failing at %d bytes was met by a WAL rotation (Pebble's unrecoverable case); trying elsewhere", at)
+			last = out
+			continue
+		}
+		t.Fatalf("wal case failed (WAL failing at %d bytes): %v\n%s", at, err, out)
+	}
+	t.Fatalf("every try was met by a WAL rotation; last output:\n%s", last)
 }
 
 func testENOSPCInPebble(t *testing.T, wal bool) {
@@ -255,9 +297,9 @@ func testENOSPCInPebble(t *testing.T, wal bool) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	fs := newSmallFS(1 << 40)
 	fs.lie = true
-	// wal: only the WAL fails, 12 MiB into it: in the middle of a memtable
-	// (Pebble's grow from 256 KiB, doubling), so that the failure is met by
-	// a WAL write, not by a WAL rotation. At a rotation Pebble panics with
+	// wal: only the WAL fails, 12 MiB into it (or where the child is told):
+	// in the middle of a memtable (Pebble's grow from 256 KiB, doubling), so
+	// that the failure is usually met by a WAL write, not by a WAL rotation. At a rotation Pebble panics with
 	// its mutex unlocked, and the deferred unlock is a fatal runtime error
 	// that no recover can stop: only the reserve prevents that one.
 	// flush: only flush output fails, at once.
@@ -275,7 +317,11 @@ func testENOSPCInPebble(t *testing.T, wal bool) {
 	var committed, failed []uint64
 	if wal {
 		fs.refuse = func(name string) bool { return strings.HasSuffix(name, ".log") }
-		fs.setLimit(12 << 20)
+		at, perr := strconv.Atoi(os.Getenv(enospcChildEnv))
+		if perr != nil {
+			t.Fatalf("%s: %v", enospcChildEnv, perr)
+		}
+		fs.setLimit(int64(at))
 		committed, failed, err = fillUntilError(t, s, 1, 1000)
 	} else {
 		fs.refuse = func(name string) bool { return strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob") }
