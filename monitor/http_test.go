@@ -223,3 +223,78 @@ func TestServeReportsListenFailure(t *testing.T) {
 		t.Error("Serve waited for its context instead of failing at once")
 	}
 }
+
+func TestNotReadyWithoutHealthyEndpoint(t *testing.T) {
+	m := New(Options{Out: io.Discard, Terminal: ptr(false)})
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	var mu sync.Mutex
+	health := []EndpointHealth{{"https://a.example.org/***", true}, {"https://b.example.org/***", true}}
+	m.WatchEndpoints(func() []EndpointHealth {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]EndpointHealth(nil), health...)
+	})
+	set := func(a, b bool) {
+		mu.Lock()
+		health[0].Healthy, health[1].Healthy = a, b
+		mu.Unlock()
+	}
+	m.SetReady(true, "")
+	steps := []struct {
+		name   string
+		a, b   bool
+		code   int
+		body   string
+		gauges [3]float64 // ready, a healthy, b healthy
+	}{
+		{"both healthy", true, true, http.StatusOK, "ready", [3]float64{1, 1, 1}},
+		{"one out", false, true, http.StatusOK, "ready", [3]float64{1, 0, 1}},
+		{"none healthy", false, false, http.StatusServiceUnavailable, "no healthy RPC endpoint: https://a.example.org/***, https://b.example.org/***", [3]float64{0, 0, 0}},
+		{"one back", false, true, http.StatusOK, "ready", [3]float64{1, 0, 1}},
+	}
+	for _, s := range steps {
+		set(s.a, s.b)
+		code, body := get(t, srv.URL+"/readyz")
+		if code != s.code || !strings.Contains(body, s.body) {
+			t.Errorf("%s: /readyz = %d %q, want %d containing %q", s.name, code, body, s.code, s.body)
+		}
+		got := scrape(t, srv.URL+"/metrics")
+		for i, k := range []string{"blockhaul_ready",
+			`blockhaul_rpc_endpoint_healthy{endpoint="https://a.example.org/***"}`,
+			`blockhaul_rpc_endpoint_healthy{endpoint="https://b.example.org/***"}`} {
+			if v, ok := got[k]; !ok || v != s.gauges[i] {
+				t.Errorf("%s: %s = %v (present %v), want %v", s.name, k, v, ok, s.gauges[i])
+			}
+		}
+	}
+	// A failing job stays not ready for its own reason.
+	set(true, true)
+	m.SetReady(false, "export: connection refused")
+	if code, body := get(t, srv.URL+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "connection refused") {
+		t.Errorf("failing: /readyz = %d %q", code, body)
+	}
+}
+
+func TestTipLagAndReorgMetrics(t *testing.T) {
+	m := New(Options{Out: io.Discard, Terminal: ptr(false)})
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	if _, ok := scrape(t, srv.URL+"/metrics")["blockhaul_lag_heights"]; !ok {
+		t.Error("blockhaul_lag_heights missing before anything is known")
+	}
+	m.SetTip(1000)
+	m.Exported(1, 900, []int{5}, time.Millisecond, false)
+	got := scrape(t, srv.URL+"/metrics")
+	if got["blockhaul_chain_tip_height"] != 1000 || got["blockhaul_lag_heights"] != 100 {
+		t.Errorf("tip %v lag %v, want 1000 and 100", got["blockhaul_chain_tip_height"], got["blockhaul_lag_heights"])
+	}
+	m.SetTip(1010)
+	m.Exported(901, 1005, []int{5}, time.Millisecond, false)
+	m.ReorgRepaired()
+	m.ReorgRepaired()
+	got = scrape(t, srv.URL+"/metrics")
+	if got["blockhaul_lag_heights"] != 5 || got["blockhaul_reorgs_repaired_total"] != 2 {
+		t.Errorf("lag %v reorgs %v, want 5 and 2", got["blockhaul_lag_heights"], got["blockhaul_reorgs_repaired_total"])
+	}
+}

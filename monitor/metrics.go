@@ -20,7 +20,8 @@ type metrics struct {
 	retries                   *prometheus.CounterVec   // by reason
 	pgRetries                 *prometheus.CounterVec   // by cause
 	rangeFrom, rangeTo, last  prometheus.Gauge
-	ready                     prometheus.Gauge
+	tip, lag                  prometheus.Gauge
+	reorgs                    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -70,12 +71,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		rangeFrom: gauge("range_from", "First height of the job's range."),
 		rangeTo:   gauge("range_to", "Last height of the job's range."),
 		last:      gauge("last_exported_height", "Last height committed to PostgreSQL."),
-		ready:     gauge("ready", "1 while the job is in its main phase and not failing."),
+		tip:       gauge("chain_tip_height", "The chain tip the source last reported."),
+		lag:       gauge("lag_heights", "Heights between the chain tip and the last height committed to PostgreSQL."),
+		reorgs:    counter("reorgs_repaired_total", "Chain reorganisations the head stream undid."),
 	}
 	reg.MustRegister(
 		m.fetched, m.staged, m.exported, m.planned, m.rows, m.batches, m.conflicts,
 		m.exportCommit, m.stageCommit, m.rawBytes, m.storedBytes, m.ratio,
-		m.requests, m.requestDur, m.retries, m.pgRetries, m.rangeFrom, m.rangeTo, m.last, m.ready,
+		m.requests, m.requestDur, m.retries, m.pgRetries, m.rangeFrom, m.rangeTo, m.last,
+		m.tip, m.lag, m.reorgs,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

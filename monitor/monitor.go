@@ -130,6 +130,11 @@ type state struct {
 
 	ready  bool
 	reason string
+
+	endpoints func() []EndpointHealth // see WatchEndpoints
+	tip       uint64
+	tipKnown  bool
+	reorgs    uint64
 }
 
 // New returns a Monitor and registers its metrics. It panics if the
@@ -165,6 +170,15 @@ func New(opts Options) *Monitor {
 		m.log = slog.New(slog.NewTextHandler(m.con, nil))
 	}
 	m.met = newMetrics(m.reg)
+	m.reg.MustRegister(newEndpointCollector(m), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "blockhaul", Name: "ready",
+		Help: "1 while the job is in its main phase, not failing, and has a healthy RPC endpoint if it uses any (what /readyz answers).",
+	}, func() float64 {
+		if ok, _ := m.readiness(); ok {
+			return 1
+		}
+		return 0
+	}))
 	m.st.created = m.now()
 	m.st.reason = "starting"
 	return m
@@ -290,6 +304,9 @@ func (m *Monitor) Exported(from, to uint64, rows []int, commit time.Duration, co
 		m.st.last, m.st.lastValid = to, true
 	}
 	m.st.exportLast = m.now()
+	if lag, ok := m.lagLocked(); ok {
+		m.met.lag.Set(float64(lag))
+	}
 }
 
 // Request records one RPC request to endpoint, which must already be
@@ -327,21 +344,23 @@ func (m *Monitor) PGRetry(cause string) {
 // SetReady sets what /readyz answers: ready once the job has started its
 // main phase and is not failing; reason says why not, when not.
 func (m *Monitor) SetReady(ok bool, reason string) {
-	v := 0.0
-	if ok {
-		v = 1
-	}
-	m.met.ready.Set(v)
 	m.mu.Lock()
 	m.st.ready, m.st.reason = ok, reason
 	m.mu.Unlock()
 }
 
-// readiness returns what SetReady last set.
+// readiness returns what SetReady last set, unless no RPC endpoint is
+// healthy: a job that cannot reach a node is not ready, whatever its phase.
 func (m *Monitor) readiness() (bool, string) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.st.ready, m.st.reason
+	ok, reason := m.st.ready, m.st.reason
+	m.mu.Unlock()
+	if ok {
+		if why := noHealthyEndpoint(m.endpointHealth()); why != "" {
+			return false, why
+		}
+	}
+	return ok, reason
 }
 
 func compressionRatio(raw, stored int64) float64 {

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 
@@ -10,12 +11,38 @@ import (
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/loader"
+	"github.com/blockhaul/blockhaul/monitor"
 )
 
 // newSource returns the configured source: an RPC client when endpoints are
 // given, else the family's synthetic chain. Building a source contacts
 // nothing.
 func newSource(cfg *Config, tip func() uint64, log *slog.Logger) (loader.Source, error) {
+	src, err := newBareSource(cfg, tip, log)
+	if err != nil || cfg.Monitor == nil {
+		return src, err
+	}
+	return tipWatch{src, cfg.Monitor}, nil
+}
+
+// tipWatch reports every tip its source reads to the job's monitor (the
+// chain tip and lag metrics).
+type tipWatch struct {
+	loader.Source
+	m *monitor.Monitor
+}
+
+func (s tipWatch) Tip(ctx context.Context) (uint64, error) {
+	h, err := s.Source.Tip(ctx)
+	if err == nil {
+		s.m.SetTip(h)
+	}
+	return h, err
+}
+
+func (s tipWatch) Close() { closeSource(s.Source) }
+
+func newBareSource(cfg *Config, tip func() uint64, log *slog.Logger) (loader.Source, error) {
 	if cfg.Source != nil {
 		return cfg.Source, nil
 	}
@@ -71,6 +98,17 @@ func newRPCSource(fam chain.Family, cfg *Config, log *slog.Logger) (loader.Sourc
 	client, err := jsonrpc.New(ccfg)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Monitor != nil {
+		// /readyz is not ready while every endpoint is out of rotation.
+		cfg.Monitor.WatchEndpoints(func() []monitor.EndpointHealth {
+			st := client.Stats()
+			out := make([]monitor.EndpointHealth, len(st))
+			for i, e := range st {
+				out[i] = monitor.EndpointHealth{Endpoint: e.Endpoint, Healthy: e.Healthy}
+			}
+			return out
+		})
 	}
 	var src loader.Source
 	switch fam {

@@ -50,6 +50,7 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 	sum.Export.Rows = map[string]uint64{}
 	unlinked := 0 // fetches in a row that failed on blocks that do not link near the tip
 	for {
+		c.reorgsRepaired(sum)
 		cur, err := loadCursor(ctx, db, cfg.Schema, head)
 		if err != nil {
 			return err

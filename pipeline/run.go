@@ -142,6 +142,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	m := cfg.Monitor
 	if m == nil {
 		m = monitor.New(monitor.Options{Logger: log, Out: io.Discard, Terminal: new(bool), Interval: cfg.Progress})
+		cfg.Monitor = m // the sources built below report to it
 	}
 	if dec, err := newDecoder(&cfg); err == nil {
 		names := make([]string, 0)
@@ -161,6 +162,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 		hctx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 		served := make(chan error, 1)
 		go func() { served <- m.ServeListener(hctx, ln) }()
+		// With --http :0 this is where the port chosen is told.
+		log.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
 		defer func() {
 			stopHTTP()
 			if err := <-served; err != nil {
@@ -283,7 +286,18 @@ func runFetch(ctx context.Context, cfg *Config, store *staging.Store, tip func()
 }
 
 // counters hands the engines' hooks to the job's monitor.
-type counters struct{ m *monitor.Monitor }
+type counters struct {
+	m      *monitor.Monitor
+	reorgs uint64 // reorgs of the job's Summary already counted in m
+}
+
+// reorgsRepaired counts in the monitor the reorgs sum holds that it has
+// not counted yet.
+func (c *counters) reorgsRepaired(sum *Summary) {
+	for ; c.reorgs < sum.Reorgs; c.reorgs++ {
+		c.m.ReorgRepaired()
+	}
+}
 
 func loaderConfig(cfg *Config, log *slog.Logger, c *counters) loader.Config {
 	m := c.m
