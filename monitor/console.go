@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // Console is an output shared by a progress display and log lines. A
@@ -106,4 +108,18 @@ func isTerminal(w io.Writer) bool {
 		return false
 	}
 	return true
+}
+
+// terminalWidth returns the columns of the terminal w writes to: its window
+// size, else $COLUMNS, else 0 (unknown).
+func terminalWidth(w io.Writer) int {
+	if f, ok := w.(*os.File); ok {
+		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+			return int(ws.Col)
+		}
+	}
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+		return n
+	}
+	return 0
 }

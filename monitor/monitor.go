@@ -68,6 +68,11 @@ type Options struct {
 	// Now is the clock used for rates, ETAs and durations. Default
 	// time.Now.
 	Now func() time.Time
+	// Width returns the terminal's width in columns, asked at every
+	// redraw so that the display follows a resize; 0 means unknown.
+	// Default: the window size of Out's terminal, else $COLUMNS, else
+	// DefaultWidth.
+	Width func() int
 }
 
 // Monitor observes one job. Its event methods are safe for concurrent use
@@ -78,6 +83,7 @@ type Monitor struct {
 	log      *slog.Logger
 	con      *Console
 	terminal bool
+	widthFn  func() int
 	interval time.Duration
 	now      func() time.Time
 	reg      *prometheus.Registry
@@ -165,6 +171,11 @@ func New(opts Options) *Monitor {
 	} else {
 		m.terminal = isTerminal(m.con.w)
 	}
+	m.widthFn = opts.Width
+	if m.widthFn == nil {
+		w := m.con.w
+		m.widthFn = func() int { return terminalWidth(w) }
+	}
 	m.log = opts.Logger
 	if m.log == nil {
 		m.log = slog.New(slog.NewTextHandler(m.con, nil))
@@ -182,6 +193,14 @@ func New(opts Options) *Monitor {
 	m.st.created = m.now()
 	m.st.reason = "starting"
 	return m
+}
+
+// width is the width the display fits now.
+func (m *Monitor) width() int {
+	if w := m.widthFn(); w > 0 {
+		return w
+	}
+	return DefaultWidth
 }
 
 // Registry returns the registry the metrics live on.

@@ -143,7 +143,7 @@ func (m *Monitor) tick(now time.Time, final bool) {
 	m.mu.Unlock()
 	switch {
 	case m.terminal:
-		m.con.draw(renderLines(views))
+		m.con.draw(renderLines(views, m.width()))
 	case logDue && len(views) > 0:
 		m.log.LogAttrs(context.Background(), slog.LevelInfo, "progress", logAttrs(views)...)
 	}
@@ -219,43 +219,114 @@ func pace(v *phaseView, heights, aux *meter, n, auxN float64, phase time.Duratio
 	}
 }
 
-// renderLines draws each view as one line of at most about 80 columns, so
-// that a redraw never wraps on an ordinary terminal.
-func renderLines(views []phaseView) []string {
+// DefaultWidth is the width the display fits when the terminal's is
+// unknown.
+const DefaultWidth = 80
+
+// segment is one field of a progress line. A line too wide for the
+// terminal drops its segments of lowest keep first, so that what matters
+// most (the position, the ETA) stays on screen.
+type segment struct {
+	text  string
+	keep  int
+	tight bool // one space before it rather than two (a percentage after its bar)
+}
+
+// renderLines draws each view as one line that fits width columns (less
+// one: a line that reaches the last column wraps on some terminals), so
+// that a redraw in place never wraps and scrolls.
+func renderLines(views []phaseView, width int) []string {
+	if width <= 0 {
+		width = DefaultWidth
+	}
 	lines := make([]string, len(views))
 	for i, v := range views {
-		var b strings.Builder
-		fmt.Fprintf(&b, "%-6s ", v.name)
-		if v.totalKnown {
-			frac := 1.0
-			if v.total > 0 {
-				frac = float64(v.done) / float64(v.total)
-			}
-			fmt.Fprintf(&b, "%s %5.1f%%  %s/%s", bar(frac, 10), frac*100, count(float64(v.done)), count(float64(v.total)))
-		} else {
-			b.WriteString(count(float64(v.done)))
-		}
-		if v.rateKnown {
-			fmt.Fprintf(&b, "  %s h/s", count(v.rate))
-			if v.name == "fetch" {
-				fmt.Fprintf(&b, "  %s MB/s", mbRate(v.aux))
-			} else {
-				fmt.Fprintf(&b, "  %s rows/s", count(v.aux))
-			}
-		} else {
-			b.WriteString("  - h/s")
-		}
-		switch {
-		case v.finished:
-			b.WriteString("  done")
-		case v.etaKnown:
-			b.WriteString("  eta " + duration(v.eta))
-		default:
-			b.WriteString("  eta -")
-		}
-		lines[i] = b.String()
+		lines[i] = fit(fmt.Sprintf("%-6s", v.name), segments(v), width-1)
 	}
 	return lines
+}
+
+// segments are the fields of v's line, in order.
+func segments(v phaseView) []segment {
+	var segs []segment
+	add := func(keep int, tight bool, format string, args ...any) {
+		segs = append(segs, segment{text: fmt.Sprintf(format, args...), keep: keep, tight: tight})
+	}
+	if v.totalKnown {
+		frac := 1.0
+		if v.total > 0 {
+			frac = float64(v.done) / float64(v.total)
+		}
+		add(2, false, "%s", bar(frac, 10))
+		add(8, true, "%5.1f%%", frac*100)
+		add(3, false, "%s/%s", count(float64(v.done)), count(float64(v.total)))
+	} else {
+		add(6, false, "%s", count(float64(v.done)))
+	}
+	if v.rateKnown {
+		add(5, false, "%s h/s", count(v.rate))
+		if v.name == "fetch" {
+			add(1, false, "%s MB/s", mbRate(v.aux))
+		} else {
+			add(1, false, "%s rows/s", count(v.aux))
+		}
+	} else {
+		add(5, false, "- h/s")
+	}
+	switch {
+	case v.finished:
+		add(7, false, "done")
+	case v.etaKnown:
+		add(4, false, "eta %s", duration(v.eta))
+	default:
+		add(4, false, "eta -")
+	}
+	return segs
+}
+
+// fit joins name and the segments that fit in width columns, dropping the
+// segments of lowest keep first; a line that still does not fit is cut.
+func fit(name string, segs []segment, width int) string {
+	kept := make([]bool, len(segs))
+	for i := range kept {
+		kept[i] = true
+	}
+	join := func() string {
+		var b strings.Builder
+		b.WriteString(name)
+		first := true
+		prevBar := false
+		for i, s := range segs {
+			if !kept[i] {
+				continue
+			}
+			switch {
+			case first || (s.tight && prevBar):
+				b.WriteString(" ")
+			default:
+				b.WriteString("  ")
+			}
+			b.WriteString(s.text)
+			first, prevBar = false, strings.HasPrefix(s.text, "[")
+		}
+		return b.String()
+	}
+	line := join()
+	for n := len(segs); len(line) > width && n > 1; n-- {
+		// The last segment standing is cut rather than dropped.
+		drop := -1
+		for i, s := range segs {
+			if kept[i] && (drop < 0 || s.keep < segs[drop].keep) {
+				drop = i
+			}
+		}
+		kept[drop] = false
+		line = join()
+	}
+	if len(line) > width {
+		line = line[:max(width, 0)]
+	}
+	return line
 }
 
 // logAttrs gives each view as a group of attributes, numbers as numbers so

@@ -74,7 +74,7 @@ func TestMeterStaysSmall(t *testing.T) {
 func TestTerminalDisplay(t *testing.T) {
 	clk := newClock()
 	var out bytes.Buffer
-	m := New(Options{Out: &out, Terminal: ptr(true), Now: clk.Now})
+	m := New(Options{Out: &out, Terminal: ptr(true), Now: clk.Now, Width: func() int { return 80 }})
 	m.SetRange(1, 1000)
 	m.SetTables([]string{"blocks", "txs"})
 	m.FetchPlanned(1000)
@@ -132,7 +132,7 @@ func TestTerminalDisplay(t *testing.T) {
 func TestExportResumedShowsPosition(t *testing.T) {
 	clk := newClock()
 	var out bytes.Buffer
-	m := New(Options{Out: &out, Terminal: ptr(true), Now: clk.Now})
+	m := New(Options{Out: &out, Terminal: ptr(true), Now: clk.Now, Width: func() int { return 80 }})
 	m.SetRange(1001, 2000)
 	m.ExportPlanned(1501) // half the range was exported by an earlier run
 	m.tick(clk.Now(), false)
@@ -380,9 +380,75 @@ func TestWidestLinesFit(t *testing.T) {
 		{name: "fetch", done: 25_000_000, total: 25_000_000, totalKnown: true, rate: 99_999, aux: 9_999e6, rateKnown: true, eta: 999 * time.Hour, etaKnown: true},
 		{name: "export", done: 12_345_678, total: 25_000_000, totalKnown: true, rate: 99_999, aux: 999e6, rateKnown: true, eta: 999 * time.Hour, etaKnown: true},
 	}
-	for _, l := range renderLines(views) {
+	for _, l := range renderLines(views, 80) {
 		if len(l) > 79 {
 			t.Errorf("line of %d columns: %q", len(l), l)
+		}
+	}
+}
+
+// Every line fits the terminal it is drawn on, keeping the position and
+// the ETA the longest, so that a redraw in place never wraps and scrolls.
+func TestLinesFitTerminalWidth(t *testing.T) {
+	fetch := phaseView{name: "fetch", done: 12_345_678, total: 25_000_000, totalKnown: true, rate: 99_999, aux: 9_999e6, rateKnown: true, eta: 999 * time.Hour, etaKnown: true}
+	export := phaseView{name: "export", done: 25_000_000, total: 25_000_000, totalKnown: true, rate: 1234, aux: 999e6, rateKnown: true, finished: true}
+	cases := []struct {
+		width int
+		want  []string
+	}{
+		{40, []string{
+			"fetch   49.4%  100.0k h/s  eta 999h00m",
+			"export 100.0%  1234 h/s  done",
+		}},
+		{60, []string{
+			"fetch   49.4%  12.3M/25.0M  100.0k h/s  eta 999h00m",
+			"export [##########] 100.0%  25.0M/25.0M  1234 h/s  done",
+		}},
+		{80, []string{
+			"fetch  [####------]  49.4%  12.3M/25.0M  100.0k h/s  9999.0 MB/s  eta 999h00m",
+			"export [##########] 100.0%  25.0M/25.0M  1234 h/s  999M rows/s  done",
+		}},
+		{120, []string{
+			"fetch  [####------]  49.4%  12.3M/25.0M  100.0k h/s  9999.0 MB/s  eta 999h00m",
+			"export [##########] 100.0%  25.0M/25.0M  1234 h/s  999M rows/s  done",
+		}},
+		{12, []string{"fetch   49.", "export 100."}},
+	}
+	for _, c := range cases {
+		got := renderLines([]phaseView{fetch, export}, c.width)
+		for i, l := range got {
+			if len(l) >= c.width {
+				t.Errorf("width %d: line of %d columns: %q", c.width, len(l), l)
+			}
+			if l != c.want[i] {
+				t.Errorf("width %d line %d:\n got %q\nwant %q", c.width, i, l, c.want[i])
+			}
+		}
+	}
+}
+
+// The width is asked at every redraw: a terminal narrowed while a job
+// runs gets lines that fit it from the next frame on.
+func TestRedrawFollowsResize(t *testing.T) {
+	var out bytes.Buffer
+	width := 120
+	m := New(Options{Out: &out, Terminal: ptr(true), Width: func() int { return width }})
+	m.SetRange(1, 25_000_000)
+	m.FetchPlanned(25_000_000)
+	m.tick(time.Now(), false)
+	if !strings.Contains(out.String(), "[----------]") {
+		t.Fatalf("wide frame has no bar: %q", out.String())
+	}
+	out.Reset()
+	width = 30
+	m.tick(time.Now(), false)
+	for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		l = strings.TrimSuffix(l, "\x1b[K")
+		if i := strings.LastIndex(l, "\x1b[J"); i >= 0 {
+			l = l[i+3:]
+		}
+		if len(l) >= 30 {
+			t.Errorf("line of %d columns on a 30-column terminal: %q", len(l), l)
 		}
 	}
 }
