@@ -271,6 +271,7 @@ func runFetch(ctx context.Context, cfg *Config, store *staging.Store, tip func()
 		return err
 	}
 	sum.To = cfg.To
+	c.m.SetRange(cfg.From, cfg.To) // the summary shows the range also when --to was omitted
 	lc := loaderConfig(cfg, log, c)
 	st, err := loader.Fetch(ctx, src, store, cfg.From, cfg.To, lc, nil)
 	sum.Fetch = st
@@ -418,6 +419,7 @@ func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() 
 		cfg.To, cfg.ToSet = last, true
 	}
 	sum.To = cfg.To
+	c.m.SetRange(cfg.From, cfg.To) // the summary shows the range also when --to was omitted
 	if err := checkStagedRange(cfg, store); err != nil {
 		return err
 	}
@@ -564,6 +566,7 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 		return err
 	}
 	sum.To = cfg.To
+	c.m.SetRange(cfg.From, cfg.To) // the summary shows the range also when --to was omitted
 	ecfg := exportConfig(cfg, log, c)
 	cur, err := loadCursor(ctx, db, cfg.Schema, ecfg.Stream)
 	if err != nil {
@@ -687,6 +690,13 @@ func Merge(cfg Config, out io.Writer) (Summary, error) {
 		err = dst.Flush()
 	}
 	sum.Complete = err == nil
-	fmt.Fprintf(out, "blockhaul merge: %d blocks copied from %s into %s\n", n, src.Dir(), dst.Dir())
+	switch {
+	case err == nil:
+		fmt.Fprintf(out, "blockhaul merge: %d blocks copied from %s into %s\n", n, src.Dir(), dst.Dir())
+	case n > 0:
+		// A refused merge copied nothing and says only why; one that
+		// failed part way says what it had copied.
+		fmt.Fprintf(out, "blockhaul merge: failed after %d blocks copied from %s into %s\n", n, src.Dir(), dst.Dir())
+	}
 	return sum, err
 }

@@ -48,17 +48,22 @@ func stagingStatus(cfg *Config, out io.Writer) (err error) {
 			}
 		}()
 	}
+	lo, hi, ok, err := store.Bounds()
+	if err != nil {
+		return err
+	}
 	if id, ok := store.Identity(); ok {
 		if cfg.SchemaDefaulted {
 			cfg.Schema = id.Family.String()
 		}
-		fmt.Fprintf(out, "  chain:    %s %q, first block %d %X\n", id.Family, id.ChainID, id.FirstHeight, id.FirstHash)
+		// The identity block is the first one staged into the store, not
+		// its lowest height: ranges below it may have been staged since.
+		fmt.Fprintf(out, "  chain:    %s %q, identified by block %d %X (the first staged)\n", id.Family, id.ChainID, id.FirstHeight, id.FirstHash)
 	} else {
 		fmt.Fprintln(out, "  chain:    none yet")
 	}
-	lo, hi, ok, err := store.Bounds()
-	if err != nil {
-		return err
+	if ok {
+		fmt.Fprintf(out, "  heights:  lowest staged %d, highest staged %d\n", lo, hi)
 	}
 	if !ok {
 		fmt.Fprintln(out, "  staged:   nothing")

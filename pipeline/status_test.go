@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,5 +70,68 @@ func TestMergeThenExportFromOneStore(t *testing.T) {
 	}
 	if src.calls.Load() != calls {
 		t.Fatal("export contacted the source")
+	}
+}
+
+// The block a store is identified by is the first committed to it (of
+// the first range fetched: 151-200 here), which need not be its lowest
+// height: status says which is which.
+func TestStatusLabelsLowestStagedHeight(t *testing.T) {
+	stg := filepath.Join(t.TempDir(), "s")
+	src := newCounting(1000)
+	for _, r := range [][2]uint64{{151, 200}, {1, 100}} {
+		if _, err := runWith(t, testConfig(CmdFetch, "", stg, nil, r[0], r[1]), src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	if _, err := Run(context.Background(), testConfig(CmdStatus, "", stg, nil, 0, 0), &out, quiet); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"identified by block 1", "(the first staged)", "lowest staged 1, highest staged 200"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "first block") {
+		t.Errorf("status calls a block of 151-200 the first block although 1 is staged:\n%s", out.String())
+	}
+}
+
+// A refused merge says why (the error) and nothing about blocks copied.
+func TestRefusedMergePrintsNoCount(t *testing.T) {
+	dir := t.TempDir()
+	comet, evm := filepath.Join(dir, "comet"), filepath.Join(dir, "evm")
+	if _, err := runWith(t, testConfig(CmdFetch, "", comet, nil, 1, 10), newCounting(1000)); err != nil {
+		t.Fatal(err)
+	}
+	ecfg := testConfig(CmdFetch, "", evm, nil, 1, 10)
+	ecfg.Chain = "evm"
+	if _, err := Run(context.Background(), ecfg, io.Discard, quiet); err != nil {
+		t.Fatal(err)
+	}
+	merge := testConfig(CmdMerge, "", comet, nil, 0, 0)
+	merge.MergeFrom = evm
+	var out bytes.Buffer
+	_, err := Run(context.Background(), merge, &out, quiet)
+	if err == nil {
+		t.Fatal("merging an evm store into a cometbft one succeeded")
+	}
+	if strings.Contains(out.String(), "copied") {
+		t.Errorf("refused merge printed %q (err %v)", out.String(), err)
+	}
+}
+
+// Without --to the range ends at the tip read, and the summary says so.
+func TestSummaryShowsRangeWithoutTo(t *testing.T) {
+	cfg := testConfig(CmdFetch, "", filepath.Join(t.TempDir(), "s"), nil, 11, 0)
+	cfg.Source = newCounting(60)
+	var out bytes.Buffer
+	sum, err := Run(context.Background(), cfg, &out, quiet)
+	if err != nil || !sum.Complete {
+		t.Fatalf("fetch to the tip: %v, complete %v", err, sum.Complete)
+	}
+	if !strings.Contains(out.String(), "blockhaul fetch: heights 11-60, complete") {
+		t.Errorf("summary lacks the range:\n%s", out.String())
 	}
 }
