@@ -1,0 +1,612 @@
+// Package deploy_test checks the Kubernetes manifests of deploy/ against
+// the Kubernetes API types (strict decoding: an unknown or misspelt field
+// fails) and against blockhaul itself: the exit statuses of the
+// podFailurePolicy, the flags in the containers' args, the --http port the
+// probes and scrape annotations use, the Secret, the volumes, and the shard
+// slices. It is its own package so the Kubernetes modules touch only this
+// test's build.
+package deploy_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/blockhaul/blockhaul/pipeline"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+)
+
+// manifests is every document of deploy/*.yaml but the kustomization,
+// decoded into its API type.
+type manifests struct {
+	jobs        map[string]*batchv1.Job
+	deployments map[string]*appsv1.Deployment
+	secrets     map[string]*corev1.Secret
+	claims      map[string]*corev1.PersistentVolumeClaim
+}
+
+func load(t *testing.T) *manifests {
+	t.Helper()
+	m := &manifests{jobs: map[string]*batchv1.Job{}, deployments: map[string]*appsv1.Deployment{},
+		secrets: map[string]*corev1.Secret{}, claims: map[string]*corev1.PersistentVolumeClaim{}}
+	files, err := filepath.Glob("*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests: %v", err)
+	}
+	for _, f := range files {
+		if f == "kustomization.yaml" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, doc := range splitDocs(data) {
+			var meta struct{ APIVersion, Kind string }
+			if err := yaml.Unmarshal(doc, &meta); err != nil {
+				t.Fatalf("%s document %d: %v", f, i, err)
+			}
+			var obj interface{ GetName() string }
+			switch meta.APIVersion + " " + meta.Kind {
+			case "batch/v1 Job":
+				obj = &batchv1.Job{}
+			case "apps/v1 Deployment":
+				obj = &appsv1.Deployment{}
+			case "v1 Secret":
+				obj = &corev1.Secret{}
+			case "v1 PersistentVolumeClaim":
+				obj = &corev1.PersistentVolumeClaim{}
+			default:
+				t.Fatalf("%s document %d: unexpected %s %s", f, i, meta.APIVersion, meta.Kind)
+			}
+			if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+				t.Fatalf("%s document %d (%s): %v", f, i, meta.Kind, err)
+			}
+			name := obj.GetName()
+			if name == "" {
+				t.Fatalf("%s document %d (%s) has no name", f, i, meta.Kind)
+			}
+			switch o := obj.(type) {
+			case *batchv1.Job:
+				m.jobs[name] = o
+			case *appsv1.Deployment:
+				m.deployments[name] = o
+			case *corev1.Secret:
+				m.secrets[name] = o
+			case *corev1.PersistentVolumeClaim:
+				m.claims[name] = o
+			}
+		}
+	}
+	return m
+}
+
+func splitDocs(data []byte) [][]byte {
+	var docs [][]byte
+	for _, d := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(data), -1) {
+		if strings.TrimSpace(stripComments(d)) != "" {
+			docs = append(docs, []byte(d))
+		}
+	}
+	return docs
+}
+
+func stripComments(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+func (m *manifests) job(t *testing.T, name string) *batchv1.Job {
+	t.Helper()
+	j, ok := m.jobs[name]
+	if !ok {
+		t.Fatalf("no Job %s in deploy/", name)
+	}
+	return j
+}
+
+// pods is every pod template of the manifests, by the workload's name.
+func (m *manifests) pods() map[string]*corev1.PodTemplateSpec {
+	p := map[string]*corev1.PodTemplateSpec{}
+	for n, j := range m.jobs {
+		p["Job "+n] = &j.Spec.Template
+	}
+	for n, d := range m.deployments {
+		p["Deployment "+n] = &d.Spec.Template
+	}
+	return p
+}
+
+func TestManifestsDecodeStrictly(t *testing.T) {
+	m := load(t)
+	for _, name := range []string{"blockhaul-fetch", "blockhaul-export"} {
+		m.job(t, name)
+	}
+	if _, ok := m.deployments["blockhaul-follow"]; !ok {
+		t.Fatal("no Deployment blockhaul-follow")
+	}
+	// Strict decoding is what catches a misspelt field: check it does.
+	bad := []byte("apiVersion: batch/v1\nkind: Job\nmetadata: {name: x}\nspec:\n  podFailurePolicy:\n    rules:\n      - action: FailJob\n        onExitCode: {operator: In, values: [2]}\n")
+	if err := yaml.UnmarshalStrict(bad, &batchv1.Job{}); err == nil || !strings.Contains(err.Error(), "onExitCode") {
+		t.Fatalf("a misspelt field decoded: %v", err)
+	}
+}
+
+// TestKustomizationListsEveryManifest: kubectl apply -k deploy/ applies
+// every file the tests check, and only those.
+func TestKustomizationListsEveryManifest(t *testing.T) {
+	data, err := os.ReadFile("kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type image struct {
+		Name    string `json:"name"`
+		NewName string `json:"newName"`
+		NewTag  string `json:"newTag"`
+	}
+	var k struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Labels     []struct {
+			Pairs map[string]string `json:"pairs"`
+		} `json:"labels"`
+		Resources []string `json:"resources"`
+		Images    []image  `json:"images"`
+	}
+	if err := yaml.UnmarshalStrict(data, &k); err != nil {
+		t.Fatal(err)
+	}
+	if k.Kind != "Kustomization" {
+		t.Fatalf("kind %q", k.Kind)
+	}
+	files, _ := filepath.Glob("*.yaml")
+	files = slices.DeleteFunc(files, func(f string) bool { return f == "kustomization.yaml" })
+	res := slices.Clone(k.Resources)
+	slices.Sort(res)
+	if !slices.Equal(res, files) {
+		t.Fatalf("kustomization resources %v, files %v", res, files)
+	}
+	m := load(t)
+	for where, p := range m.pods() {
+		for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
+			if !slices.ContainsFunc(k.Images, func(i image) bool { return i.Name == c.Image }) {
+				t.Errorf("%s container %s: image %q is not one the kustomization sets", where, c.Name, c.Image)
+			}
+		}
+	}
+}
+
+// TestPodFailurePolicy: a Job fails at once on the statuses a retry cannot
+// fix (bad configuration, wrong data), retries an interrupted pod without
+// counting it, and counts a runtime failure against backoffLimit.
+func TestPodFailurePolicy(t *testing.T) {
+	m := load(t)
+	if len(m.jobs) == 0 {
+		t.Fatal("no Jobs")
+	}
+	want := map[batchv1.PodFailurePolicyAction][]int32{
+		batchv1.PodFailurePolicyActionFailJob: {pipeline.ExitConfig, pipeline.ExitData},
+		batchv1.PodFailurePolicyActionIgnore:  {pipeline.ExitInterrupted},
+		batchv1.PodFailurePolicyActionCount:   {pipeline.ExitFailed},
+	}
+	for name, j := range m.jobs {
+		pfp := j.Spec.PodFailurePolicy
+		if pfp == nil {
+			t.Errorf("Job %s: no podFailurePolicy", name)
+			continue
+		}
+		if j.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
+			t.Errorf("Job %s: restartPolicy %q; a podFailurePolicy needs Never", name, j.Spec.Template.Spec.RestartPolicy)
+		}
+		if j.Spec.BackoffLimit == nil || *j.Spec.BackoffLimit < 1 {
+			t.Errorf("Job %s: backoffLimit %v, want at least 1 so status 1 is retried", name, j.Spec.BackoffLimit)
+		}
+		got := map[batchv1.PodFailurePolicyAction][]int32{}
+		disruption := false
+		for _, r := range pfp.Rules {
+			if r.OnExitCodes != nil {
+				if r.OnExitCodes.Operator != batchv1.PodFailurePolicyOnExitCodesOpIn {
+					t.Errorf("Job %s: rule %s uses %s, want In", name, r.Action, r.OnExitCodes.Operator)
+				}
+				if r.OnExitCodes.ContainerName != nil {
+					t.Errorf("Job %s: rule %s is limited to container %s; the merges' statuses matter too", name, r.Action, *r.OnExitCodes.ContainerName)
+				}
+				got[r.Action] = append(got[r.Action], r.OnExitCodes.Values...)
+			}
+			for _, c := range r.OnPodConditions {
+				if c.Type == corev1.DisruptionTarget && r.Action == batchv1.PodFailurePolicyActionIgnore {
+					disruption = true
+				}
+			}
+		}
+		for a, codes := range want {
+			g := slices.Clone(got[a])
+			slices.Sort(g)
+			if !slices.Equal(g, codes) {
+				t.Errorf("Job %s: %s on exit codes %v, want %v", name, a, g, codes)
+			}
+		}
+		if !disruption {
+			t.Errorf("Job %s: a disrupted pod (eviction, preemption) is not ignored", name)
+		}
+	}
+}
+
+// cliFlags are the flags the built blockhaul binary lists for cmd.
+var (
+	binary   string
+	cliFlags = map[string]map[string]bool{}
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "blockhaul-deploy-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "blockhaul")
+	gocmd := os.Getenv("GO")
+	if gocmd == "" {
+		gocmd = "go"
+	}
+	if out, err := exec.Command(gocmd, "build", "-o", binary, "../cmd/blockhaul").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build blockhaul: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// flagsOf runs blockhaul CMD --help and returns the flag names it lists.
+func flagsOf(t *testing.T, cmd string) map[string]bool {
+	t.Helper()
+	if f, ok := cliFlags[cmd]; ok {
+		return f
+	}
+	out, err := exec.Command(binary, cmd, "--help").Output()
+	if err != nil {
+		t.Fatalf("blockhaul %s --help: %v", cmd, err)
+	}
+	f := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^  --([a-z0-9-]+) `).FindAllSubmatch(out, -1) {
+		f[string(m[1])] = true
+	}
+	if !f["staging"] || !f["http"] {
+		t.Fatalf("blockhaul %s --help lists no --staging or --http: %s", cmd, out)
+	}
+	cliFlags[cmd] = f
+	return f
+}
+
+// argsOf parses a container's args: the command, then --flag=value only
+// (a value in a separate word could be read as a stray argument).
+func argsOf(t *testing.T, where string, c corev1.Container) (cmd string, flags map[string]string) {
+	t.Helper()
+	if len(c.Command) > 0 {
+		t.Errorf("%s container %s: command %v; the image's entrypoint is blockhaul, give args only", where, c.Name, c.Command)
+	}
+	if len(c.Args) == 0 || !slices.Contains(pipeline.Commands, c.Args[0]) {
+		t.Fatalf("%s container %s: args %v do not start with a blockhaul command (%v)", where, c.Name, c.Args, pipeline.Commands)
+	}
+	known := flagsOf(t, c.Args[0])
+	flags = map[string]string{}
+	for _, a := range c.Args[1:] {
+		name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !strings.HasPrefix(a, "--") || !ok {
+			t.Errorf("%s container %s: %q is not --flag=value", where, c.Name, a)
+			continue
+		}
+		if !known[name] {
+			t.Errorf("%s container %s: --%s is no flag of blockhaul %s", where, c.Name, name, c.Args[0])
+		}
+		if _, dup := flags[name]; dup {
+			t.Errorf("%s container %s: --%s given twice", where, c.Name, name)
+		}
+		flags[name] = value
+	}
+	for _, e := range c.Env {
+		if !strings.HasPrefix(e.Name, "BLOCKHAUL_") {
+			continue
+		}
+		ok := false
+		for f := range known {
+			ok = ok || pipeline.EnvName(f) == e.Name
+		}
+		if !ok {
+			t.Errorf("%s container %s: %s sets no flag of blockhaul %s", where, c.Name, e.Name, c.Args[0])
+		}
+	}
+	return c.Args[0], flags
+}
+
+func TestContainerArgsAreBlockhaulFlags(t *testing.T) {
+	m := load(t)
+	want := map[string]string{"Job blockhaul-fetch": pipeline.CmdFetch, "Job blockhaul-export": pipeline.CmdExport, "Deployment blockhaul-follow": pipeline.CmdFollow}
+	for where, p := range m.pods() {
+		for _, c := range p.Spec.InitContainers {
+			if cmd, _ := argsOf(t, where, c); cmd != pipeline.CmdMerge {
+				t.Errorf("%s init container %s runs %s, want merge", where, c.Name, cmd)
+			}
+		}
+		if len(p.Spec.Containers) != 1 {
+			t.Fatalf("%s: %d containers, want 1", where, len(p.Spec.Containers))
+		}
+		if cmd, _ := argsOf(t, where, p.Spec.Containers[0]); cmd != want[where] {
+			t.Errorf("%s runs %s, want %s", where, cmd, want[where])
+		}
+	}
+	// The check itself refuses a flag blockhaul does not have.
+	if flagsOf(t, pipeline.CmdFetch)["shard"] || !flagsOf(t, pipeline.CmdFetch)["shards"] {
+		t.Fatal("the flag list of blockhaul fetch is wrong")
+	}
+}
+
+// httpPort is the port of a container's --http flag.
+func httpPort(t *testing.T, where string, c corev1.Container) int {
+	t.Helper()
+	_, flags := argsOf(t, where, c)
+	addr, ok := flags["http"]
+	if !ok {
+		t.Fatalf("%s container %s: no --http, so no probes or metrics", where, c.Name)
+	}
+	i := strings.LastIndex(addr, ":")
+	port, err := strconv.Atoi(addr[i+1:])
+	if i < 0 || err != nil || port == 0 {
+		t.Fatalf("%s container %s: --http=%s has no fixed port", where, c.Name, addr)
+	}
+	return port
+}
+
+// probePort resolves a probe's port, by name or number.
+func probePort(c corev1.Container, p intstr.IntOrString) int {
+	if p.Type == intstr.Int {
+		return p.IntValue()
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == p.StrVal {
+			return int(cp.ContainerPort)
+		}
+	}
+	return -1
+}
+
+// TestProbesAndMetricsUseTheHTTPPort: every probe asks blockhaul's own
+// endpoints on the --http port, and Prometheus scrapes that port.
+func TestProbesAndMetricsUseTheHTTPPort(t *testing.T) {
+	m := load(t)
+	for where, p := range m.pods() {
+		c := p.Spec.Containers[0]
+		port := httpPort(t, where, c)
+		a := p.Annotations
+		if a["prometheus.io/scrape"] != "true" || a["prometheus.io/port"] != strconv.Itoa(port) || a["prometheus.io/path"] != "/metrics" {
+			t.Errorf("%s: scrape annotations %v, want scrape true on port %d path /metrics", where, a, port)
+		}
+		probes := map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe, "startup": c.StartupProbe}
+		paths := map[string]string{"liveness": "/healthz", "readiness": "/readyz", "startup": "/healthz"}
+		for kind, pr := range probes {
+			if pr == nil {
+				continue
+			}
+			if pr.HTTPGet == nil {
+				t.Errorf("%s: %s probe is not an HTTP GET", where, kind)
+				continue
+			}
+			if got := probePort(c, pr.HTTPGet.Port); got != port {
+				t.Errorf("%s: %s probe on port %d, --http is on %d", where, kind, got, port)
+			}
+			if pr.HTTPGet.Path != paths[kind] {
+				t.Errorf("%s: %s probe asks %s, want %s", where, kind, pr.HTTPGet.Path, paths[kind])
+			}
+		}
+		if c.LivenessProbe == nil {
+			t.Errorf("%s: no liveness probe", where)
+		}
+	}
+	f := m.deployments["blockhaul-follow"].Spec.Template.Spec.Containers[0]
+	if f.ReadinessProbe == nil || f.LivenessProbe == nil {
+		t.Error("follow has no readiness or liveness probe")
+	}
+}
+
+// TestResourcesAndSecrets: every container has CPU and memory requests and
+// limits, and every secretKeyRef names a Secret and key of deploy/; the DSN
+// comes from BLOCKHAUL_PG, never from --pg in the args.
+func TestResourcesAndSecrets(t *testing.T) {
+	m := load(t)
+	for where, p := range m.pods() {
+		for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
+			for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+				if q, ok := c.Resources.Requests[r]; !ok || q.IsZero() {
+					t.Errorf("%s container %s: no %s request", where, c.Name, r)
+				}
+				if q, ok := c.Resources.Limits[r]; !ok || q.IsZero() {
+					t.Errorf("%s container %s: no %s limit", where, c.Name, r)
+				}
+			}
+			cmd, flags := argsOf(t, where, c)
+			if _, ok := flags["pg"]; ok {
+				t.Errorf("%s container %s: --pg in the args (the process list shows it); use BLOCKHAUL_PG from the Secret", where, c.Name)
+			}
+			hasPG := false
+			for _, e := range c.Env {
+				if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+					if e.Name == "BLOCKHAUL_PG" {
+						t.Errorf("%s container %s: BLOCKHAUL_PG is not from a Secret", where, c.Name)
+					}
+					continue
+				}
+				ref := e.ValueFrom.SecretKeyRef
+				s, ok := m.secrets[ref.Name]
+				_, inData := s.Data[ref.Key]
+				_, inString := s.StringData[ref.Key]
+				if !ok || !inData && !inString {
+					t.Errorf("%s container %s: %s from Secret %s key %s, which deploy/ does not define", where, c.Name, e.Name, ref.Name, ref.Key)
+				}
+				hasPG = hasPG || e.Name == "BLOCKHAUL_PG"
+			}
+			if needsPG := cmd == pipeline.CmdExport || cmd == pipeline.CmdFollow || cmd == pipeline.CmdRun; needsPG != hasPG {
+				t.Errorf("%s container %s (%s): BLOCKHAUL_PG from a Secret %v, want %v", where, c.Name, cmd, hasPG, needsPG)
+			}
+		}
+		for _, v := range p.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil {
+				if _, ok := m.claims[v.PersistentVolumeClaim.ClaimName]; !ok {
+					t.Errorf("%s: volume %s claims %s, which deploy/ does not define", where, v.Name, v.PersistentVolumeClaim.ClaimName)
+				}
+			}
+		}
+	}
+	if d := m.deployments["blockhaul-follow"]; d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Error("follow must run one replica replaced with Recreate: one process owns a staging directory and the head's checkpoint")
+	}
+}
+
+func uintFlag(t *testing.T, flags map[string]string, name string, def uint64) uint64 {
+	t.Helper()
+	v, ok := flags[name]
+	if !ok {
+		return def
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		t.Fatalf("--%s=%s: %v", name, v, err)
+	}
+	return n
+}
+
+// TestShardsLineUp: the fetch Indexed Job has one completion per shard,
+// each shard a non-empty slice (merge reads every shard's directory), each
+// pod's staging the directory shard-I of the shared volume, and the export
+// Job merges exactly those directories and exports exactly the range.
+func TestShardsLineUp(t *testing.T) {
+	m := load(t)
+	fj, ej := m.job(t, "blockhaul-fetch"), m.job(t, "blockhaul-export")
+	if fj.Spec.CompletionMode == nil || *fj.Spec.CompletionMode != batchv1.IndexedCompletion {
+		t.Fatal("the fetch Job is not Indexed")
+	}
+	fc := fj.Spec.Template.Spec.Containers[0]
+	_, ff := argsOf(t, "Job blockhaul-fetch", fc)
+	shards := uintFlag(t, ff, "shards", 0)
+	if fj.Spec.Completions == nil || uint64(*fj.Spec.Completions) != shards || shards == 0 {
+		t.Fatalf("fetch Job: completions %s for --shards=%d", ptrString(fj.Spec.Completions), shards)
+	}
+	if _, ok := ff["shard-index"]; ok {
+		t.Error("fetch Job sets --shard-index; each pod's comes from JOB_COMPLETION_INDEX")
+	}
+	if _, ok := ff["to"]; !ok {
+		t.Fatal("fetch Job has no --to")
+	}
+	from, to := uintFlag(t, ff, "from", 1), uintFlag(t, ff, "to", 0)
+	chunk := uintFlag(t, ff, "shard-chunk", pipeline.DefaultShardChunk)
+	for i := uint64(0); i < shards; i++ {
+		if _, _, ok := pipeline.ShardRange(from, to, chunk, shards, i); !ok {
+			t.Errorf("shard %d of %d has no heights of %d..%d in chunks of %d; lower completions", i, shards, from, to, chunk)
+		}
+	}
+
+	// Each fetch pod's --staging is shard-$(SHARD_INDEX) of the claim, the
+	// index its Job gives it.
+	var idx *corev1.EnvVar
+	for i := range fc.Env {
+		if fc.Env[i].Name == "SHARD_INDEX" {
+			idx = &fc.Env[i]
+		}
+	}
+	if idx == nil || idx.ValueFrom == nil || idx.ValueFrom.FieldRef == nil ||
+		idx.ValueFrom.FieldRef.FieldPath != "metadata.annotations['batch.kubernetes.io/job-completion-index']" {
+		t.Fatalf("fetch Job: SHARD_INDEX is not the job completion index: %+v", idx)
+	}
+	claimOf := func(p corev1.PodSpec, volume string) string {
+		for _, v := range p.Volumes {
+			if v.Name == volume && v.PersistentVolumeClaim != nil {
+				return v.PersistentVolumeClaim.ClaimName
+			}
+		}
+		return ""
+	}
+	var shardClaim string
+	for _, vm := range fc.VolumeMounts {
+		if vm.MountPath == ff["staging"] {
+			if vm.SubPathExpr != "shard-$(SHARD_INDEX)" {
+				t.Errorf("fetch Job: staging mounted with subPathExpr %q, want shard-$(SHARD_INDEX)", vm.SubPathExpr)
+			}
+			shardClaim = claimOf(fj.Spec.Template.Spec, vm.Name)
+		}
+	}
+	if shardClaim == "" {
+		t.Fatalf("fetch Job: --staging=%s is not a mounted claim", ff["staging"])
+	}
+	if c := m.claims[shardClaim]; c == nil || !slices.Contains(c.Spec.AccessModes, corev1.ReadWriteMany) {
+		t.Errorf("claim %s is not ReadWriteMany: the shards' pods write it from any node at once", shardClaim)
+	}
+
+	// The export Job merges shard-0..shard-N-1 of that claim, then exports
+	// the same range from the merged store.
+	es := ej.Spec.Template.Spec
+	mountOf := func(c corev1.Container, dir string) (claim, sub string) {
+		for _, vm := range c.VolumeMounts {
+			if rel, err := filepath.Rel(vm.MountPath, dir); err == nil && !strings.HasPrefix(rel, "..") {
+				return claimOf(es, vm.Name), rel
+			}
+		}
+		return "", ""
+	}
+	var merged []string
+	into := ""
+	for _, c := range es.InitContainers {
+		_, mf := argsOf(t, "Job blockhaul-export", c)
+		claim, sub := mountOf(c, mf["merge-from"])
+		if claim != shardClaim {
+			t.Errorf("export Job %s merges from claim %q, the shards are on %s", c.Name, claim, shardClaim)
+		}
+		merged = append(merged, sub)
+		if into != "" && mf["staging"] != into {
+			t.Errorf("export Job %s merges into %s, the others into %s", c.Name, mf["staging"], into)
+		}
+		into = mf["staging"]
+	}
+	var want []string
+	for i := uint64(0); i < shards; i++ {
+		want = append(want, fmt.Sprintf("shard-%d", i))
+	}
+	if !slices.Equal(merged, want) {
+		t.Errorf("export Job merges %v, want %v", merged, want)
+	}
+	ec := es.Containers[0]
+	_, ef := argsOf(t, "Job blockhaul-export", ec)
+	if ef["staging"] != into {
+		t.Errorf("export reads --staging=%s, the merges wrote %s", ef["staging"], into)
+	}
+	if claim, _ := mountOf(ec, ef["staging"]); claim != shardClaim {
+		t.Errorf("export's staging is on claim %q, not %s", claim, shardClaim)
+	}
+	if ef["from"] != ff["from"] || ef["to"] != ff["to"] || ef["chain"] != ff["chain"] {
+		t.Errorf("export range %s..%s (%s), fetch range %s..%s (%s)", ef["from"], ef["to"], ef["chain"], ff["from"], ff["to"], ff["chain"])
+	}
+	if ej.Spec.Completions != nil && *ej.Spec.Completions != 1 || ej.Spec.Parallelism != nil && *ej.Spec.Parallelism != 1 {
+		t.Error("the export Job must run one pod: it checks every seam in one pass")
+	}
+}
+
+func ptrString(p *int32) string {
+	if p == nil {
+		return "unset"
+	}
+	return strconv.Itoa(int(*p))
+}
