@@ -50,6 +50,10 @@ func (c *Config) validateArchive() []*FieldError {
 			}
 			fs = append(fs, &FieldError{Flag: "args", Env: "-", Msg: fmt.Sprintf("%s takes one argument, %s; got %d", c.Command, what, len(c.Args))})
 		}
+	case CmdEstimate:
+		if !c.ToSet {
+			bad("to", "estimate needs the range end")
+		}
 	case CmdPrune:
 		if !c.BelowSet {
 			bad("below", "prune needs the height below which staged blocks are deleted")
@@ -277,4 +281,48 @@ func Restore(ctx context.Context, cfg Config, out io.Writer) error {
 // VerifyReportText prints a staging verify report.
 func VerifyReportText(out io.Writer, s *archive.StagingReport) {
 	archive.VerifyReport{Staging: s}.WriteText(out)
+}
+
+// Estimate prints what a job over --from..--to would fetch, export, store
+// and take, before anything is fetched or written; no room on the staging
+// filesystem is a *archive.NoRoomError (exit 2).
+func Estimate(ctx context.Context, cfg Config, out io.Writer) error {
+	var store *staging.Store
+	if _, err := os.Stat(cfg.Staging); err == nil {
+		s, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		store = s
+		if id, ok := s.Identity(); ok {
+			cfg.Chain = id.Family.String()
+			if cfg.SchemaDefaulted {
+				cfg.Schema = cfg.Chain
+			}
+		}
+	}
+	dec, err := newDecoder(&cfg)
+	if err != nil {
+		return err
+	}
+	var conn *pgx.Conn
+	if cfg.PG != "" {
+		if conn, err = connect(ctx, &cfg); err != nil {
+			return err
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+	}
+	tables := dec.Tables()
+	r, err := archive.Estimate(ctx, dec.Family(), store, cfg.Staging, conn, cfg.Schema, tables[0], tables, cfg.From, cfg.To)
+	if r != nil {
+		if cfg.JSON {
+			if jerr := archive.WriteJSON(out, r); jerr != nil && err == nil {
+				err = jerr
+			}
+		} else {
+			r.WriteText(out)
+		}
+	}
+	return err
 }

@@ -395,3 +395,58 @@ func TestStatusShowsTheStoresFamilyAndTrueSize(t *testing.T) {
 		}
 	}
 }
+
+// TestEstimateWithinTwiceTheRealFigures estimates 2001-4000 beside a store
+// and database holding 1-2000 (measured bytes per block), then runs it and
+// compares; a range that cannot fit exits 2.
+func TestEstimateWithinTwiceTheRealFigures(t *testing.T) {
+	stg := archiveFixture(t, "cometbft", 2000)
+	dsn := exportInto(t, "cometbft", stg, 2000)
+	cfg := DefaultConfig()
+	cfg.Command, cfg.Staging, cfg.PG, cfg.JSON = CmdEstimate, stg, dsn, true
+	cfg.From, cfg.FromSet, cfg.To, cfg.ToSet = 2001, true, 4000, true
+	var out bytes.Buffer
+	if _, err := Run(context.Background(), cfg, &out, quiet); err != nil {
+		t.Fatal(err)
+	}
+	var est archive.EstimateReport
+	if err := json.Unmarshal(out.Bytes(), &est); err != nil {
+		t.Fatal(err)
+	}
+	if est.ToFetch != 2000 || est.ToExport != 2000 || est.StagingSource != "measured" || est.DBSource != "measured" || est.FetchSeconds <= 0 || est.ExportSeconds <= 0 {
+		t.Fatalf("estimate: %+v", est)
+	}
+	dbSize := func() float64 {
+		conn, err := pgx.Connect(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		var n int64
+		if err := conn.QueryRow(context.Background(), "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'cometbft' AND c.relkind = 'r' AND c.relname IN ('blocks', 'transactions', 'events')").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return float64(n)
+	}
+	s0, _ := archive.DirSize(stg)
+	d0 := dbSize()
+	run := synthConfig(CmdRun, "cometbft", dsn, stg, 2001, 4000)
+	run.SyntheticTip = 5000
+	if _, err := Run(context.Background(), run, &bytes.Buffer{}, quiet); err != nil {
+		t.Fatal(err)
+	}
+	s1, _ := archive.DirSize(stg)
+	d1 := dbSize()
+	within := func(what string, est, real float64) {
+		if real <= 0 || est/real > 2 || real/est > 2 {
+			t.Errorf("%s: estimated %.0f bytes, real %.0f", what, est, real)
+		}
+	}
+	within("staging", est.StagingBytes, float64(s1-s0))
+	within("database", est.DBBytes, d1-d0)
+
+	cfg.To, cfg.JSON = 1<<50, false
+	if _, err := Run(context.Background(), cfg, &bytes.Buffer{}, quiet); ExitCode(err) != ExitConfig {
+		t.Fatalf("a range that cannot fit: exit %d (%v)", ExitCode(err), err)
+	}
+}

@@ -50,9 +50,10 @@ func ExitCode(err error) int {
 	var inv *loader.InvalidBlockError
 	var archived *archive.DataError
 	var refused *archive.PruneRefusedError
+	var noRoom *archive.NoRoomError
 	var lie *chain.HashMismatchError
 	switch {
-	case errors.As(err, &refused), errors.As(err, &ce), errors.As(err, &alias), errors.As(err, &shape):
+	case errors.As(err, &refused), errors.As(err, &noRoom), errors.As(err, &ce), errors.As(err, &alias), errors.As(err, &shape):
 		return ExitConfig
 	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &damaged), errors.As(err, &wrong), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv), errors.As(err, &reorg), errors.As(err, &archived), errors.As(err, &lie):
 		return ExitData
@@ -105,6 +106,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 		return Summary{Command: cfg.Command}, Snapshot(ctx, cfg, out)
 	case CmdRestore:
 		return Summary{Command: cfg.Command}, Restore(ctx, cfg, out)
+	case CmdEstimate:
+		return Summary{Command: cfg.Command}, Estimate(ctx, cfg, out)
 	}
 	if cfg.Shards > 0 {
 		from, to := cfg.From, cfg.To

@@ -1,0 +1,184 @@
+package archive
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/staging"
+	"github.com/jackc/pgx/v5"
+)
+
+// Rates are the per-family figures an estimate uses where the store or the
+// database has not measured them.
+type Rates struct {
+	StagingBytesPerBlock float64 // compressed record, index and Pebble overhead
+	DBBytesPerBlock      float64 // rows and indexes of every table
+	FetchBlocksPerSec    float64 // from a local node or the synthetic chain
+	ExportBlocksPerSec   float64
+}
+
+// DefaultRates are bench/results/latest.md's figures on a 2-core machine
+// with a local PostgreSQL (cometbft at ≈4.5 transactions a block: 5.6 kB
+// staged, 23.9 kB in PostgreSQL, export 1,480 blocks/s; evm at ≈150
+// transactions and 400 logs: export 155 blocks/s, 92 kB staged, about 135
+// kB in PostgreSQL).
+func DefaultRates(f chain.Family) Rates {
+	if f == chain.FamilyEVM {
+		return Rates{StagingBytesPerBlock: 92e3, DBBytesPerBlock: 135e3, FetchBlocksPerSec: 700, ExportBlocksPerSec: 155}
+	}
+	return Rates{StagingBytesPerBlock: 5.6e3, DBBytesPerBlock: 23.9e3, FetchBlocksPerSec: 1500, ExportBlocksPerSec: 1480}
+}
+
+// EstimateReport is what a job over a range would do and need.
+type EstimateReport struct {
+	Family         string  `json:"family"`
+	From           uint64  `json:"from"`
+	To             uint64  `json:"to"`
+	ToFetch        uint64  `json:"to_fetch"`  // heights not staged
+	ToExport       uint64  `json:"to_export"` // heights not in PostgreSQL (all, without --pg)
+	StagingBytes   float64 `json:"staging_bytes"`
+	DBBytes        float64 `json:"db_bytes"`
+	FetchSeconds   float64 `json:"fetch_seconds"`
+	ExportSeconds  float64 `json:"export_seconds"`
+	Rates          Rates   `json:"rates"`
+	StagingSource  string  `json:"staging_source"` // "measured" or "default"
+	DBSource       string  `json:"db_source"`
+	StagingFree    uint64  `json:"staging_free"`
+	StagingHasRoom bool    `json:"staging_has_room"`
+}
+
+// NoRoomError is an estimate whose staging bytes exceed the free space of
+// the staging filesystem.
+type NoRoomError struct {
+	Dir        string
+	Need, Free uint64
+}
+
+func (e *NoRoomError) Error() string {
+	return fmt.Sprintf("archive: estimate: staging %s needs about %.1f GB more and its filesystem has %.1f GB free", e.Dir, float64(e.Need)/1e9, float64(e.Free)/1e9)
+}
+
+// Estimate says, before anything is fetched or written, how many heights
+// of [from, to] are to fetch (not in store; nil store: all) and to export
+// (not in the blocks table on conn; nil conn: all), the bytes each store
+// will grow by and the time each phase takes — from this store's and this
+// database's own bytes per block where they hold at least 1,000 blocks,
+// else from DefaultRates; times always from DefaultRates (no job records
+// its rates yet) — and whether the staging filesystem has room
+// (*NoRoomError when not).
+func Estimate(ctx context.Context, fam chain.Family, store *staging.Store, dir string, conn *pgx.Conn, schema string, blocks chain.Table, tables []chain.Table, from, to uint64) (*EstimateReport, error) {
+	if to < from {
+		return nil, fmt.Errorf("archive: estimate: range end %d is below its start %d", to, from)
+	}
+	n := to - from + 1
+	rates := DefaultRates(fam)
+	r := &EstimateReport{Family: fam.String(), From: from, To: to, ToFetch: n, ToExport: n, StagingSource: "default", DBSource: "default"}
+	if store != nil {
+		missing, err := store.Missing(from, to)
+		if err != nil {
+			return nil, err
+		}
+		r.ToFetch = 0
+		for _, m := range missing {
+			r.ToFetch += m.Len()
+		}
+		all, err := store.Staged(0, ^uint64(0))
+		if err != nil {
+			return nil, err
+		}
+		var staged uint64
+		for _, s := range all {
+			staged += s.Len()
+		}
+		if size, err := DirSize(store.Dir()); err == nil && staged >= 1000 {
+			rates.StagingBytesPerBlock, r.StagingSource = float64(size)/float64(staged), "measured"
+		}
+	}
+	if conn != nil {
+		qs := chain.QuoteIdent(schema)
+		qt := qs + "." + chain.QuoteIdent(blocks.Name)
+		var exists bool
+		if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", qt).Scan(&exists); err != nil {
+			return nil, fmt.Errorf("archive: estimate: %w", err)
+		}
+		if exists {
+			hc := chain.QuoteIdent(blocks.HeightColumn)
+			var have, total int64
+			if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FILTER (WHERE %[2]s BETWEEN $1 AND $2), count(*) FROM %[1]s", qt, hc), int64(from), int64(to)).Scan(&have, &total); err != nil {
+				return nil, fmt.Errorf("archive: estimate: %w", err)
+			}
+			r.ToExport = n - uint64(have)
+			var bytes int64
+			for _, t := range tables {
+				var b int64
+				if err := conn.QueryRow(ctx, "SELECT coalesce(pg_total_relation_size(to_regclass($1)), 0)", qs+"."+chain.QuoteIdent(t.Name)).Scan(&b); err != nil {
+					return nil, fmt.Errorf("archive: estimate: %w", err)
+				}
+				bytes += b
+			}
+			if total >= 1000 {
+				rates.DBBytesPerBlock, r.DBSource = float64(bytes)/float64(total), "measured"
+			}
+		}
+	}
+	r.Rates = rates
+	r.StagingBytes = float64(r.ToFetch) * rates.StagingBytesPerBlock
+	r.DBBytes = float64(r.ToExport) * rates.DBBytesPerBlock
+	r.FetchSeconds = float64(r.ToFetch) / rates.FetchBlocksPerSec
+	r.ExportSeconds = float64(r.ToExport) / rates.ExportBlocksPerSec
+	free, err := freeBytes(dir)
+	if err != nil {
+		return nil, fmt.Errorf("archive: estimate: free space of %s: %w", dir, err)
+	}
+	r.StagingFree = free
+	r.StagingHasRoom = r.StagingBytes <= float64(free)
+	if !r.StagingHasRoom {
+		return r, &NoRoomError{Dir: dir, Need: uint64(r.StagingBytes), Free: free}
+	}
+	return r, nil
+}
+
+// freeBytes is the space available on the filesystem of dir, or of its
+// nearest existing parent.
+func freeBytes(dir string) (uint64, error) {
+	d := filepath.Clean(dir)
+	for {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		p := filepath.Dir(d)
+		if p == d {
+			break
+		}
+		d = p
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(d, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// WriteText writes the estimate for a terminal.
+func (r *EstimateReport) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "estimate %s heights %d-%d\n", r.Family, r.From, r.To)
+	fmt.Fprintf(w, "  fetch:   %d heights, ~%.1f MB staged (%.0f B/block, %s), ~%s at %.0f blocks/s (default)\n",
+		r.ToFetch, r.StagingBytes/1e6, r.Rates.StagingBytesPerBlock, r.StagingSource, dur(r.FetchSeconds), r.Rates.FetchBlocksPerSec)
+	fmt.Fprintf(w, "  export:  %d heights, ~%.1f MB in PostgreSQL (%.0f B/block, %s), ~%s at %.0f blocks/s (default)\n",
+		r.ToExport, r.DBBytes/1e6, r.Rates.DBBytesPerBlock, r.DBSource, dur(r.ExportSeconds), r.Rates.ExportBlocksPerSec)
+	room := "room enough"
+	if !r.StagingHasRoom {
+		room = "NOT ENOUGH ROOM"
+	}
+	fmt.Fprintf(w, "  disk:    staging filesystem %.1f GB free: %s (the database server's disk is not checked)\n", float64(r.StagingFree)/1e9, room)
+}
+
+func dur(s float64) string {
+	return (time.Duration(s * float64(time.Second))).Round(time.Second).String()
+}
