@@ -140,7 +140,10 @@ type state struct {
 	endpoints func() []EndpointHealth // see WatchEndpoints
 	tip       uint64
 	tipKnown  bool
-	reorgs    uint64
+
+	follow        bool
+	confirmations uint64
+	reorgs        uint64
 }
 
 // New returns a Monitor and registers its metrics. It panics if the
@@ -238,10 +241,26 @@ func (m *Monitor) SetTables(names []string) {
 
 // FetchPlanned starts the fetch phase: n heights are missing from staging
 // and will be fetched.
+//
+// A job that fetches more than once (follow, at every poll) calls it each
+// time: the heights planned add up and the phase keeps its first start.
 func (m *Monitor) FetchPlanned(n uint64) {
-	m.met.planned.Set(float64(n))
 	m.mu.Lock()
-	m.st.fetchAnnounced, m.st.fetchPlanned, m.st.fetchStart = true, n, m.now()
+	if !m.st.fetchAnnounced {
+		m.st.fetchAnnounced, m.st.fetchStart = true, m.now()
+	}
+	m.st.fetchPlanned += n
+	planned := m.st.fetchPlanned
+	m.mu.Unlock()
+	m.met.planned.Set(float64(planned))
+}
+
+// SetFollow says the job is the head stream, exporting what lies
+// confirmations below the tip: progress shows the tip, the lag behind it
+// and the pace, and says when the stream waits for confirmations.
+func (m *Monitor) SetFollow(confirmations uint64) {
+	m.mu.Lock()
+	m.st.follow, m.st.confirmations = true, confirmations
 	m.mu.Unlock()
 }
 

@@ -67,6 +67,14 @@ type phaseView struct {
 	eta        time.Duration
 	etaKnown   bool
 	finished   bool
+
+	// The head stream's line (name "follow"): done is the last height
+	// exported, tip the chain's, lag the heights between them.
+	follow    bool
+	tip, lag  uint64
+	tipKnown  bool
+	doneKnown bool
+	waiting   uint64 // confirmations waited for, when caught up; else 0
 }
 
 // Start runs the progress display until ctx ends or Stop is called: redrawn
@@ -157,9 +165,13 @@ func (m *Monitor) sampleLocked(now time.Time) {
 	s.rowsRate.sample(now, float64(s.totalRows))
 }
 
-// viewsLocked returns the lines of the phases that have begun.
+// viewsLocked returns the lines of the phases that have begun, or the
+// head stream's one line.
 func (m *Monitor) viewsLocked() []phaseView {
 	s := &m.st
+	if s.follow {
+		return m.followViewLocked()
+	}
 	var views []phaseView
 	if s.fetchAnnounced || s.staged > 0 {
 		v := phaseView{name: "fetch", done: s.staged, total: s.fetchPlanned, totalKnown: s.fetchAnnounced}
@@ -195,6 +207,33 @@ func (m *Monitor) viewsLocked() []phaseView {
 		views = append(views, v)
 	}
 	return views
+}
+
+// followViewLocked is the head stream's line, once the tip is known.
+func (m *Monitor) followViewLocked() []phaseView {
+	s := &m.st
+	if !s.tipKnown {
+		return nil
+	}
+	v := phaseView{name: "follow", follow: true, tip: s.tip, tipKnown: true, done: s.last, doneKnown: s.lastValid}
+	if lag, ok := m.lagLocked(); ok {
+		v.lag = lag
+	} else if s.tip >= s.from {
+		v.lag = s.tip - s.from + 1
+	}
+	if s.confirmations > 0 && v.lag <= s.confirmations {
+		// Caught up: the next height is exported once it is confirmed.
+		v.waiting = s.confirmations
+	}
+	v.rate, v.rateKnown = s.exportRate.rate()
+	v.aux, _ = s.rowsRate.rate()
+	if v.rateKnown && v.rate > 0 && v.lag > s.confirmations {
+		sec := float64(v.lag-s.confirmations) / v.rate
+		if sec < float64(math.MaxInt64/int64(time.Second)) {
+			v.eta, v.etaKnown = time.Duration(sec*float64(time.Second)), true
+		}
+	}
+	return []phaseView{v}
 }
 
 // pace fills v's rates and ETA. A finished phase shows its average over the
@@ -251,6 +290,30 @@ func segments(v phaseView) []segment {
 	var segs []segment
 	add := func(keep int, tight bool, format string, args ...any) {
 		segs = append(segs, segment{text: fmt.Sprintf(format, args...), keep: keep, tight: tight})
+	}
+	if v.follow {
+		if v.doneKnown {
+			add(5, false, "at %d", v.done)
+		} else {
+			add(5, false, "at -")
+		}
+		add(6, false, "tip %d", v.tip)
+		add(8, false, "lag %d", v.lag)
+		if v.rateKnown {
+			add(4, false, "%s h/s", count(v.rate))
+			add(1, false, "%s rows/s", count(v.aux))
+		} else {
+			add(4, false, "- h/s")
+		}
+		switch {
+		case v.waiting > 0:
+			add(7, false, "waiting for %d confirmations", v.waiting)
+		case v.lag == 0:
+			add(7, false, "at the tip")
+		case v.etaKnown:
+			add(3, false, "eta %s", duration(v.eta))
+		}
+		return segs
 	}
 	if v.totalKnown {
 		frac := 1.0
@@ -334,6 +397,20 @@ func fit(name string, segs []segment, width int) string {
 func logAttrs(views []phaseView) []slog.Attr {
 	attrs := make([]slog.Attr, 0, len(views))
 	for _, v := range views {
+		if v.follow {
+			a := []any{slog.Uint64("tip", v.tip), slog.Uint64("lag", v.lag)}
+			if v.doneKnown {
+				a = append(a, slog.Uint64("exported", v.done))
+			}
+			if v.rateKnown {
+				a = append(a, slog.Float64("heights_per_s", round1(v.rate)), slog.Float64("rows_per_s", round1(v.aux)))
+			}
+			if v.waiting > 0 {
+				a = append(a, slog.Uint64("waiting_confirmations", v.waiting))
+			}
+			attrs = append(attrs, slog.Group(v.name, a...))
+			continue
+		}
 		a := []any{slog.Uint64("done", v.done)}
 		if v.totalKnown {
 			a = append(a, slog.Uint64("total", v.total))

@@ -452,3 +452,71 @@ func TestRedrawFollowsResize(t *testing.T) {
 		}
 	}
 }
+
+// The head stream's line shows the tip, the lag and the pace, and says when
+// it waits for confirmations; it logs one record per interval however many
+// polls and batches happen in between.
+func TestFollowProgress(t *testing.T) {
+	clk := newClock()
+	var out, logs bytes.Buffer
+	term := New(Options{Out: &out, Terminal: ptr(true), Now: clk.Now, Width: func() int { return 80 }})
+	lg := New(Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Terminal: ptr(false), Interval: 10 * time.Second, Now: clk.Now})
+	for _, m := range []*Monitor{term, lg} {
+		m.SetFollow(6)
+		m.SetRange(1, 0) // follow without --to: no range end
+	}
+	frame := func() string {
+		s := out.String()
+		out.Reset()
+		if i := strings.LastIndex(s, "\x1b[J"); i >= 0 {
+			s = s[i+3:]
+		}
+		return strings.TrimSuffix(strings.TrimSuffix(s, "\n"), "\x1b[K")
+	}
+	step := func(tip, to uint64) {
+		for _, m := range []*Monitor{term, lg} {
+			m.SetTip(tip)
+			m.FetchPlanned(tip - to) // a poll
+			if to > 0 {
+				m.Exported(to-9, to, []int{10, 30}, time.Millisecond, false)
+			}
+			m.tick(clk.Now(), false)
+		}
+	}
+	step(1000, 0)
+	if got, want := frame(), "follow at -  tip 1000  lag 1000  - h/s"; got != want {
+		t.Errorf("before any export:\n got %q\nwant %q", got, want)
+	}
+	for i := 0; i < 10; i++ {
+		clk.Add(time.Second)
+		step(1000, 10*uint64(i+1))
+	}
+	if got, want := frame(), "follow at 100  tip 1000  lag 900  10 h/s  40 rows/s  eta 1m29s"; got != want {
+		t.Errorf("catching up:\n got %q\nwant %q", got, want)
+	}
+	clk.Add(time.Second)
+	step(1000, 994)
+	if got := frame(); !strings.HasPrefix(got, "follow at 994  tip 1000  lag 6  ") || !strings.HasSuffix(got, "  waiting for 6 confirmations") {
+		t.Errorf("caught up: %q", got)
+	}
+	if strings.Contains(out.String()+logs.String(), "planned") {
+		t.Errorf("follow shows planned heights: %s", logs.String())
+	}
+	recs := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(recs) != 1 {
+		t.Fatalf("want one record for 11 s of polls at a 10 s interval, got %d:\n%s", len(recs), logs.String())
+	}
+	var rec struct {
+		Follow struct {
+			Tip, Lag, Exported uint64
+			HeightsPerS        *float64 `json:"heights_per_s"`
+			Waiting            uint64   `json:"waiting_confirmations"`
+		}
+	}
+	if err := json.Unmarshal([]byte(recs[0]), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if f := rec.Follow; f.Tip != 1000 || f.Exported != 100 || f.Lag != 900 || f.HeightsPerS == nil || *f.HeightsPerS != 10 || f.Waiting != 0 {
+		t.Errorf("follow record %s", recs[0])
+	}
+}

@@ -21,6 +21,13 @@ type Summary struct {
 	Fetch  FetchSummary
 	Export ExportSummary
 
+	// Follow is set for the head stream: Tip is the chain tip last read
+	// (if TipKnown), Confirmations how far below it the stream exports.
+	Follow        bool
+	Tip           uint64
+	TipKnown      bool
+	Confirmations uint64
+
 	RPCRequests uint64 // requests sent
 	RPCFailed   uint64 // requests whose outcome was not OutcomeOK
 	Retries     uint64 // retries of every reason
@@ -70,7 +77,8 @@ func (m *Monitor) Summary() Summary {
 	}
 	sum := Summary{
 		From: s.from, To: s.to, RangeSet: s.rangeSet,
-		Duration:    end.Sub(s.created),
+		Duration: end.Sub(s.created),
+		Follow:   s.follow, Tip: s.tip, TipKnown: s.tipKnown, Confirmations: s.confirmations,
 		RPCRequests: s.requests, RPCFailed: s.failed, Retries: s.retries, PGRetries: s.pgRetries,
 		Fetch: FetchSummary{
 			Planned: s.fetchPlanned, Fetched: s.fetched, Blocks: s.staged,
@@ -130,7 +138,24 @@ func (s Summary) WriteText(w io.Writer) {
 		p(", NOT complete\n")
 	}
 	f := s.Fetch
-	if f.Planned > 0 || f.Blocks > 0 {
+	if s.Follow && s.TipKnown {
+		p("  follow:  tip %d", s.Tip)
+		if s.Export.LastValid {
+			lag := uint64(0)
+			if s.Tip > s.Export.Last {
+				lag = s.Tip - s.Export.Last
+			}
+			p(", exported to %d, lag %d", s.Export.Last, lag)
+		}
+		p(" (%d confirmations)\n", s.Confirmations)
+	}
+	switch {
+	case s.Follow && f.Blocks > 0:
+		// Planned heights of a head stream are those of its last poll:
+		// the count says nothing.
+		p("  fetch:   %d blocks staged in %s (%.0f blocks/s)\n", f.Blocks, seconds(f.Duration), f.BlocksPerS)
+		p("           %s raw -> %s staged (compression ratio %.2f)\n", megabytes(f.RawBytes), megabytes(f.StoredBytes), f.Ratio)
+	case !s.Follow && (f.Planned > 0 || f.Blocks > 0):
 		p("  fetch:   %d blocks staged of %d planned in %s (%.0f blocks/s)\n",
 			f.Blocks, f.Planned, seconds(f.Duration), f.BlocksPerS)
 		p("           %s raw -> %s staged (compression ratio %.2f)\n", megabytes(f.RawBytes), megabytes(f.StoredBytes), f.Ratio)

@@ -94,3 +94,31 @@ func TestSummaryOfNothing(t *testing.T) {
 		}
 	}
 }
+
+// A head stream's summary gives the tip and the lag, not the heights its
+// last poll planned.
+func TestFollowSummary(t *testing.T) {
+	clk := newClock()
+	m := New(Options{Out: &bytes.Buffer{}, Terminal: ptr(false), Now: clk.Now})
+	m.SetFollow(3)
+	m.SetTip(500)
+	m.FetchPlanned(490)
+	clk.Add(time.Second)
+	m.Staged(490, 1e6, 2e5, time.Millisecond)
+	m.FetchPlanned(0)
+	m.Exported(1, 497, []int{497}, time.Millisecond, false)
+	m.Stop()
+	s := m.Summary()
+	s.Command = "follow"
+	var out bytes.Buffer
+	s.WriteText(&out)
+	text := out.String()
+	for _, want := range []string{"follow:  tip 500, exported to 497, lag 3 (3 confirmations)\n", "fetch:   490 blocks staged in 1.0s (490 blocks/s)\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("follow summary lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "planned") {
+		t.Errorf("follow summary counts planned heights:\n%s", text)
+	}
+}

@@ -47,6 +47,9 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 	defer closeSource(src)
 	defer db.Close(context.WithoutCancel(ctx))
 	head := export.Stream{Head: true, From: cfg.From}
+	// One progress line per interval says what the stream does; the
+	// engines' lines of every poll are debug output.
+	plog := demoteInfo(log)
 	sum.Export.Rows = map[string]uint64{}
 	unlinked := 0 // fetches in a row that failed on blocks that do not link near the tip
 	for {
@@ -68,7 +71,7 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 		// Stage everything up to the tip: the unconfirmed window lives in
 		// staging, where a reorg costs nothing to undo.
 		if tipH >= next {
-			st, err := loader.Fetch(ctx, src, store, next, tipH, loaderConfig(cfg, log, c), nil)
+			st, err := loader.Fetch(ctx, src, store, next, tipH, loaderConfig(cfg, plog, c), nil)
 			addFetch(&sum.Fetch, st)
 			if span, brk, ok := unlinkedNearTip(err, tipH, cfg); ok {
 				if unlinked++; unlinked > maxUnlinkedRefetches {
@@ -114,7 +117,7 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 			target = min(target, cfg.To)
 		}
 		if target >= next {
-			ecfg := exportConfig(cfg, log, c)
+			ecfg := exportConfig(cfg, plog, c)
 			ecfg.Stream = export.Stream{Head: true, From: cfg.From, To: target}
 			res, err := export.Run(ctx, db, store, dec, ecfg)
 			addExport(&sum.Export, res)

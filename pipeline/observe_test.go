@@ -115,3 +115,53 @@ func TestFollowMetricsAndHTTPAddress(t *testing.T) {
 		t.Fatalf("no chosen port logged:\n%s", logs.String())
 	}
 }
+
+// A head stream logs no INFO line per poll or per block: its progress
+// line names the tip and the lag.
+func TestFollowLogsProgressNotEveryPoll(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	fc := newForkChain(100, 50, 0, 0)
+	cfg := testConfig(CmdFollow, dsn, filepath.Join(t.TempDir(), "head"), fc, 1, 300)
+	cfg.Confirmations, cfg.Progress = 2, time.Hour
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	cfg.Monitor = monitor.New(monitor.Options{Logger: log, Out: io.Discard, Terminal: new(bool), Interval: time.Hour})
+	var out bytes.Buffer
+	sum, err := Run(context.Background(), cfg, &out, log)
+	if err != nil || !sum.Complete {
+		t.Fatalf("follow to 300: %v, complete %v", err, sum.Complete)
+	}
+	var infos, progress []string
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec struct {
+			Level, Msg string
+			Follow     *struct{ Tip, Lag, Exported uint64 }
+		}
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if rec.Level == "INFO" {
+			infos = append(infos, rec.Msg)
+		}
+		if rec.Msg == "progress" {
+			if rec.Follow == nil || rec.Follow.Tip < 302 || rec.Follow.Exported != 300 || rec.Follow.Lag != rec.Follow.Tip-300 {
+				t.Errorf("progress record without the follow state: %s", l)
+			}
+			progress = append(progress, l)
+		}
+	}
+	// Polls of 50 blocks from 100 to 350: each used to log "fetch planned"
+	// and "export starting".
+	for _, msg := range infos {
+		if msg == "fetch planned" || msg == "export starting" {
+			t.Errorf("INFO %q logged by a head stream:\n%s", msg, logs.String())
+			break
+		}
+	}
+	if len(progress) != 1 {
+		t.Errorf("%d progress records, want the final one:\n%s", len(progress), logs.String())
+	}
+	if !strings.Contains(out.String(), "follow:  tip ") || strings.Contains(out.String(), "planned") {
+		t.Errorf("follow summary:\n%s", out.String())
+	}
+}

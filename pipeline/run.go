@@ -157,6 +157,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	if cfg.ToSet {
 		m.SetRange(cfg.From, cfg.To)
 	}
+	if cfg.Command == CmdFollow {
+		m.SetFollow(cfg.Confirmations)
+	}
 	if cfg.Progress > 0 {
 		m.Start(ctx)
 	}
