@@ -79,6 +79,10 @@ type Config struct {
 	RPCTimeout   time.Duration // --rpc-timeout
 	SyncCommit   bool          // --sync-commit
 
+	// ExportStreams: export splits the range into this many sub-ranges
+	// exported at once over as many connections (--export-streams).
+	ExportStreams int
+
 	PGRetries      int           // --pg-retries: retries of a transient database fault, since the last committed batch
 	PGRetryMaxWait time.Duration // --pg-retry-max-wait: the longest backoff between them
 
@@ -186,6 +190,9 @@ const (
 	MaxAliasLen     = 128     // bytes of a backfill alias
 )
 
+// MaxExportStreams bounds --export-streams (connections of one export).
+const MaxExportStreams = 64
+
 // DefaultConfig returns a Config holding every default; the CLI's flags
 // start from it.
 func DefaultConfig() Config {
@@ -197,6 +204,7 @@ func DefaultConfig() Config {
 		FetchWorkers:   8,
 		FetchSpan:      16,
 		BatchBlocks:    500,
+		ExportStreams:  1,
 		PGRetries:      export.DefaultRetries,
 		PGRetryMaxWait: export.DefaultMaxWait,
 		RPCTimeout:     30 * time.Second,
@@ -318,6 +326,11 @@ func (c *Config) Validate() error {
 	}
 	if c.BatchBlocks <= 0 || c.BatchBlocks > MaxBatchBlocks {
 		bad("batch-blocks", "want 1 to %d blocks, got %d", MaxBatchBlocks, c.BatchBlocks)
+	}
+	if c.ExportStreams <= 0 || c.ExportStreams > MaxExportStreams {
+		bad("export-streams", "want 1 to %d, got %d", MaxExportStreams, c.ExportStreams)
+	} else if c.ExportStreams > 1 && c.Command != CmdExport {
+		bad("export-streams", "only export splits a range into streams (it needs the whole range staged); %s exports with one: fetch, then export --export-streams %d", c.Command, c.ExportStreams)
 	}
 	if c.PGRetries < 0 || c.PGRetries > 1000 {
 		bad("pg-retries", "must be between 0 and 1000, got %d", c.PGRetries)

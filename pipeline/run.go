@@ -437,7 +437,16 @@ func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() 
 	if err := prepareIndexes(ctx, cfg, db, dec, log); err != nil {
 		return err
 	}
-	res, err := export.Run(ctx, db, store, dec, exportConfig(cfg, log, c))
+	sessions := []*export.Session{db}
+	for range cfg.ExportStreams - 1 {
+		s, err := dialSession(ctx, cfg, log, c)
+		if err != nil {
+			return err
+		}
+		defer s.Close(context.WithoutCancel(ctx))
+		sessions = append(sessions, s)
+	}
+	res, err := export.RunStreams(ctx, sessions, store, dec, exportConfig(cfg, log, c))
 	sum.Export = res
 	sum.Complete = res.Complete
 	if err != nil {

@@ -159,6 +159,7 @@ func newFlags(cmd string) (*pflag.FlagSet, *pipeline.Config) {
 	fs.IntVar(&cfg.FetchSpan, "fetch-span", d.FetchSpan, "heights per fetch request")
 	fs.Uint64Var(&cfg.FetchLead, "fetch-lead", 0, "run: how many heights fetch may stage ahead of export (0: four export batches)")
 	fs.IntVar(&cfg.BatchBlocks, "batch-blocks", d.BatchBlocks, "blocks per export transaction")
+	fs.IntVar(&cfg.ExportStreams, "export-streams", d.ExportStreams, "export: split the range into this many contiguous sub-ranges exported at once over as many connections (resume with the same number)")
 	fs.Float64Var(&cfg.RPS, "rps", 0, "requests per second per RPC endpoint (0: unlimited)")
 	fs.DurationVar(&cfg.RPCTimeout, "rpc-timeout", d.RPCTimeout, "timeout of one RPC request")
 	fs.BoolVar(&cfg.SyncCommit, "sync-commit", false, "wait for WAL flush on every batch commit")
