@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 
@@ -11,6 +12,8 @@ import (
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/evm"
+	"github.com/blockhaul/blockhaul/loader"
+	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
@@ -325,4 +328,66 @@ func Estimate(ctx context.Context, cfg Config, out io.Writer) error {
 		}
 	}
 	return err
+}
+
+// Repair refetches what a deep verify of --staging finds missing, corrupt,
+// wrong or broken, from the configured source (--rpc, else the synthetic
+// chain), salvaging a store whose Pebble files are damaged into a fresh
+// one first, and verifies again. Anything left wrong is a
+// *archive.DataError (exit 4). The chain family is the store's own.
+func Repair(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error {
+	if _, err := os.Stat(cfg.Staging); err != nil {
+		return &ConfigError{Fields: []*FieldError{{Flag: "staging", Env: EnvName("staging"), Msg: fmt.Sprintf("no staging directory: %v", err)}}}
+	}
+	ro, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	if id, ok := ro.Identity(); ok {
+		cfg.Chain = id.Family.String()
+	}
+	_, hi, staged, _ := ro.Bounds()
+	ro.Close()
+	dec, err := newDecoder(&cfg)
+	if err != nil {
+		return err
+	}
+	vcfg := archive.VerifyConfig{From: cfg.From, To: cfg.To, FromSet: cfg.FromSet, ToSet: cfg.ToSet, Deep: true, Decoder: dec}
+	switch dec.Family() {
+	case chain.FamilyCometBFT:
+		vcfg.Recompute = cometbft.VerifyBlock
+	case chain.FamilyEVM:
+		vcfg.Recompute = evm.VerifyBlock
+	}
+	t := syntheticTip(&cfg)
+	if staged && hi > t && cfg.SyntheticTip == 0 {
+		t = hi
+	}
+	if cfg.ToSet && cfg.To > t && cfg.SyntheticTip == 0 {
+		t = cfg.To
+	}
+	src, err := newSource(&cfg, func() uint64 { return t }, log)
+	if err != nil {
+		return err
+	}
+	defer closeSource(src)
+	lc := loaderConfig(&cfg, log, &counters{m: monitor.New(monitor.Options{Logger: log, Out: io.Discard, Terminal: new(bool)})})
+	r, rerr := archive.Repair(ctx, cfg.Staging, archive.RepairConfig{
+		Verify:  vcfg,
+		Options: staging.Options{Logger: log},
+		Refetch: func(ctx context.Context, store *staging.Store, from, to uint64) error {
+			_, err := loader.Fetch(ctx, src, store, from, to, lc, nil)
+			return err
+		},
+	})
+	if r != nil {
+		if cfg.JSON {
+			if err := archive.WriteJSON(out, r); err != nil && rerr == nil {
+				rerr = err
+			}
+		} else {
+			r.WriteText(out)
+		}
+	}
+	return rerr
 }

@@ -38,13 +38,14 @@ const (
 	CmdChecksum = "checksum" // archive commands (pipeline/archive.go)
 	CmdVerify   = "verify"
 	CmdPrune    = "prune"
+	CmdRepair   = "repair"
 	CmdSnapshot = "snapshot"
 	CmdRestore  = "restore"
 	CmdEstimate = "estimate"
 )
 
 // Commands are the commands Run knows, in the order the usage lists them.
-var Commands = []string{CmdRun, CmdFetch, CmdExport, CmdFollow, CmdMerge, CmdStatus, CmdChecksum, CmdVerify, CmdPrune, CmdSnapshot, CmdRestore, CmdEstimate}
+var Commands = []string{CmdRun, CmdFetch, CmdExport, CmdFollow, CmdMerge, CmdStatus, CmdChecksum, CmdVerify, CmdRepair, CmdPrune, CmdSnapshot, CmdRestore, CmdEstimate}
 
 // Config is everything one blockhaul invocation needs. Field comments name
 // the flag that sets each field.
@@ -253,7 +254,7 @@ func (c *Config) Validate() error {
 		fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: fmt.Sprintf(format, args...)})
 	}
 	switch {
-	case c.Command == CmdChecksum || c.Command == CmdVerify || c.Command == CmdPrune || c.Command == CmdSnapshot || c.Command == CmdRestore || c.Command == CmdEstimate:
+	case c.Command == CmdChecksum || c.Command == CmdVerify || c.Command == CmdRepair || c.Command == CmdPrune || c.Command == CmdSnapshot || c.Command == CmdRestore || c.Command == CmdEstimate:
 		fs = append(fs, c.validateArchive()...)
 	case !slices.Contains(Commands, c.Command):
 		fs = append(fs, &FieldError{Msg: fmt.Sprintf("unknown command %q (want one of %s)", c.Command, strings.Join(Commands, ", "))})

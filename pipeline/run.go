@@ -102,6 +102,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 		return Summary{Command: cfg.Command}, Verify(ctx, cfg, out)
 	case CmdPrune:
 		return Summary{Command: cfg.Command}, Prune(ctx, cfg, out)
+	case CmdRepair:
+		return Summary{Command: cfg.Command}, Repair(ctx, cfg, out, log)
 	case CmdSnapshot:
 		return Summary{Command: cfg.Command}, Snapshot(ctx, cfg, out)
 	case CmdRestore:

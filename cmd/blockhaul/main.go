@@ -36,6 +36,7 @@ Usage:
   blockhaul checksum --pg DSN [--against DSN2]  digest every exported row; compare two databases
   blockhaul verify  [--deep] [--pg DSN]         check every staged record, the chain, and PostgreSQL against it
   blockhaul prune   --below H [--force]         delete staged blocks every target has exported
+  blockhaul repair  [--rpc URL] [--from --to]   refetch what verify finds missing or wrong; salvage a damaged store
   blockhaul snapshot DEST                       consistent copy of --staging to a directory or blob URL
   blockhaul restore SRC                         restore a snapshot into --staging, verified first
   blockhaul estimate --from N --to M [--pg DSN]  heights, bytes and time a job would take; disk room

@@ -1,0 +1,380 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/staging"
+)
+
+// RepairConfig says how Repair checks and refetches.
+type RepairConfig struct {
+	// Verify is the check run before and after the repair. Repair always
+	// runs it deep (a record whose content does not hash to its staged hash
+	// is wrong too) and lists every problem (MaxListed is ignored).
+	Verify VerifyConfig
+	// Refetch stages every missing height of [from, to] from the
+	// configured source (loader.Fetch). Required.
+	Refetch func(ctx context.Context, store *staging.Store, from, to uint64) error
+	// Options opens the store (and the salvaged one).
+	Options staging.Options
+	// Now names the kept damaged directory; default time.Now.
+	Now func() time.Time
+}
+
+// Salvage is what Repair did with a store whose Pebble files were damaged.
+type Salvage struct {
+	Reason  string `json:"reason"`  // why the store could not be read to its end
+	Copied  uint64 `json:"copied"`  // readable records copied into the fresh store
+	Lost    []Gap  `json:"lost"`    // heights that could not be read (refetched)
+	Mirrors int    `json:"mirrors"` // target checkpoints copied
+	// Damaged is where the old files were kept (DIR.damaged-<time>);
+	// Removed is set when they were deleted because the new store
+	// verified clean.
+	Damaged string `json:"damaged"`
+	Removed bool   `json:"removed"`
+}
+
+// RepairReport is what the repair command prints.
+type RepairReport struct {
+	Dir     string         `json:"dir"`
+	Before  *StagingReport `json:"before"`
+	Salvage *Salvage       `json:"salvage,omitempty"`
+	// Refetched are the ranges removed (when held) and fetched again.
+	Refetched []Gap `json:"refetched"`
+	// Failed names the ranges whose refetch failed, with the error.
+	Failed []string       `json:"failed"`
+	After  *StagingReport `json:"after"`
+}
+
+// Clean reports whether the store verified clean after the repair.
+func (r *RepairReport) Clean() bool {
+	return r.After != nil && r.After.Problems() == 0 && len(r.Failed) == 0
+}
+
+// Repair makes the store in dir whole again: it verifies it (deep), removes
+// every corrupt, wrong or undecodable record and both blocks of every
+// parent-hash break, refetches those heights and every gap from the
+// configured source, and verifies again. A store whose Pebble files are
+// damaged (the verify cannot read to the end) is first salvaged: every
+// readable record is copied into a fresh store beside it, which is swapped
+// in; the old files are kept as DIR.damaged-<time> until the new store
+// verifies clean. A store Pebble cannot open at all is not touched.
+//
+// The error is nil when the store verified clean afterwards, a *DataError
+// when something could not be repaired (the report says what), or another
+// error when the repair could not run.
+func Repair(ctx context.Context, dir string, cfg RepairConfig) (*RepairReport, error) {
+	if cfg.Refetch == nil {
+		return nil, errors.New("archive: repair: no source to refetch from")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	vcfg := cfg.Verify
+	vcfg.Deep, vcfg.MaxListed = true, int(^uint(0)>>1)
+	r := &RepairReport{Dir: dir, Refetched: []Gap{}, Failed: []string{}}
+
+	ro := cfg.Options
+	ro.ReadOnly = true
+	old, err := staging.Open(dir, ro)
+	if err != nil {
+		return nil, fmt.Errorf("archive: repair: %w", err)
+	}
+	r.Before, err = Verify(old, vcfg)
+	if err != nil {
+		old.Close()
+		return nil, fmt.Errorf("archive: repair: %w", err)
+	}
+	// Verify again over the range first checked, so that heights lost at
+	// either end of the store count as gaps.
+	if r.Before.From != nil {
+		vcfg.From, vcfg.To, vcfg.FromSet, vcfg.ToSet = *r.Before.From, *r.Before.To, true, true
+	}
+	var damaged string
+	if r.Before.Unreadable != "" {
+		r.Salvage = &Salvage{Reason: r.Before.Unreadable, Lost: []Gap{}}
+		damaged, err = salvage(dir, old, vcfg, cfg, r.Salvage)
+		old.Close()
+		if err != nil {
+			return r, fmt.Errorf("archive: repair: salvage %s: %w", dir, err)
+		}
+	} else if err := old.Close(); err != nil {
+		return nil, fmt.Errorf("archive: repair: %w", err)
+	}
+
+	store, err := staging.Open(dir, cfg.Options)
+	if err != nil {
+		return r, fmt.Errorf("archive: repair: %w", err)
+	}
+	defer store.Close()
+	found := r.Before
+	if r.Salvage != nil {
+		if found, err = Verify(store, vcfg); err != nil {
+			return r, fmt.Errorf("archive: repair: %w", err)
+		}
+	}
+	drop, fetch := toRepair(found)
+	for _, g := range drop {
+		if err := store.Delete(g.From, g.To); err != nil {
+			return r, fmt.Errorf("archive: repair: remove %d-%d: %w", g.From, g.To, err)
+		}
+	}
+	for _, g := range fetch {
+		if err := ctx.Err(); err != nil {
+			return r, err
+		}
+		r.Refetched = append(r.Refetched, g)
+		if err := cfg.Refetch(ctx, store, g.From, g.To); err != nil {
+			if ctx.Err() != nil {
+				return r, err
+			}
+			r.Failed = append(r.Failed, fmt.Sprintf("%d-%d: %v", g.From, g.To, err))
+		}
+	}
+	if err := store.Flush(); err != nil {
+		return r, fmt.Errorf("archive: repair: %w", err)
+	}
+	if r.After, err = Verify(store, vcfg); err != nil {
+		return r, fmt.Errorf("archive: repair: %w", err)
+	}
+	if !r.Clean() {
+		n := r.After.Problems() + len(r.Failed)
+		return r, &DataError{Check: "repair", Problems: max(n, 1)}
+	}
+	if damaged != "" {
+		if err := os.RemoveAll(damaged); err != nil {
+			return r, fmt.Errorf("archive: repair: remove the damaged copy %s: %w", damaged, err)
+		}
+		r.Salvage.Removed = true
+	}
+	return r, nil
+}
+
+// toRepair turns a verify report into the ranges to remove (records held
+// but wrong) and the ranges to fetch (those and the gaps), each sorted and
+// coalesced.
+func toRepair(v *StagingReport) (drop, fetch []Gap) {
+	var bad []uint64
+	for _, list := range [][]Problem{v.Corrupt, v.WrongHash, v.Undecodable} {
+		for _, p := range list {
+			bad = append(bad, p.Height)
+		}
+	}
+	// A break says one of two blocks is not the chain's; the source says
+	// which.
+	for _, b := range v.Breaks {
+		bad = append(bad, b.Height-1, b.Height)
+	}
+	drop = coalesce(bad, nil)
+	return drop, coalesce(bad, v.Gaps)
+}
+
+func coalesce(hs []uint64, gaps []Gap) []Gap {
+	all := slices.Clone(gaps)
+	for _, h := range hs {
+		all = append(all, Gap{From: h, To: h})
+	}
+	slices.SortFunc(all, func(a, b Gap) int {
+		switch {
+		case a.From < b.From:
+			return -1
+		case a.From > b.From:
+			return 1
+		}
+		return 0
+	})
+	var out []Gap
+	for _, g := range all {
+		if n := len(out); n > 0 && g.From <= out[n-1].To+1 {
+			out[n-1].To = max(out[n-1].To, g.To)
+			continue
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// salvage copies every record of old (open read-only) that can be read into
+// a fresh store beside dir, then swaps it in: dir becomes
+// DIR.damaged-<time> and the fresh store dir. It returns the damaged
+// directory's name.
+func salvage(dir string, old *staging.Store, vcfg VerifyConfig, cfg RepairConfig, sv *Salvage) (string, error) {
+	id, ok := old.Identity()
+	if !ok {
+		return "", fmt.Errorf("the store records no chain: nothing to salvage into")
+	}
+	stamp := cfg.Now().UTC().Format("20060102T150405Z")
+	fresh := dir + ".repair-" + stamp
+	if err := os.RemoveAll(fresh); err != nil {
+		return "", err
+	}
+	nw, err := staging.Open(fresh, cfg.Options)
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		if nw != nil {
+			nw.Close()
+			os.RemoveAll(fresh)
+		}
+	}()
+	if err := nw.Bind(id.Family, id.ChainID); err != nil {
+		return "", err
+	}
+	if ms, err := old.Mirrors(); err == nil {
+		for t, cp := range ms {
+			if err := nw.SetMirror(t, cp); err != nil {
+				return "", err
+			}
+			sv.Mirrors++
+		}
+	}
+	lost := func(h uint64) {
+		if n := len(sv.Lost); n > 0 && sv.Lost[n-1].To+1 == h {
+			sv.Lost[n-1].To = h
+		} else {
+			sv.Lost = append(sv.Lost, Gap{From: h, To: h})
+		}
+	}
+	b := nw.NewBatch()
+	defer func() { b.Close() }()
+	put := func(blk chain.Block) error {
+		if err := b.Put(blk); err != nil {
+			return err
+		}
+		sv.Copied++
+		if b.Size() >= 8<<20 {
+			if err := b.Commit(); err != nil {
+				return err
+			}
+			b.Close()
+			b = nw.NewBatch()
+		}
+		return nil
+	}
+	from, to := vcfg.From, vcfg.To
+	// Scan while the iterator can go on; where it stops, read height by
+	// height (a point read fails only for the heights of the damaged
+	// block) until a run of heights reads again, then scan from there.
+	const resumeAfter = 32
+	next := from
+	for next <= to {
+		it, err := old.Scan(next, to)
+		if err == nil {
+			for it.Next() {
+				blk := it.Block()
+				if err := put(blk); err != nil {
+					it.Close()
+					return "", err
+				}
+				next = blk.Height + 1
+			}
+			err = it.Err()
+			it.Close()
+			if err == nil {
+				break
+			}
+		}
+		good := 0
+		for ; next <= to && good < resumeAfter; next++ {
+			blk, err := old.Get(next)
+			switch {
+			case errors.Is(err, staging.ErrNotFound):
+				good++
+			case err != nil:
+				lost(next)
+				good = 0
+			default:
+				if err := put(blk); err != nil {
+					return "", err
+				}
+				good++
+			}
+		}
+	}
+	if err := b.Commit(); err != nil {
+		return "", err
+	}
+	if err := nw.Close(); err != nil {
+		nw = nil
+		os.RemoveAll(fresh)
+		return "", err
+	}
+	nw = nil
+	damaged := dir + ".damaged-" + stamp
+	old.Close() // before its directory moves; read-only, nothing to lose
+	if err := os.Rename(dir, damaged); err != nil {
+		os.RemoveAll(fresh)
+		return "", err
+	}
+	if err := os.Rename(fresh, dir); err != nil {
+		// Put the old store back: nothing is lost.
+		if rerr := os.Rename(damaged, dir); rerr != nil {
+			return "", errors.Join(err, rerr)
+		}
+		return "", err
+	}
+	sv.Damaged = damaged
+	return damaged, nil
+}
+
+// WriteText writes the report for a terminal.
+func (r *RepairReport) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "repair staging %s\n", r.Dir)
+	if r.Before != nil {
+		fmt.Fprintln(w, "before:")
+		VerifyReport{Staging: r.Before}.WriteText(indent{w})
+	}
+	if s := r.Salvage; s != nil {
+		fmt.Fprintf(w, "salvaged a damaged store (%s): %d readable records and %d target checkpoints copied into a fresh store; unreadable: %s\n",
+			s.Reason, s.Copied, s.Mirrors, gapList(s.Lost, 10))
+		if s.Removed {
+			fmt.Fprintf(w, "  the damaged files (%s) were removed: the new store verified clean\n", s.Damaged)
+		} else if s.Damaged != "" {
+			fmt.Fprintf(w, "  the damaged files are kept in %s\n", s.Damaged)
+		}
+	}
+	if len(r.Refetched) > 0 {
+		fmt.Fprintf(w, "refetched: %s\n", gapList(r.Refetched, 20))
+	} else {
+		fmt.Fprintln(w, "refetched: nothing")
+	}
+	for _, f := range r.Failed {
+		fmt.Fprintf(w, "  refetch FAILED: %s\n", f)
+	}
+	if r.After != nil {
+		fmt.Fprintln(w, "after:")
+		VerifyReport{Staging: r.After}.WriteText(indent{w})
+	}
+	if r.Clean() {
+		fmt.Fprintln(w, "result: repaired, clean")
+	} else {
+		fmt.Fprintln(w, "result: NOT repaired")
+	}
+}
+
+// indent prefixes every line written with two spaces.
+type indent struct{ w io.Writer }
+
+func (i indent) Write(p []byte) (int, error) {
+	out := make([]byte, 0, len(p)+16)
+	start := true
+	for _, c := range p {
+		if start {
+			out = append(out, ' ', ' ')
+		}
+		out = append(out, c)
+		start = c == '\n'
+	}
+	if _, err := i.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
