@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # make demo: load synthetic CometBFT blocks into a fresh database and show
 # what landed. Usage: scripts/demo.sh SERVER_URL LAST_HEIGHT
+#
+# The database is $DEMO_DB (default blockhaul_demo) on the server
+# of SERVER_URL (a URI or a keyword/value string). The demo says which
+# database it drops and recreates, and drops only one it created itself
+# (scripts/demo-db.sh).
 set -euo pipefail
 server=$1
 to=${2:-20000}
-db=blockhaul_demo
-base=${server%%\?*}
-dburl="${base%/*}/$db?sslmode=disable"
+db=${DEMO_DB:-blockhaul_demo}
+. "$(dirname "$0")/demo-db.sh"
 
-psql -q "$server" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" >/dev/null
+demo_prepare "$server" "$db"
+dburl=$(demo_url "$server" "$db")
 rm -rf demo-data
 mkdir -p demo-data
 
