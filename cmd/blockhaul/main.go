@@ -40,9 +40,6 @@ Usage:
   blockhaul snapshot DEST                       consistent copy of --staging to a directory or blob URL
   blockhaul restore SRC                         restore a snapshot into --staging, verified first
   blockhaul estimate --from N --to M [--pg DSN]  heights, bytes and time a job would take; disk room
-  blockhaul snapshot DEST                       consistent copy of --staging to a directory or blob URL
-  blockhaul restore SRC                         restore a snapshot into --staging, verified first
-  blockhaul estimate --from N --to M [--pg DSN]  heights, bytes and time a job would take; disk room
 
 With no --rpc, blocks come from a deterministic synthetic chain (--synthetic-seed).
 
