@@ -4,10 +4,20 @@ BIN     := bin/blockhaul
 PG_URL   = $$(scripts/pg-ensure.sh)
 DEMO_TO ?= 20000
 
-.PHONY: build test demo bench test-nodes vet clean faults
+.PHONY: build test demo bench test-nodes vet clean faults static image
 
 build:
 	$(GO) build -o $(BIN) ./cmd/blockhaul
+
+# The binary the image holds: static (no cgo), Pebble's zstd in pure Go.
+static:
+	CGO_ENABLED=0 $(GO) build -trimpath -tags pebblegozstd -ldflags='-s -w' -o bin/blockhaul-static ./cmd/blockhaul
+
+# The container image (Dockerfile: that binary FROM scratch), where Docker runs.
+IMAGE ?= blockhaul:dev
+image:
+	@docker info >/dev/null 2>&1 || { echo "make image: no Docker daemon here (docker info failed); make static builds the same binary"; exit 1; }
+	docker build -t $(IMAGE) .
 
 vet:
 	$(GO) vet ./...
