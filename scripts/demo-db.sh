@@ -42,6 +42,17 @@ demo_where() {
 	psql -X -q -tA "$1" -c "SELECT current_user || '@' || coalesce(host(inet_server_addr()), 'local socket') || ':' || current_setting('port')"
 }
 
+# demo_made_before SERVER_URL DB reports whether DB holds nothing but what
+# a demo of before the marker loads: a cometbft schema, public empty.
+demo_made_before() {
+	local other
+	other=$(psql -X -q -tA "$(demo_url "$1" "$2")" -c "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname NOT IN ('cometbft', 'pg_catalog', 'information_schema', 'pg_toast') AND n.nspname NOT LIKE 'pg_temp%' AND n.nspname NOT LIKE 'pg_toast_temp%'") || return 1
+	local has
+	has=$(psql -X -q -tA "$(demo_url "$1" "$2")" -c "SELECT to_regclass('cometbft.blockhaul_checkpoints') IS NOT NULL") || return 1
+	[[ $other == 0 && $has == t ]]
+}
+
 # demo_prepare SERVER_URL DB (re)creates DB for the demo: a DB the demo did
 # not create is refused, never dropped.
 demo_prepare() {
@@ -59,7 +70,7 @@ demo_prepare() {
 	exists=$(psql -X -q -tA "$server" -c "SELECT count(*) FROM pg_database WHERE datname = '$db'")
 	if [[ $exists == 1 ]]; then
 		comment=$(psql -X -q -tA "$server" -c "SELECT coalesce(shobj_description(oid, 'pg_database'), '') FROM pg_database WHERE datname = '$db'")
-		if [[ $comment != "$demo_marker" ]]; then
+		if [[ $comment != "$demo_marker" ]] && ! demo_made_before "$server" "$db"; then
 			echo "demo: database $db on $where exists and was not created by make demo: not dropping it (set DEMO_DB to another name, or drop it yourself)" >&2
 			return 2
 		fi

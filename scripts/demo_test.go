@@ -110,6 +110,20 @@ func TestDemoPrepare(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", foreign).Scan(&exists); err != nil || !exists {
 		t.Fatalf("the foreign database is gone (%v)", err)
 	}
+	// One an earlier demo made before the marker existed (nothing but its
+	// cometbft schema) is still recreated.
+	fconn, err := pgx.Connect(ctx, pgtest.WithDatabase(base, foreign))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = fconn.Exec(ctx, "CREATE SCHEMA cometbft; CREATE TABLE cometbft.blockhaul_checkpoints (stream text)")
+	fconn.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := demoDB(t, "prepare", base, foreign); err != nil || !strings.Contains(out, "dropping and recreating database "+foreign) {
+		t.Fatalf("prepare over an earlier demo's database: %v\n%s", err, out)
+	}
 	if out, err := demoDB(t, "prepare", base, "Robert'); DROP"); err == nil || !strings.Contains(out, "must be lowercase") {
 		t.Fatalf("a bad name was accepted: %v\n%s", err, out)
 	}
