@@ -333,8 +333,12 @@ func (r *RepairReport) WriteText(w io.Writer) {
 		VerifyReport{Staging: r.Before}.WriteText(indent{w})
 	}
 	if s := r.Salvage; s != nil {
+		lost := "none"
+		if len(s.Lost) > 0 {
+			lost = gapList(s.Lost, 10)
+		}
 		fmt.Fprintf(w, "salvaged a damaged store (%s): %d readable records and %d target checkpoints copied into a fresh store; unreadable: %s\n",
-			s.Reason, s.Copied, s.Mirrors, gapList(s.Lost, 10))
+			s.Reason, s.Copied, s.Mirrors, lost)
 		if s.Removed {
 			fmt.Fprintf(w, "  the damaged files (%s) were removed: the new store verified clean\n", s.Damaged)
 		} else if s.Damaged != "" {

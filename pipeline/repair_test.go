@@ -168,53 +168,92 @@ func TestRepairCorruptAndMissingRecords(t *testing.T) {
 	}
 }
 
-// TestRepairSalvagesADamagedPebbleFile flips bytes in the middle of the
-// store's largest sstable: the store cannot be read to its end, so repair
-// copies every readable record into a fresh store, swaps it in, refetches
-// the rest, verifies clean, and removes the damaged copy; the export is the
-// original's.
-func TestRepairSalvagesADamagedPebbleFile(t *testing.T) {
+// TestRepairDamagedPebbleFile damages a whole Pebble file of a store filled
+// from the synthetic chain. A bad sstable (the store cannot be read to its
+// end) is salvaged: every readable record is copied into a fresh store that
+// is swapped in, the rest refetched, and the damaged copy removed once the
+// new store verifies clean. A bad blob file loses records only: those are
+// removed and refetched. Either way verify is then clean and an export of
+// the repaired store has the original's table digests.
+func TestRepairDamagedPebbleFile(t *testing.T) {
 	const to = 3000
 	const chainName = "cometbft"
-	stg := archiveFixture(t, chainName, to)
-	want := exportInto(t, chainName, stg, to)
-	ssts, _ := filepath.Glob(filepath.Join(stg, "*.sst"))
-	if len(ssts) == 0 {
-		t.Fatal("no sstable written")
-	}
-	slices.SortFunc(ssts, func(a, b string) int { return int(fileSize(t, b) - fileSize(t, a)) })
-	data, err := os.ReadFile(ssts[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := len(data) / 3; i < len(data)/3+256; i++ {
-		data[i] ^= 0xff
-	}
-	if err := os.WriteFile(ssts[0], data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	stg0 := archiveFixture(t, chainName, to)
+	want := exportInto(t, chainName, stg0, to)
+	for _, kind := range []string{"sst", "blob"} {
+		t.Run(kind, func(t *testing.T) {
+			stg := filepath.Join(t.TempDir(), "s")
+			copyStore(t, stg0, stg)
+			files, _ := filepath.Glob(filepath.Join(stg, "*."+kind))
+			if len(files) == 0 {
+				t.Fatalf("no .%s file written", kind)
+			}
+			slices.SortFunc(files, func(a, b string) int { return int(fileSize(t, b) - fileSize(t, a)) })
+			data, err := os.ReadFile(files[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := len(data) / 3; i < len(data)/3+256; i++ {
+				data[i] ^= 0xff
+			}
+			if err := os.WriteFile(files[0], data, 0o644); err != nil {
+				t.Fatal(err)
+			}
 
-	cfg := repairCmd(chainName, stg)
-	cfg.JSON = false
-	var out bytes.Buffer
-	_, err = Run(context.Background(), cfg, &out, quiet)
-	t.Logf("repair:\n%s", out.String())
+			cfg := repairCmd(chainName, stg)
+			cfg.JSON = false
+			var out bytes.Buffer
+			_, err = Run(context.Background(), cfg, &out, quiet)
+			t.Logf("repair:\n%s", out.String())
+			if err != nil {
+				t.Fatalf("repair: %v", err)
+			}
+			if !strings.Contains(out.String(), "result: repaired, clean") {
+				t.Fatalf("the text report does not say the store was repaired")
+			}
+			salvaged := strings.Contains(out.String(), "salvaged a damaged store")
+			if kind == "sst" && !salvaged {
+				t.Errorf("a damaged sstable was not salvaged")
+			}
+			if kind == "blob" && !strings.Contains(out.String(), "refetched: ") || strings.Contains(out.String(), "refetched: nothing") && kind == "blob" {
+				t.Errorf("a damaged blob file lost no record to refetch")
+			}
+			left, _ := filepath.Glob(stg + ".*")
+			if len(left) != 0 {
+				t.Errorf("after a clean repair, left beside the store: %v", left)
+			}
+			if vr, err := runVerify(t, deepVerify(stg)); err != nil || vr.Problems() != 0 || vr.Staging.Records != to {
+				t.Fatalf("verify after repair: %v, %d problems, %d records", err, vr.Problems(), vr.Staging.Records)
+			}
+			got := exportInto(t, chainName, stg, to)
+			if cr, err := runChecksum(t, checksumCmd(chainName, want, got, 500)); err != nil || !cr.Equal() {
+				t.Fatalf("the repaired store's export differs from the original's: %v %+v", err, cr.Differences)
+			}
+		})
+	}
+}
+
+// copyStore copies a closed store's files (not its LOCK) into dir.
+func copyStore(t *testing.T, from, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(from)
 	if err != nil {
-		t.Fatalf("repair: %v", err)
+		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "salvaged a damaged store") || !strings.Contains(out.String(), "result: repaired, clean") {
-		t.Fatalf("the text report does not say the store was salvaged and repaired")
-	}
-	left, _ := filepath.Glob(stg + ".*")
-	if len(left) != 0 {
-		t.Errorf("after a clean repair, left beside the store: %v", left)
-	}
-	if vr, err := runVerify(t, deepVerify(stg)); err != nil || vr.Problems() != 0 || vr.Staging.Records != to {
-		t.Fatalf("verify after repair: %v, %d problems, %d records", err, vr.Problems(), vr.Staging.Records)
-	}
-	got := exportInto(t, chainName, stg, to)
-	if cr, err := runChecksum(t, checksumCmd(chainName, want, got, 500)); err != nil || !cr.Equal() {
-		t.Fatalf("the repaired store's export differs from the original's: %v %+v", err, cr.Differences)
+	for _, e := range ents {
+		if e.IsDir() || e.Name() == "LOCK" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
