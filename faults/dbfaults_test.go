@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -29,7 +30,7 @@ func TestDatabaseFaults(t *testing.T) {
 	ref := newJob(t)
 	mustRun(t, "reference run", ref.args("run", 1, to)...)
 	want := digest(t, ref.dsn, "cometbft")
-	c := startCluster(t)
+	c := pgtest.StartCluster(t)
 	ctx := context.Background()
 
 	var lines, bad []string
@@ -47,7 +48,7 @@ func TestDatabaseFaults(t *testing.T) {
 		}
 	}
 	newJobOn := func(name string) job {
-		return job{dsn: c.newDatabase(t, name), staging: filepath.Join(t.TempDir(), "staging"), batch: 100}
+		return job{dsn: c.NewDatabase(t, name), staging: filepath.Join(t.TempDir(), "staging"), batch: 100}
 	}
 
 	// Backend terminations, each once a batch has been exported since the
@@ -56,7 +57,7 @@ func TestDatabaseFaults(t *testing.T) {
 		j := newJobOn("terminate")
 		s := startSampler(t, j.dsn, "cometbft")
 		p := startProc(t, nil, append(j.args("run", 1, to), "--progress-interval", "100ms")...)
-		admin, err := pgx.Connect(ctx, c.url())
+		admin, err := pgx.Connect(ctx, c.URL())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +95,7 @@ WHERE datname = 'terminate' AND pid <> pg_backend_pid() AND backend_type = 'clie
 		restarted := false
 		for line := range p.lines {
 			if !restarted && strings.Contains(line, "export.done=") && !strings.Contains(line, "export.done=0 ") {
-				if err := c.restart("immediate"); err != nil {
+				if err := c.Restart("immediate"); err != nil {
 					t.Fatal(err)
 				}
 				restarted = true
@@ -109,7 +110,7 @@ WHERE datname = 'terminate' AND pid <> pg_backend_pid() AND backend_type = 'clie
 	// and the blocks table locked for 1.2s, three times.
 	{
 		j := newJobOn("timeout")
-		admin, err := pgx.Connect(ctx, c.url())
+		admin, err := pgx.Connect(ctx, c.URL())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +152,7 @@ WHERE datname = 'terminate' AND pid <> pg_backend_pid() AND backend_type = 'clie
 	// A statement timeout no batch can meet: permanent.
 	{
 		j := newJobOn("timeoutforever")
-		admin, err := pgx.Connect(ctx, c.url())
+		admin, err := pgx.Connect(ctx, c.URL())
 		if err != nil {
 			t.Fatal(err)
 		}
