@@ -1,5 +1,3 @@
-//go:build faults
-
 package faults
 
 import (

@@ -106,15 +106,16 @@ WHERE datname = 'terminate' AND pid <> pg_backend_pid() AND backend_type = 'clie
 		lines = append(lines, fmt.Sprintf("immediate restart → exit %d", code))
 	}
 
-	// Statement timeouts: statement_timeout 300ms for the job's sessions,
-	// and the blocks table locked for 1.2s, three times.
+	// Statement timeouts: statement_timeout 2s for the job's sessions (a
+	// batch takes well under it), and the blocks table locked for 3s, three
+	// times.
 	{
 		j := newJobOn("timeout")
 		admin, err := pgx.Connect(ctx, c.URL())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := admin.Exec(ctx, `ALTER DATABASE timeout SET statement_timeout = '300ms'`); err != nil {
+		if _, err := admin.Exec(ctx, `ALTER DATABASE timeout SET statement_timeout = '2s'`); err != nil {
 			t.Fatal(err)
 		}
 		admin.Close(ctx)
@@ -139,14 +140,14 @@ WHERE datname = 'terminate' AND pid <> pg_backend_pid() AND backend_type = 'clie
 			if _, err := tx.Exec(ctx, "LOCK TABLE cometbft.blocks IN ACCESS EXCLUSIVE MODE"); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(1200 * time.Millisecond) // the fault: a lock held past the statement timeout
+			time.Sleep(3 * time.Second) // the fault: a lock held past the statement timeout
 			tx.Commit(ctx)
 			locks++
 		}
 		locker.Close(ctx)
 		code := p.wait(t, 5*time.Minute)
 		check("timeout", j, code, p.out.String(), s)
-		lines = append(lines, fmt.Sprintf("%d statement timeouts (lock 1.2s > timeout 300ms) → exit %d", locks, code))
+		lines = append(lines, fmt.Sprintf("%d statement timeouts (lock 3s > timeout 2s) → exit %d", locks, code))
 	}
 
 	// A statement timeout no batch can meet: permanent.

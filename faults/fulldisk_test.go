@@ -73,12 +73,12 @@ func TestFullDisk(t *testing.T) {
 
 	j := newJob(t)
 	// The staging reserve is 64 MiB plus four 16 MiB memtables: leave
-	// room for a few MB of blocks above it (the range stages ≈30 MB).
-	kind, grow := smallFS(t, j.staging, 136, 600)
+	// room for ≈20 MB of blocks above it (the range stages ≈30 MB).
+	kind, grow := smallFS(t, j.staging, 160, 600)
 	start := time.Now()
 	code, out := blockhaul(t, 3*time.Minute, j.args("run", 1, to)...)
 	took := time.Since(start)
-	line := errorLine(out)
+	line := errorLine(beforeDump(out))
 	var bad []string
 	switch {
 	case panicked(out):
@@ -108,7 +108,7 @@ func TestFullDisk(t *testing.T) {
 	if len(bad) > 0 {
 		verdict = fmt.Sprintf("%d problems", len(bad))
 	}
-	report(t, "full disk (%s, 136 MiB, %d blocks): exit %d after %.1fs (%q), status exit %d (%s), resume after growing exit %d, %s",
+	report(t, "full disk (%s, 160 MiB, %d blocks): exit %d after %.1fs (%q), status exit %d (%s), resume after growing exit %d, %s",
 		kind, to, code, took.Seconds(), shorten(line, 140), scode, staged, rcode, verdict)
 	for _, b := range bad {
 		t.Error(b)

@@ -314,7 +314,7 @@ func digest(t *testing.T, dsn, schema string) map[string]string {
 		t.Fatalf("digest: %v", err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "SET TimeZone = 'UTC'; SET extra_float_digits = 3"); err != nil {
+	if _, err := conn.Exec(ctx, "SET TimeZone = 'UTC'; SET extra_float_digits = 3; SET statement_timeout = 0"); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := conn.Query(ctx, `SELECT table_name, column_name, data_type FROM information_schema.columns

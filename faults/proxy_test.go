@@ -34,7 +34,7 @@ type family struct {
 func families() []family {
 	fams := []family{{name: "cometbft", src: cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: 7}), to: 400, target: 208}}
 	if campaign {
-		fams[0].to = 1200
+		fams[0].to = 600
 		fams = append(fams, family{name: "evm", src: evm.NewSynthetic(evm.SyntheticConfig{Seed: 7, TxPerBlock: 6, LogsPerBlock: 12}), to: 300, target: 160})
 	}
 	return fams

@@ -11,7 +11,7 @@ export DATABASE_URL="$1"
 GO="${GO:-go}"
 FUZZTIME="${FUZZTIME:-1m}"
 RUN="${FAULTS_RUN:-.}"
-log="${FAULTS_LOG:-faults.log}"
+log="${FAULTS_LOG:-${TMPDIR:-/tmp}/blockhaul-faults.log}"
 targets=(
 	./chain/cometbft:FuzzDecode
 	./chain/cometbft:FuzzBlockAnswer
