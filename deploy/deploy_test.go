@@ -3,7 +3,7 @@
 // fails) and against blockhaul itself: the exit statuses of the
 // podFailurePolicy, the flags in the containers' args, the --http port the
 // probes and scrape annotations use, the Secret, the volumes, and the shard
-// slices. It is its own package so the Kubernetes modules touch only this
+// slices, the snapshots. It is its own package so the Kubernetes modules touch only this
 // test's build.
 package deploy_test
 
@@ -295,8 +295,14 @@ func flagsOf(t *testing.T, cmd string) map[string]bool {
 }
 
 // argsOf parses a container's args: the command, then --flag=value only
-// (a value in a separate word could be read as a stray argument).
+// (a value in a separate word could be read as a stray argument), but for
+// the one DEST or SRC word of snapshot and restore.
 func argsOf(t *testing.T, where string, c corev1.Container) (cmd string, flags map[string]string) {
+	cmd, flags, _ = argsAndWord(t, where, c)
+	return cmd, flags
+}
+
+func argsAndWord(t *testing.T, where string, c corev1.Container) (cmd string, flags map[string]string, word string) {
 	t.Helper()
 	if len(c.Command) > 0 {
 		t.Errorf("%s container %s: command %v; the image's entrypoint is blockhaul, give args only", where, c.Name, c.Command)
@@ -306,7 +312,14 @@ func argsOf(t *testing.T, where string, c corev1.Container) (cmd string, flags m
 	}
 	known := flagsOf(t, c.Args[0])
 	flags = map[string]string{}
-	for _, a := range c.Args[1:] {
+	rest := c.Args[1:]
+	if c.Args[0] == pipeline.CmdSnapshot || c.Args[0] == pipeline.CmdRestore {
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			t.Fatalf("%s container %s: %s without its DEST or SRC word", where, c.Name, c.Args[0])
+		}
+		word, rest = rest[0], rest[1:]
+	}
+	for _, a := range rest {
 		name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
 		if !strings.HasPrefix(a, "--") || !ok {
 			t.Errorf("%s container %s: %q is not --flag=value", where, c.Name, a)
@@ -332,23 +345,39 @@ func argsOf(t *testing.T, where string, c corev1.Container) (cmd string, flags m
 			t.Errorf("%s container %s: %s sets no flag of blockhaul %s", where, c.Name, e.Name, c.Args[0])
 		}
 	}
-	return c.Args[0], flags
+	return c.Args[0], flags, word
 }
 
 func TestContainerArgsAreBlockhaulFlags(t *testing.T) {
 	m := load(t)
-	want := map[string]string{"Job blockhaul-fetch": pipeline.CmdFetch, "Job blockhaul-export": pipeline.CmdExport, "Deployment blockhaul-follow": pipeline.CmdFollow}
+	want := map[string][]string{ // init containers' commands (a pattern), then the main one's
+		"Job blockhaul-fetch":         {"^fetch$", pipeline.CmdSnapshot},
+		"Job blockhaul-export":        {"^(restore merge )+$", pipeline.CmdExport},
+		"Deployment blockhaul-follow": {"^$", pipeline.CmdFollow},
+	}
 	for where, p := range m.pods() {
+		w, ok := want[where]
+		if !ok {
+			t.Errorf("%s: not a workload this test knows", where)
+			continue
+		}
+		var inits []string
 		for _, c := range p.Spec.InitContainers {
-			if cmd, _ := argsOf(t, where, c); cmd != pipeline.CmdMerge {
-				t.Errorf("%s init container %s runs %s, want merge", where, c.Name, cmd)
-			}
+			cmd, _ := argsOf(t, where, c)
+			inits = append(inits, cmd)
+		}
+		seq := strings.Join(inits, " ")
+		if len(inits) > 1 {
+			seq += " "
+		}
+		if !regexp.MustCompile(w[0]).MatchString(seq) {
+			t.Errorf("%s: init containers run %q, want %s", where, seq, w[0])
 		}
 		if len(p.Spec.Containers) != 1 {
 			t.Fatalf("%s: %d containers, want 1", where, len(p.Spec.Containers))
 		}
-		if cmd, _ := argsOf(t, where, p.Spec.Containers[0]); cmd != want[where] {
-			t.Errorf("%s runs %s, want %s", where, cmd, want[where])
+		if cmd, _ := argsOf(t, where, p.Spec.Containers[0]); cmd != w[1] {
+			t.Errorf("%s runs %s, want %s", where, cmd, w[1])
 		}
 	}
 	// The check itself refuses a flag blockhaul does not have.
@@ -386,21 +415,39 @@ func probePort(c corev1.Container, p intstr.IntOrString) int {
 	return -1
 }
 
-// TestProbesAndMetricsUseTheHTTPPort: every probe asks blockhaul's own
-// endpoints on the --http port, and Prometheus scrapes that port.
+// TestProbesAndMetricsUseTheHTTPPort: one container of each pod serves
+// --http; Prometheus scrapes that port, and every probe asks blockhaul's
+// own endpoints on it (an init container takes no probes).
 func TestProbesAndMetricsUseTheHTTPPort(t *testing.T) {
 	m := load(t)
 	for where, p := range m.pods() {
-		c := p.Spec.Containers[0]
-		port := httpPort(t, where, c)
+		var served []corev1.Container
+		for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
+			if _, flags := argsOf(t, where, c); flags["http"] != "" {
+				served = append(served, c)
+			}
+		}
+		if len(served) != 1 {
+			t.Errorf("%s: %d containers serve --http, want 1", where, len(served))
+			continue
+		}
+		port := httpPort(t, where, served[0])
 		a := p.Annotations
 		if a["prometheus.io/scrape"] != "true" || a["prometheus.io/port"] != strconv.Itoa(port) || a["prometheus.io/path"] != "/metrics" {
 			t.Errorf("%s: scrape annotations %v, want scrape true on port %d path /metrics", where, a, port)
 		}
+		if pc := probePort(served[0], intstr.FromString("http")); pc != port {
+			t.Errorf("%s: container %s's port named http is %d, --http is on %d", where, served[0].Name, pc, port)
+		}
+		c := p.Spec.Containers[0]
 		probes := map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe, "startup": c.StartupProbe}
 		paths := map[string]string{"liveness": "/healthz", "readiness": "/readyz", "startup": "/healthz"}
 		for kind, pr := range probes {
 			if pr == nil {
+				continue
+			}
+			if c.Name != served[0].Name {
+				t.Errorf("%s: %s probe on container %s, which serves no --http", where, kind, c.Name)
 				continue
 			}
 			if pr.HTTPGet == nil {
@@ -414,7 +461,7 @@ func TestProbesAndMetricsUseTheHTTPPort(t *testing.T) {
 				t.Errorf("%s: %s probe asks %s, want %s", where, kind, pr.HTTPGet.Path, paths[kind])
 			}
 		}
-		if c.LivenessProbe == nil {
+		if c.Name == served[0].Name && c.LivenessProbe == nil {
 			t.Errorf("%s: no liveness probe", where)
 		}
 	}
@@ -460,6 +507,13 @@ func TestResourcesAndSecrets(t *testing.T) {
 				}
 				hasPG = hasPG || e.Name == "BLOCKHAUL_PG"
 			}
+			fromSecret := map[string]bool{}
+			for _, e := range c.Env {
+				fromSecret[e.Name] = e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil
+			}
+			if _, _, word := argsAndWord(t, where, c); strings.HasPrefix(word, "s3://") && !(fromSecret["AWS_ACCESS_KEY_ID"] && fromSecret["AWS_SECRET_ACCESS_KEY"]) {
+				t.Errorf("%s container %s: %s to %s without AWS credentials from a Secret", where, c.Name, cmd, word)
+			}
 			if needsPG := cmd == pipeline.CmdExport || cmd == pipeline.CmdFollow || cmd == pipeline.CmdRun; needsPG != hasPG {
 				t.Errorf("%s container %s (%s): BLOCKHAUL_PG from a Secret %v, want %v", where, c.Name, cmd, hasPG, needsPG)
 			}
@@ -491,20 +545,29 @@ func uintFlag(t *testing.T, flags map[string]string, name string, def uint64) ui
 }
 
 // TestShardsLineUp: the fetch Indexed Job has one completion per shard,
-// each shard a non-empty slice (merge reads every shard's directory), each
-// pod's staging the directory shard-I of the shared volume, and the export
-// Job merges exactly those directories and exports exactly the range.
+// each shard a non-empty slice (the export restores every shard's
+// snapshot); each pod fetches into a staging directory that its main
+// container snapshots to PREFIX/shard-$(SHARD_INDEX)/, the index its Job
+// gives it; the export Job restores exactly shard-0..N-1 of the same
+// place, merges each into one store, and exports exactly the range.
 func TestShardsLineUp(t *testing.T) {
 	m := load(t)
 	fj, ej := m.job(t, "blockhaul-fetch"), m.job(t, "blockhaul-export")
 	if fj.Spec.CompletionMode == nil || *fj.Spec.CompletionMode != batchv1.IndexedCompletion {
 		t.Fatal("the fetch Job is not Indexed")
 	}
-	fc := fj.Spec.Template.Spec.Containers[0]
+	fs := fj.Spec.Template.Spec
+	if len(fs.InitContainers) != 1 {
+		t.Fatalf("fetch Job: %d init containers, want the fetch alone", len(fs.InitContainers))
+	}
+	fc, sc := fs.InitContainers[0], fs.Containers[0]
 	_, ff := argsOf(t, "Job blockhaul-fetch", fc)
 	shards := uintFlag(t, ff, "shards", 0)
 	if fj.Spec.Completions == nil || uint64(*fj.Spec.Completions) != shards || shards == 0 {
 		t.Fatalf("fetch Job: completions %s for --shards=%d", ptrString(fj.Spec.Completions), shards)
+	}
+	if fj.Spec.Parallelism == nil || *fj.Spec.Parallelism < 1 {
+		t.Error("fetch Job: no parallelism")
 	}
 	if _, ok := ff["shard-index"]; ok {
 		t.Error("fetch Job sets --shard-index; each pod's comes from JOB_COMPLETION_INDEX")
@@ -520,81 +583,63 @@ func TestShardsLineUp(t *testing.T) {
 		}
 	}
 
-	// Each fetch pod's --staging is shard-$(SHARD_INDEX) of the claim, the
-	// index its Job gives it.
+	volumeOf := func(c corev1.Container, dir string) string {
+		for _, vm := range c.VolumeMounts {
+			if vm.MountPath == dir && vm.SubPath == "" && vm.SubPathExpr == "" {
+				return vm.Name
+			}
+		}
+		return ""
+	}
+	_, sf, dest := argsAndWord(t, "Job blockhaul-fetch", sc)
+	if sf["staging"] != ff["staging"] || volumeOf(fc, ff["staging"]) == "" || volumeOf(fc, ff["staging"]) != volumeOf(sc, sf["staging"]) {
+		t.Errorf("fetch Job: snapshot of %s (volume %q), fetch into %s (volume %q)", sf["staging"], volumeOf(sc, sf["staging"]), ff["staging"], volumeOf(fc, ff["staging"]))
+	}
 	var idx *corev1.EnvVar
-	for i := range fc.Env {
-		if fc.Env[i].Name == "SHARD_INDEX" {
-			idx = &fc.Env[i]
+	for i := range sc.Env {
+		if sc.Env[i].Name == "SHARD_INDEX" {
+			idx = &sc.Env[i]
 		}
 	}
 	if idx == nil || idx.ValueFrom == nil || idx.ValueFrom.FieldRef == nil ||
 		idx.ValueFrom.FieldRef.FieldPath != "metadata.annotations['batch.kubernetes.io/job-completion-index']" {
 		t.Fatalf("fetch Job: SHARD_INDEX is not the job completion index: %+v", idx)
 	}
-	claimOf := func(p corev1.PodSpec, volume string) string {
-		for _, v := range p.Volumes {
-			if v.Name == volume && v.PersistentVolumeClaim != nil {
-				return v.PersistentVolumeClaim.ClaimName
-			}
-		}
-		return ""
-	}
-	var shardClaim string
-	for _, vm := range fc.VolumeMounts {
-		if vm.MountPath == ff["staging"] {
-			if vm.SubPathExpr != "shard-$(SHARD_INDEX)" {
-				t.Errorf("fetch Job: staging mounted with subPathExpr %q, want shard-$(SHARD_INDEX)", vm.SubPathExpr)
-			}
-			shardClaim = claimOf(fj.Spec.Template.Spec, vm.Name)
-		}
-	}
-	if shardClaim == "" {
-		t.Fatalf("fetch Job: --staging=%s is not a mounted claim", ff["staging"])
-	}
-	if c := m.claims[shardClaim]; c == nil || !slices.Contains(c.Spec.AccessModes, corev1.ReadWriteMany) {
-		t.Errorf("claim %s is not ReadWriteMany: the shards' pods write it from any node at once", shardClaim)
+	if strings.Count(dest, "$(SHARD_INDEX)") != 1 {
+		t.Fatalf("fetch Job: snapshot DEST %q does not name the shard by $(SHARD_INDEX)", dest)
 	}
 
-	// The export Job merges shard-0..shard-N-1 of that claim, then exports
-	// the same range from the merged store.
+	// The export Job: restore-i then merge-i for every shard, in order.
 	es := ej.Spec.Template.Spec
-	mountOf := func(c corev1.Container, dir string) (claim, sub string) {
-		for _, vm := range c.VolumeMounts {
-			if rel, err := filepath.Rel(vm.MountPath, dir); err == nil && !strings.HasPrefix(rel, "..") {
-				return claimOf(es, vm.Name), rel
-			}
-		}
-		return "", ""
-	}
-	var merged []string
+	var want, restored, merged []string
 	into := ""
-	for _, c := range es.InitContainers {
-		_, mf := argsOf(t, "Job blockhaul-export", c)
-		claim, sub := mountOf(c, mf["merge-from"])
-		if claim != shardClaim {
-			t.Errorf("export Job %s merges from claim %q, the shards are on %s", c.Name, claim, shardClaim)
+	for i := uint64(0); i < shards; i++ {
+		want = append(want, strings.Replace(dest, "$(SHARD_INDEX)", strconv.FormatUint(i, 10), 1))
+	}
+	for k := 0; k+1 < len(es.InitContainers); k += 2 {
+		rc, mc := es.InitContainers[k], es.InitContainers[k+1]
+		_, rf, src := argsAndWord(t, "Job blockhaul-export", rc)
+		_, mf := argsOf(t, "Job blockhaul-export", mc)
+		restored = append(restored, src)
+		merged = append(merged, mf["merge-from"])
+		if mf["merge-from"] != rf["staging"] {
+			t.Errorf("export Job: %s restores into %s, %s merges from %s", rc.Name, rf["staging"], mc.Name, mf["merge-from"])
 		}
-		merged = append(merged, sub)
 		if into != "" && mf["staging"] != into {
-			t.Errorf("export Job %s merges into %s, the others into %s", c.Name, mf["staging"], into)
+			t.Errorf("export Job %s merges into %s, the others into %s", mc.Name, mf["staging"], into)
 		}
 		into = mf["staging"]
 	}
-	var want []string
-	for i := uint64(0); i < shards; i++ {
-		want = append(want, fmt.Sprintf("shard-%d", i))
+	if !slices.Equal(restored, want) {
+		t.Errorf("export Job restores %v, want the fetch Job's snapshots %v", restored, want)
 	}
-	if !slices.Equal(merged, want) {
-		t.Errorf("export Job merges %v, want %v", merged, want)
+	if len(slices.Compact(slices.Sorted(slices.Values(merged)))) != len(merged) {
+		t.Errorf("export Job merges %v: a store twice", merged)
 	}
 	ec := es.Containers[0]
 	_, ef := argsOf(t, "Job blockhaul-export", ec)
-	if ef["staging"] != into {
+	if ef["staging"] != into || into == "" {
 		t.Errorf("export reads --staging=%s, the merges wrote %s", ef["staging"], into)
-	}
-	if claim, _ := mountOf(ec, ef["staging"]); claim != shardClaim {
-		t.Errorf("export's staging is on claim %q, not %s", claim, shardClaim)
 	}
 	if ef["from"] != ff["from"] || ef["to"] != ff["to"] || ef["chain"] != ff["chain"] {
 		t.Errorf("export range %s..%s (%s), fetch range %s..%s (%s)", ef["from"], ef["to"], ef["chain"], ff["from"], ff["to"], ff["chain"])
