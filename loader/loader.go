@@ -45,6 +45,12 @@ type Config struct {
 	OnPlan func(missing uint64)
 	// OnFetched, if set, is called by a worker after each span it fetched.
 	OnFetched func(blocks int)
+	// Verify, if set, recomputes a block's hash from its raw record (the
+	// family's VerifyBlock). Every block is checked with it before it is
+	// staged, whatever the source: one whose record does not hash to what
+	// it claims, or whose Hash is not that hash, is refused with a
+	// retryable *chain.HashMismatchError.
+	Verify func(raw []byte) (hash []byte, err error)
 	// Gate, if set, is called with the last height of each span before the
 	// span is handed to a worker, and may wait: run uses it to keep fetch a
 	// bounded distance ahead of export. An error stops the fetch.
@@ -333,7 +339,7 @@ func fetchSpan(ctx context.Context, src Source, r staging.Range, cfg *Config, re
 	for attempt := 0; ; attempt++ {
 		blocks, err := src.Fetch(ctx, r.From, r.To)
 		if err == nil {
-			err = check(r, blocks)
+			err = check(r, blocks, cfg.Verify)
 			if err == nil {
 				return blocks, nil
 			}
@@ -364,8 +370,9 @@ func fetchSpan(ctx context.Context, src Source, r staging.Range, cfg *Config, re
 }
 
 // check verifies the source answered the span: one block per height, in
-// order, each with a hash, each the parent of the next.
-func check(r staging.Range, blocks []chain.Block) error {
+// order, each with a hash (its record's own, when verify is set), each the
+// parent of the next.
+func check(r staging.Range, blocks []chain.Block, verify func([]byte) ([]byte, error)) error {
 	if uint64(len(blocks)) != r.Len() {
 		return &InvalidBlockError{Height: r.From, Reason: fmt.Sprintf("source returned %d blocks for %d heights %s", len(blocks), r.Len(), r)}
 	}
@@ -379,6 +386,18 @@ func check(r staging.Range, blocks []chain.Block) error {
 		}
 		if len(b.Raw) == 0 {
 			return &InvalidBlockError{Height: h, Reason: "empty raw record"}
+		}
+		if verify != nil {
+			got, err := verify(b.Raw)
+			var hm *chain.HashMismatchError
+			switch {
+			case errors.As(err, &hm):
+				return err
+			case err != nil:
+				return &InvalidBlockError{Height: h, Reason: err.Error()}
+			case string(got) != string(b.Hash):
+				return &chain.HashMismatchError{Height: h, What: "block hash the source reported", Claimed: b.Hash, Computed: got}
+			}
 		}
 		if i > 0 && string(b.ParentHash) != string(blocks[i-1].Hash) {
 			return &InvalidBlockError{Height: h, Reason: fmt.Sprintf("parent hash %X is not the hash %X of block %d", b.ParentHash, blocks[i-1].Hash, h-1)}

@@ -62,6 +62,22 @@ func newBareSource(cfg *Config, tip func() uint64, log *slog.Logger) (loader.Sou
 	return nil, fmt.Errorf("no source for chain %s", fam)
 }
 
+// newVerifier returns the family's block verification, which the loader
+// applies to every block of every source before it is staged.
+func newVerifier(cfg *Config) func([]byte) ([]byte, error) {
+	fam, err := chain.ParseFamily(cfg.Chain)
+	if err != nil {
+		return nil
+	}
+	switch fam {
+	case chain.FamilyCometBFT:
+		return cometbft.VerifyBlock
+	case chain.FamilyEVM:
+		return evm.VerifyBlock
+	}
+	return nil
+}
+
 func newDecoder(cfg *Config) (export.Decoder, error) {
 	fam, err := chain.ParseFamily(cfg.Chain)
 	if err != nil {

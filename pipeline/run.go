@@ -312,6 +312,7 @@ func loaderConfig(cfg *Config, log *slog.Logger, c *counters) loader.Config {
 	m := c.m
 	m.SetReady(true, "")
 	return loader.Config{
+		Verify:    newVerifier(cfg),
 		Workers:   cfg.FetchWorkers,
 		Span:      cfg.FetchSpan,
 		Logger:    log,
