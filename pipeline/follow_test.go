@@ -1,9 +1,7 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -35,9 +33,10 @@ type forkChain struct {
 func newForkChain(startTip, step, forkWhenTip, forkAt uint64) *forkChain {
 	fc := &forkChain{
 		a:      cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: 11, ChainID: "forky-1"}),
-		b:      cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: 12, ChainID: "forky-1"}),
 		forkAt: forkAt, forkWhenTip: forkWhenTip, step: step,
 	}
+	fc.b = cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: 12, ChainID: "forky-1",
+		Fork: &cometbft.SyntheticFork{At: forkAt, Parent: fc.a.BlockHash(forkAt - 1)}})
 	fc.tip.Store(startTip)
 	return fc
 }
@@ -64,14 +63,7 @@ func (fc *forkChain) block(h uint64) chain.Block {
 	if !fc.forked.Load() || h < fc.forkAt {
 		return fc.a.Block(h)
 	}
-	b := fc.b.Block(h)
-	if h == fc.forkAt { // the fork's first block builds on the shared history
-		oldHex := strings.ToUpper(hex.EncodeToString(fc.b.BlockHash(h - 1)))
-		newHex := strings.ToUpper(hex.EncodeToString(fc.a.BlockHash(h - 1)))
-		b.Raw = bytes.Replace(b.Raw, []byte(oldHex), []byte(newHex), 1)
-		b.ParentHash = fc.a.BlockHash(h - 1)
-	}
-	return b
+	return fc.b.Block(h) // from forkAt on, building on the shared history
 }
 
 // tipView shares a chain's blocks without advancing its tip.

@@ -55,6 +55,16 @@ type SyntheticConfig struct {
 	// Tip returns the chain's current tip; nil means DefaultTip. A test
 	// can move it to play a growing chain.
 	Tip func() uint64
+	// Fork, if set, makes this chain a fork of another: its block Fork.At
+	// names Fork.Parent (the other chain's block At-1) as its parent, and
+	// it has no blocks below At. Tests play reorganisations with it.
+	Fork *SyntheticFork
+}
+
+// SyntheticFork is where a synthetic chain branches off another.
+type SyntheticFork struct {
+	At     uint64 // first height of the fork (≥ 2)
+	Parent []byte // the 32-byte hash of the other chain's block At-1
 }
 
 // Validate returns every problem of the configuration at once.
@@ -65,6 +75,9 @@ func (c SyntheticConfig) Validate() error {
 	}
 	if c.Validators < 0 || c.Validators > MaxValidators {
 		errs = append(errs, fmt.Errorf("cometbft: synthetic Validators %d: want 0 (default) to %d", c.Validators, MaxValidators))
+	}
+	if c.Fork != nil && (c.Fork.At < 2 || len(c.Fork.Parent) != 32) {
+		errs = append(errs, fmt.Errorf("cometbft: synthetic Fork: want At ≥ 2 and a 32-byte Parent, got %d and %d bytes", c.Fork.At, len(c.Fork.Parent)))
 	}
 	if strings.ContainsAny(c.ChainID, "\"\\") || strings.ContainsFunc(c.ChainID, func(r rune) bool { return r < 0x20 || r > 0x7e }) || len(c.ChainID) > 50 {
 		errs = append(errs, fmt.Errorf("cometbft: synthetic ChainID %q: want at most 50 printable ASCII characters without quotes or backslashes", c.ChainID))
@@ -110,6 +123,10 @@ type Synthetic struct {
 
 	hashes *hashchain.Chain
 	walkMu sync.Mutex // one walk at a time (see hashOf)
+	// first is the lowest height (1, or a fork's At); base the hash its
+	// first block names as parent (zero for block 1).
+	first uint64
+	base  [32]byte
 
 	gens     sync.Pool    // *generator
 	sizeHint atomic.Int64 // size of the last record, to size the next one
@@ -189,6 +206,10 @@ func NewSynthetic(cfg SyntheticConfig) *Synthetic {
 	s.valsRaw, s.consRaw = vh, ch
 	s.chainIDBytes = []byte(s.chainID)
 	s.hashes = hashchain.New()
+	s.first = 1
+	if f := cfg.Fork; f != nil {
+		s.first, s.base = f.At, [32]byte(f.Parent)
+	}
 	s.gens.New = func() any { return &generator{s: s} }
 	return s
 }
@@ -233,6 +254,9 @@ func (s *Synthetic) BlockHash(h uint64) []byte {
 // Fetch (it waits for it), or produced here by walking from the highest
 // known height below it.
 func (s *Synthetic) hashOf(ctx context.Context, h uint64) ([32]byte, error) {
+	if h < s.first {
+		return s.base, nil // a fork's parent (h = At-1)
+	}
 	for {
 		if v, ok := s.hashes.Get(h); ok {
 			return v, nil
@@ -254,8 +278,8 @@ func (s *Synthetic) hashOf(ctx context.Context, h uint64) ([32]byte, error) {
 		s.walkMu.Unlock()
 	}
 	defer s.walkMu.Unlock()
-	from, parent := uint64(1), [32]byte{}
-	if k, v, ok := s.hashes.Nearest(1, h); ok {
+	from, parent := s.first, s.base
+	if k, v, ok := s.hashes.Nearest(s.first, h); ok {
 		from, parent = k+1, v
 	}
 	g := s.gens.Get().(*generator)
@@ -293,8 +317,8 @@ func (s *Synthetic) tipNow() uint64 {
 // Fetch returns the blocks from..to inclusive. The records are rendered
 // first, then chained from block from-1's hash (see hashOf).
 func (s *Synthetic) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, error) {
-	if from == 0 || to < from {
-		return nil, fmt.Errorf("cometbft: synthetic fetch %d..%d: invalid range (heights start at 1)", from, to)
+	if from < s.first || to < from {
+		return nil, fmt.Errorf("cometbft: synthetic fetch %d..%d: invalid range (heights start at %d)", from, to, s.first)
 	}
 	if tip := s.tipNow(); to > tip {
 		return nil, fmt.Errorf("cometbft: synthetic fetch %d..%d: beyond tip %d", from, to, tip)
