@@ -182,8 +182,17 @@ func TestDecodeVersionsNormalise(t *testing.T) {
 	if got := findAttr(evSei, "tx", "fee"); got != "5000uatom" {
 		t.Errorf("Sei fee %q: base64 not decoded", got)
 	}
-	if !reflect.DeepEqual(txSei, tx38) || fmt.Sprint(bSei) != fmt.Sprint(b38) {
-		t.Errorf("Sei and 0.38 blocks or txs differ")
+	// Block hashes differ: each fixture carries its own header's real hash
+	// (staging verifies it), and the headers differ in what each line
+	// prints (0.34 has no app version).
+	hashCol := slices.IndexFunc(tables[tableBlocks].Columns, func(c chain.Column) bool { return c.Name == "hash" })
+	for i := range bSei[0] {
+		if i != hashCol && !sameCell(tables[tableBlocks].Columns[i].Type, bSei[0][i], b38[0][i]) {
+			t.Errorf("blocks.%s: Sei %v, 0.38 %v", tables[tableBlocks].Columns[i].Name, bSei[0][i], b38[0][i])
+		}
+	}
+	if !reflect.DeepEqual(txSei, tx38) {
+		t.Errorf("Sei and 0.38 txs differ")
 	}
 
 	// The plain-text values the fixtures were written from.
@@ -237,7 +246,7 @@ func TestDecodeVersionsNormalise(t *testing.T) {
 		t.Errorf("num_events %v/%v, want %d/%d", b37[0][bNumEvents], b38[0][bNumEvents], len(ev37), len(ev38))
 	}
 	for i := range b34[0] {
-		if i != bNumEvents && !sameCell(tables[tableBlocks].Columns[i].Type, b34[0][i], b38[0][i]) {
+		if i != bNumEvents && i != hashCol && !sameCell(tables[tableBlocks].Columns[i].Type, b34[0][i], b38[0][i]) {
 			t.Errorf("blocks.%s: 0.34 %v, 0.38 %v", tables[tableBlocks].Columns[i].Name, b34[0][i], b38[0][i])
 		}
 	}
