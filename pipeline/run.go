@@ -166,6 +166,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 		m.Start(ctx)
 	}
 	defer m.Stop()
+	// status, run beside this job, reads what it last wrote here.
+	defer startLiveStatus(&cfg, store, m, cfg.Progress)()
 	if ln != nil {
 		hctx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 		served := make(chan error, 1)

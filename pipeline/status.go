@@ -32,7 +32,7 @@ func stagingStatus(cfg *Config, out io.Writer) (err error) {
 	// Read-only: status writes nothing, so it answers on a full disk too.
 	store, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
 	if err != nil {
-		return err
+		return liveStatus(cfg.Staging, err, out)
 	}
 	defer store.Close()
 	// The directory's files, blob files included: Pebble's own figure

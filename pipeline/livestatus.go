@@ -1,0 +1,155 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/blockhaul/blockhaul/monitor"
+	"github.com/blockhaul/blockhaul/staging"
+)
+
+// LiveStatusFile is the file a running job rewrites in its staging
+// directory every progress interval, so that `status` can answer while the
+// job holds the directory's lock (Pebble opens a store in one process
+// only).
+const LiveStatusFile = "blockhaul-status.json"
+
+// LiveStatus is what LiveStatusFile holds.
+type LiveStatus struct {
+	PID      int                   `json:"pid"`
+	Command  string                `json:"command"`
+	From     uint64                `json:"from"`
+	To       uint64                `json:"to"`
+	ToSet    bool                  `json:"to_set"`
+	Started  time.Time             `json:"started"`
+	Updated  time.Time             `json:"updated"`
+	Fetch    monitor.FetchSummary  `json:"fetch"`
+	Export   monitor.ExportSummary `json:"export"`
+	Staged   []staging.Range       `json:"staged"`    // staged ranges of the job's range, as of Updated
+	StagedOK bool                  `json:"staged_ok"` // Staged could be read
+}
+
+// startLiveStatus writes the live status file now and every interval until
+// the returned stop is called, which removes it. Writes are atomic (a
+// temporary file renamed over the old one) and best effort: a job never
+// fails because its status could not be written.
+func startLiveStatus(cfg *Config, store *staging.Store, m *monitor.Monitor, interval time.Duration) (stop func()) {
+	if interval <= 0 {
+		interval = monitor.DefaultInterval
+	}
+	started := time.Now()
+	path := filepath.Join(store.Dir(), LiveStatusFile)
+	write := func() {
+		sum := m.Summary()
+		ls := LiveStatus{PID: os.Getpid(), Command: cfg.Command, From: cfg.From, To: cfg.To, ToSet: cfg.ToSet,
+			Started: started, Updated: time.Now(), Fetch: sum.Fetch, Export: sum.Export}
+		from, to := cfg.From, cfg.To
+		if !cfg.ToSet {
+			if _, hi, ok, err := store.Bounds(); err == nil && ok {
+				to = hi
+			}
+		}
+		if to >= from {
+			if rs, err := store.Staged(from, to); err == nil {
+				ls.Staged, ls.StagedOK = rs, true
+			}
+		}
+		b, err := json.Marshal(ls)
+		if err != nil {
+			return
+		}
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, b, 0o644); err != nil {
+			return
+		}
+		os.Rename(tmp, path)
+	}
+	write()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				write()
+			case <-done:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+			os.Remove(path)
+			os.Remove(path + ".tmp")
+		})
+	}
+}
+
+// readLiveStatus reads the live status file of dir.
+func readLiveStatus(dir string) (*LiveStatus, error) {
+	b, err := os.ReadFile(filepath.Join(dir, LiveStatusFile))
+	if err != nil {
+		return nil, err
+	}
+	var ls LiveStatus
+	if err := json.Unmarshal(b, &ls); err != nil {
+		return nil, fmt.Errorf("%s: %w", LiveStatusFile, err)
+	}
+	return &ls, nil
+}
+
+// liveStatus prints what the job holding dir last wrote, when err says
+// another process holds it; it returns err unchanged otherwise.
+func liveStatus(dir string, err error, out io.Writer) error {
+	var iu *staging.InUseError
+	if !errors.As(err, &iu) {
+		return err
+	}
+	ls, rerr := readLiveStatus(dir)
+	if rerr != nil {
+		return err
+	}
+	fmt.Fprintf(out, "staging %s: in use by a running blockhaul %s (pid %d), started %s\n", dir, ls.Command, ls.PID, ls.Started.UTC().Format(time.RFC3339))
+	rng := fmt.Sprintf("%d-", ls.From)
+	if ls.ToSet {
+		rng += fmt.Sprint(ls.To)
+	}
+	fmt.Fprintf(out, "  job:      range %s; as of %s (%.0fs ago)\n", rng, ls.Updated.UTC().Format(time.RFC3339), time.Since(ls.Updated).Seconds())
+	fmt.Fprintf(out, "  fetch:    %d of %d planned heights staged (%.0f blocks/s)\n", ls.Fetch.Blocks, ls.Fetch.Planned, ls.Fetch.BlocksPerS)
+	if ls.Export.Blocks > 0 || ls.Export.LastValid {
+		last := "none"
+		if ls.Export.LastValid {
+			last = fmt.Sprint(ls.Export.Last)
+		}
+		fmt.Fprintf(out, "  export:   %d blocks, %d rows, last height %s\n", ls.Export.Blocks, ls.Export.TotalRows, last)
+	}
+	if ls.StagedOK {
+		var n uint64
+		for _, r := range ls.Staged {
+			n += r.Len()
+		}
+		fmt.Fprintf(out, "  staged:   %d heights in %d range(s) (last known)", n, len(ls.Staged))
+		for i, r := range ls.Staged {
+			if i == 10 {
+				fmt.Fprint(out, " …")
+				break
+			}
+			fmt.Fprintf(out, " %s", r)
+		}
+		fmt.Fprintln(out)
+	}
+	return nil
+}

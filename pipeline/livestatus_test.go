@@ -1,0 +1,96 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/cometbft"
+)
+
+// stallingSource serves heights up to stallAt and then blocks every fetch
+// until its context ends: a job that stays running with part of its range
+// staged.
+type stallingSource struct {
+	*cometbft.Synthetic
+	stallAt uint64
+}
+
+func (s stallingSource) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, error) {
+	if to > s.stallAt {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.Synthetic.Fetch(ctx, from, to)
+}
+
+const liveChildEnv = "BLOCKHAUL_TEST_LIVE_STATUS_STAGING"
+
+// TestLiveStatusChild is the second process of TestStatusBesideARunningJob:
+// it runs a fetch that stages 1-500 of 1-2000 and then stalls until killed.
+func TestLiveStatusChild(t *testing.T) {
+	dir := os.Getenv(liveChildEnv)
+	if dir == "" {
+		t.Skip("the child process of TestStatusBesideARunningJob")
+	}
+	cfg := synthConfig(CmdFetch, "cometbft", "", dir, 1, 2000)
+	cfg.FetchWorkers, cfg.FetchSpan = 1, 100
+	cfg.Progress = 20 * time.Millisecond
+	cfg.Source = stallingSource{cometbft.NewSynthetic(cometbft.SyntheticConfig{Tip: func() uint64 { return 2100 }, TxPerBlock: 3}), 500}
+	Run(context.Background(), cfg, &bytes.Buffer{}, quiet)
+}
+
+// TestStatusBesideARunningJob runs a fetch in another process (this test
+// binary, re-executed) and asks for status while it holds the staging
+// directory: status answers with the job's PID, progress and the ranges it
+// had staged, instead of refusing the directory as in use.
+func TestStatusBesideARunningJob(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	child := exec.Command(os.Args[0], "-test.run=^TestLiveStatusChild$", "-test.count=1")
+	child.Env = append(os.Environ(), liveChildEnv+"="+dir)
+	var childOut bytes.Buffer
+	child.Stdout, child.Stderr = &childOut, &childOut
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		child.Process.Kill()
+		child.Wait()
+	}()
+	// Wait (bounded) until the job has said it staged what it can.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ls, err := readLiveStatus(dir)
+		if err == nil && ls.Fetch.Blocks >= 500 && ls.StagedOK && len(ls.Staged) == 1 && ls.Staged[0].To == 500 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the running job never reported 1-500 staged (last: %+v, %v); its output:\n%s", ls, err, childOut.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the child's file, bounded above
+	}
+	cfg := DefaultConfig()
+	cfg.Command, cfg.Staging = CmdStatus, dir
+	var out bytes.Buffer
+	if _, err := Run(context.Background(), cfg, &out, quiet); err != nil {
+		t.Fatalf("status beside a running job: %v\n%s", err, out.String())
+	}
+	t.Logf("status:\n%s", out.String())
+	for _, want := range []string{
+		fmt.Sprintf("in use by a running blockhaul fetch (pid %d)", child.Process.Pid),
+		"range 1-2000",
+		"500 of 2000 planned heights staged",
+		"500 heights in 1 range(s) (last known) 1-500",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status does not say %q", want)
+		}
+	}
+}
