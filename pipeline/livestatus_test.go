@@ -43,7 +43,7 @@ func TestLiveStatusChild(t *testing.T) {
 	cfg := synthConfig(CmdFetch, "cometbft", "", dir, 1, 2000)
 	cfg.FetchWorkers, cfg.FetchSpan = 1, 100
 	cfg.Progress = 20 * time.Millisecond
-	cfg.Source = stallingSource{cometbft.NewSynthetic(cometbft.SyntheticConfig{Tip: func() uint64 { return 2100 }, TxPerBlock: 3}), 500}
+	cfg.Source = stallingSource{cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: func() uint64 { return 2100 }, TxPerBlock: 3}), 500}
 	Run(context.Background(), cfg, &bytes.Buffer{}, quiet)
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -42,7 +44,7 @@ func runRepair(t *testing.T, cfg Config) (archive.RepairReport, error) {
 // Pebble's does not): records corrupt as a bad write would leave them.
 func flipRecords(t *testing.T, dir string, heights []uint64) {
 	t.Helper()
-	db, err := pebble.Open(dir, &pebble.Options{})
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebble{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +67,14 @@ func flipRecords(t *testing.T, dir string, heights []uint64) {
 		t.Fatal(err)
 	}
 }
+
+// quietPebble drops Pebble's log lines (WAL replay notices); a failure is
+// still the test's.
+type quietPebble struct{}
+
+func (quietPebble) Infof(string, ...any)         {}
+func (quietPebble) Errorf(string, ...any)        {}
+func (quietPebble) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)) }
 
 // replaceRaw stages at h a record whose content is another block's, under
 // h's own hashes: sound checksums, a content that does not hash to the
@@ -277,4 +287,34 @@ func problemHeights(ps []archive.Problem) []uint64 {
 		out = append(out, p.Height)
 	}
 	return out
+}
+
+// refusingSource serves the synthetic chain's identity but refuses every
+// block, as a node that has pruned them would.
+type refusingSource struct{ *cometbft.Synthetic }
+
+func (refusingSource) Fetch(_ context.Context, from, to uint64) ([]chain.Block, error) {
+	return nil, fmt.Errorf("heights %d-%d pruned by this node", from, to)
+}
+
+// TestRepairExitsDataWrongWhenTheSourceCannotServe corrupts records and
+// repairs from a source that refuses them: repair removes nothing it cannot
+// replace silently, names the ranges whose refetch failed and what verify
+// still finds, and exits 4.
+func TestRepairExitsDataWrongWhenTheSourceCannotServe(t *testing.T) {
+	const to = 600
+	stg := archiveFixture(t, "cometbft", to)
+	flipRecords(t, stg, []uint64{100, 300})
+	cfg := repairCmd("cometbft", stg)
+	cfg.Source = refusingSource{cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: func() uint64 { return to + 100 }, TxPerBlock: 3})}
+	r, err := runRepair(t, cfg)
+	if ExitCode(err) != ExitData {
+		t.Fatalf("repair from a source that refuses: exit %d (%v), want 4", ExitCode(err), err)
+	}
+	if len(r.Failed) != 2 || !strings.Contains(r.Failed[0], "100-100") || !strings.Contains(r.Failed[0], "pruned") {
+		t.Errorf("failed refetches %q, want heights 100 and 300 named with the source's error", r.Failed)
+	}
+	if r.After == nil || r.After.GapCount != 2 || r.After.GapHeights != 2 {
+		t.Errorf("verify after the failed repair should find heights 100 and 300 missing: %+v", r.After)
+	}
 }
