@@ -20,8 +20,8 @@ const proxyRate = 0.10
 // fastTransient and fastPersistent are the classes the fast variant runs
 // (those whose fixes are on main); the campaign runs every class.
 var (
-	fastTransient  = []faultproxy.Class{faultproxy.Throttle, faultproxy.ServerError, faultproxy.Truncate, faultproxy.Reset, faultproxy.WrongHeight, faultproxy.BatchRefused}
-	fastPersistent = []faultproxy.Class{faultproxy.ServerError, faultproxy.Reset}
+	fastTransient  = []faultproxy.Class{faultproxy.Throttle, faultproxy.ServerError, faultproxy.Truncate, faultproxy.Reset, faultproxy.WrongHeight, faultproxy.WrongHash, faultproxy.BatchRefused}
+	fastPersistent = []faultproxy.Class{faultproxy.ServerError, faultproxy.Reset, faultproxy.WrongHash}
 )
 
 type family struct {
