@@ -35,8 +35,13 @@ func newForkChain(startTip, step, forkWhenTip, forkAt uint64) *forkChain {
 		a:      cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: 11, ChainID: "forky-1"}),
 		forkAt: forkAt, forkWhenTip: forkWhenTip, step: step,
 	}
-	fc.b = cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: 12, ChainID: "forky-1",
-		Fork: &cometbft.SyntheticFork{At: forkAt, Parent: fc.a.BlockHash(forkAt - 1)}})
+	bcfg := cometbft.SyntheticConfig{Seed: 12, ChainID: "forky-1"}
+	if forkAt > 0 {
+		// forkAt 0: chain b from genesis on, no fork to link (BlockHash(forkAt-1)
+		// would ask for height 2^64-1 and generate every block below it).
+		bcfg.Fork = &cometbft.SyntheticFork{At: forkAt, Parent: fc.a.BlockHash(forkAt - 1)}
+	}
+	fc.b = cometbft.NewSynthetic(bcfg)
 	fc.tip.Store(startTip)
 	return fc
 }
