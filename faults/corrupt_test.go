@@ -26,7 +26,7 @@ var fileKinds = []struct {
 
 // fastDamage is the damage the fast variant tries (the campaign: every kind
 // of file, flipped and truncated).
-var fastDamage = map[string]bool{"sst/flip": true, "blob/truncate": true}
+var fastDamage = map[string]bool{"sst/flip": true, "sst/truncate": true, "blob/truncate": true, "MANIFEST/flip": true, "MANIFEST/truncate": true}
 
 // TestDamagedStagingFiles flips bytes in, and truncates, every kind of file
 // of a staging directory, then runs status, export and run on it: each must

@@ -108,6 +108,38 @@ func checkSyntheticMatches(ctx context.Context, cfg *Config, store *staging.Stor
 	return nil
 }
 
+// checkDamage reports the store's damage (records lost from what was
+// durably staged: a damaged MANIFEST or WAL, *staging.CorruptStoreError,
+// status 4) before the coverage checks, when heights of the export's range
+// are missing: those gaps are the damage, not a range never fetched (which
+// would be bad input, status 2). A range the damage left whole exports.
+func checkDamage(cfg *Config, store *staging.Store) error {
+	d := store.Damage()
+	if d == nil {
+		return nil
+	}
+	to := cfg.To
+	if !cfg.ToSet {
+		// Without --to the range ends where staging does.
+		_, hi, ok, err := store.Bounds()
+		if err != nil {
+			return err
+		}
+		if !ok || hi < cfg.From {
+			return d // nothing of the range is left
+		}
+		to = hi
+	}
+	missing, err := store.Missing(cfg.From, to)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return d
+	}
+	return nil
+}
+
 // checkStagedRange refuses an export whose range is not staged, before the
 // schema is created or an index dropped: a gap inside or at the end of the
 // range would otherwise be found after the rows below it were exported. A

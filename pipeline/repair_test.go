@@ -17,6 +17,7 @@ import (
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -372,4 +373,36 @@ func dirBytes(t *testing.T, dir string) map[string]string {
 		out[e.Name()] = string(b)
 	}
 	return out
+}
+
+// TestExportReportsDamageBeforeCoverage truncates the MANIFEST of a store
+// whose records an export had flushed to tables: Pebble opens it with the
+// records gone, the ledger says they were staged, and export reports that
+// damage (exit 4), not a range never fetched (exit 2), as status does.
+func TestExportReportsDamageBeforeCoverage(t *testing.T) {
+	stg := archiveFixture(t, "cometbft", 300)
+	exportInto(t, "cometbft", stg, 300) // flushes the WAL into tables
+	marker, _ := filepath.Glob(filepath.Join(stg, "marker.manifest.*"))
+	if len(marker) != 1 {
+		t.Fatalf("manifest markers: %v", marker)
+	}
+	manifest := filepath.Join(stg, marker[0][strings.LastIndex(marker[0], ".")+1:])
+	st, err := os.Stat(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(manifest, st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	for _, toSet := range []bool{true, false} {
+		cfg := synthConfig(CmdExport, "cometbft", pgtest.NewDatabase(t), stg, 1, 300)
+		cfg.ToSet = toSet
+		if !toSet {
+			cfg.To = 0
+		}
+		_, err := Run(context.Background(), cfg, &bytes.Buffer{}, quiet)
+		if ExitCode(err) != ExitData || !strings.Contains(fmt.Sprint(err), "damaged") || !strings.Contains(fmt.Sprint(err), stg) {
+			t.Fatalf("export (--to set %v) of a store that lost its records: exit %d (%v), want 4 naming the damaged staging directory", toSet, ExitCode(err), err)
+		}
+	}
 }

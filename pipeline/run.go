@@ -418,6 +418,9 @@ func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() 
 	if err != nil {
 		return err
 	}
+	if err := checkDamage(cfg, store); err != nil {
+		return err
+	}
 	if !cfg.ToSet {
 		// Without --to, export what is staged contiguously from --from.
 		last, ok, err := store.ContiguousFrom(cfg.From, ^uint64(0))

@@ -289,6 +289,32 @@ func TestCorruptTableDataBlock(t *testing.T) {
 	refetchAndCheck(t, s)
 }
 
+// A truncated table: Pebble's consistency check at Open finds its size is
+// not the MANIFEST's and says so with an error it does not mark as
+// corruption. Open (read-write and read-only) reports it as damage naming
+// the table.
+func TestTruncatedTableFile(t *testing.T) {
+	dir := corruptFixture(t)
+	sst := storeFile(t, dir, ".sst")
+	st, err := os.Stat(filepath.Join(dir, sst))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(dir, sst), st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	for _, ro := range []bool{false, true} {
+		err := noPanic(t, "open", func() error {
+			s, err := Open(dir, Options{ReadOnly: ro})
+			if err == nil {
+				s.Close()
+			}
+			return err
+		})
+		wantDamaged(t, fmt.Sprintf("open (read-only %v)", ro), err, sst)
+	}
+}
+
 // A flipped byte in a table's footer: Pebble cannot open the table, and
 // Open says which file.
 func TestCorruptTableFooter(t *testing.T) {

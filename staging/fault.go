@@ -202,13 +202,21 @@ func (s *Store) corruptErr(err error, h *uint64) error {
 	return &CorruptStoreError{Dir: s.dir, File: file, Heights: heights, Err: err}
 }
 
+// sizeMismatch is Pebble's consistency check at Open finding a table whose
+// size on disk is not the one its MANIFEST recorded (a truncated or
+// extended .sst): "L0: 000010: object size mismatch (dir/000010.sst): 99904
+// (disk) != 199808 (MANIFEST)". Pebble does not mark it as corruption; the
+// match is on the whole shape of that message, not on a word of it. The
+// submatch is the file's path.
+var sizeMismatch = regexp.MustCompile(`object size mismatch \(([^()]+)\): [0-9]+ \((?:disk|provider)\) != [0-9]+ \(MANIFEST\)`)
+
 var pebbleFileRef = regexp.MustCompile(`(?:file |")(MANIFEST-)?0*([0-9]+)`)
 
 // damagedOnOpen reports whether pebble.Open failed because the store's
 // files are damaged: a corrupt or malformed MANIFEST, a table or blob file
 // that the MANIFEST names and that is gone or unreadable.
 func damagedOnOpen(err error) bool {
-	if pebble.IsCorruptionError(err) {
+	if pebble.IsCorruptionError(err) || sizeMismatch.MatchString(err.Error()) {
 		return true
 	}
 	msg := err.Error()
@@ -223,6 +231,9 @@ func damagedOnOpen(err error) bool {
 // fileNamed finds the store file a Pebble error refers to by number ("file
 // 000007: block …"), for errors that come without a corruption event.
 func (s *Store) fileNamed(err error) string {
+	if m := sizeMismatch.FindStringSubmatch(err.Error()); m != nil {
+		return s.fs.PathBase(m[1])
+	}
 	m := pebbleFileRef.FindStringSubmatch(err.Error())
 	if m == nil {
 		return ""
