@@ -174,6 +174,11 @@ type decodeState struct {
 	txEvents                 []eventRef
 	attrs                    []attrRef
 	txHashes                 []any // per tx, its hash cell
+	commitHeight             int64 // block.last_commit.height: the height its signatures sign
+	sigs                     []sigRef
+	valUpdates               []valUpdateRef
+	paramsStart, paramsEnd   int  // block_results.consensus_param_updates, as a span of the record
+	paramsOK                 bool // consensus_param_updates is present and not null
 	scratch, scratch2, clean []byte
 }
 
@@ -220,14 +225,16 @@ func (st *decodeState) release() {
 	hashes := st.txHashes[:cap(st.txHashes)]
 	clear(hashes) // they are the caller's rows' memory
 	*st = decodeState{
-		txHashes: hashes[:0],
-		txs:      st.txs[:0],
-		results:  st.results[:0],
-		begin:    st.begin[:0],
-		end:      st.end[:0],
-		finalize: st.finalize[:0],
-		txEvents: st.txEvents[:0],
-		attrs:    st.attrs[:0],
+		txHashes:   hashes[:0],
+		txs:        st.txs[:0],
+		results:    st.results[:0],
+		begin:      st.begin[:0],
+		end:        st.end[:0],
+		finalize:   st.finalize[:0],
+		txEvents:   st.txEvents[:0],
+		attrs:      st.attrs[:0],
+		sigs:       st.sigs[:0],
+		valUpdates: st.valUpdates[:0],
 	}
 	// The scratch buffers hold no references into caller memory: reuse them
 	// unless a huge record grew them.
@@ -312,7 +319,9 @@ func (st *decodeState) parseBlock() {
 			st.parseHeader()
 		case "data":
 			st.parseData()
-		default: // evidence, last_commit
+		case "last_commit":
+			st.parseLastCommit()
+		default: // evidence
 			s.skip()
 		}
 	}
@@ -469,7 +478,11 @@ func (st *decodeState) parseResults() {
 		case "finalize_block_events":
 			st.sawFinalize = true
 			st.finalize = st.parseEvents(st.finalize[:0])
-		default: // validator_updates, consensus_param_updates, app_hash
+		case "validator_updates":
+			st.parseValidatorUpdates()
+		case "consensus_param_updates":
+			st.paramsStart, st.paramsEnd, st.paramsOK = s.captureValue()
+		default: // app_hash
 			s.skip()
 		}
 	}
@@ -868,7 +881,7 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 	}
 	emitEvents(st.end, SourceEndBlock, nil, nil)
 	emitEvents(st.finalize, SourceFinalizeBlock, nil, nil)
-	return nil
+	return st.emitValidatorRows(rows, hv, tv)
 }
 
 // internTable holds the strings most text cells repeat (event types,

@@ -116,8 +116,20 @@ func TestTablesInPostgres(t *testing.T) {
 		// Every child row carries its block's time.
 		{"SELECT count(*) FROM S.transactions x JOIN S.blocks b USING (height) WHERE x.block_time = b.time", int64(wantTxs + len(fixtureTxs))},
 		{"SELECT count(*) FROM S.events e JOIN S.blocks b USING (height) WHERE e.block_time = b.time", int64(wantEvents + len(fixtureEvents))},
+		// Commit signatures: every validator of every signed block, the
+		// fixture's two (one absent) beside the synthetic chain's.
+		{"SELECT count(*) FROM S.commit_signatures", (n-1)*DefaultValidators + 2},
+		{"SELECT count(*) FROM S.commit_signatures c JOIN S.blocks b ON b.height = c.signed_height WHERE c.signed_height = c.height - 1", (n - 1) * DefaultValidators},
+		{"SELECT count(*) FROM S.commit_signatures WHERE (block_id_flag = 1) <> (validator_address IS NULL AND timestamp IS NULL)", 0},
+		{"SELECT count(*) FROM S.commit_signatures WHERE height = $1 AND block_id_flag = 1 AND validator_index = 1", 1},
+		{"SELECT count(*) FROM S.consensus_param_updates WHERE params->'block'->>'max_gas' = '75000000'", n},
+		{"SELECT count(*) FROM S.validator_updates", 0},
 	} {
-		if got := query(c.sql); got != c.want {
+		var args []any
+		if strings.Contains(c.sql, "$1") {
+			args = append(args, fixtureHeight)
+		}
+		if got := query(c.sql, args...); got != c.want {
 			t.Errorf("%s = %d, want %d", c.sql, got, c.want)
 		}
 	}

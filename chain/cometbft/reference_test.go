@@ -229,6 +229,7 @@ func checkAgainstReference(t *testing.T, name string, height uint64, raw []byte)
 			}
 		}
 	}
+	checkValidatorRowsAgainstReference(t, name, raw, rows)
 }
 
 func sameCell(typ string, got, want any) bool {

@@ -7,6 +7,9 @@ const (
 	tableBlocks = iota
 	tableTransactions
 	tableEvents
+	tableCommitSignatures
+	tableValidatorUpdates
+	tableConsensusParamUpdates
 )
 
 // Column positions of each table, in COPY order. They must follow the
@@ -57,6 +60,35 @@ const (
 	eType
 	eAttributes
 	eWidth
+)
+
+const (
+	csHeight = iota
+	csBlockTime
+	csSignedHeight
+	csIndex
+	csFlag
+	csAddress
+	csTimestamp
+	csWidth
+)
+
+const (
+	vuHeight = iota
+	vuBlockTime
+	vuIndex
+	vuKeyType
+	vuKey
+	vuAddress
+	vuPower
+	vuWidth
+)
+
+const (
+	cpHeight = iota
+	cpBlockTime
+	cpParams
+	cpWidth
 )
 
 // Event sources, as stored in events.source.
@@ -150,5 +182,62 @@ var tables = []chain.Table{
 		PrimaryKey:   []string{"height", "event_index"},
 		HeightColumn: "height",
 		Indexes:      []chain.Index{{Name: "events_type_idx", Columns: "(type)"}},
+	},
+	{
+		// The signatures of block.last_commit: the votes that committed the
+		// block before (signed_height = height - 1), one row per member of
+		// that block's validator set, absent validators included, for
+		// uptime queries. The signature bytes stay in the raw record.
+		Name: "commit_signatures",
+		Columns: []chain.Column{
+			{Name: "height", Type: "bigint"}, // the block that carries the commit
+			{Name: "block_time", Type: "timestamptz"},
+			{Name: "signed_height", Type: "bigint"}, // the block the signatures sign: last_commit.height
+			// Position in the commit, which is the validator's index in the
+			// validator set of signed_height: the only name an absent
+			// validator has in the commit.
+			{Name: "validator_index", Type: "integer"},
+			{Name: "block_id_flag", Type: "integer"},               // 1 absent, 2 commit, 3 nil
+			{Name: "validator_address", Type: "bytea", Null: true}, // null when absent
+			{Name: "timestamp", Type: "timestamptz", Null: true},   // the vote's time; null when absent
+		},
+		PrimaryKey:   []string{"height", "validator_index"},
+		HeightColumn: "height",
+		Indexes:      []chain.Index{{Name: "commit_signatures_address_idx", Columns: "(validator_address, signed_height)"}},
+	},
+	{
+		// block_results.validator_updates: the changes of the validator set
+		// the application returned at the end of this block (EndBlock up to
+		// 0.37, FinalizeBlock from 0.38); CometBFT applies them at height+2.
+		// Power 0 removes the validator.
+		Name: "validator_updates",
+		Columns: []chain.Column{
+			{Name: "height", Type: "bigint"},
+			{Name: "block_time", Type: "timestamptz"},
+			{Name: "update_index", Type: "integer"},
+			{Name: "pub_key_type", Type: "text"}, // ed25519, secp256k1, bls12_381; other names as the node prints them
+			{Name: "pub_key", Type: "bytea"},
+			// CometBFT's validator address of the key, as in
+			// commit_signatures.validator_address and
+			// blocks.proposer_address; null for a key type it is not known for.
+			{Name: "address", Type: "bytea", Null: true},
+			{Name: "power", Type: "bigint"},
+		},
+		PrimaryKey:   []string{"height", "update_index"},
+		HeightColumn: "height",
+	},
+	{
+		// block_results.consensus_param_updates, as the node prints it
+		// (strings cleaned as every jsonb value is), one row per block that
+		// has them. Cosmos SDK 0.50 chains return the whole parameter set in
+		// every block; older ones only when it changes.
+		Name: "consensus_param_updates",
+		Columns: []chain.Column{
+			{Name: "height", Type: "bigint"},
+			{Name: "block_time", Type: "timestamptz"},
+			{Name: "params", Type: "jsonb"},
+		},
+		PrimaryKey:   []string{"height"},
+		HeightColumn: "height",
 	},
 }

@@ -1,0 +1,329 @@
+package cometbft
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"golang.org/x/crypto/ripemd160" //nolint:staticcheck // Cosmos SDK secp256k1 addresses are RIPEMD-160 of SHA-256; no other package has it
+)
+
+// The commit signatures, validator updates and consensus parameter updates
+// of a block: what /block's last_commit and /block_results'
+// validator_updates and consensus_param_updates say. The raw record holds
+// them already (it is the two answers as sent), so they are decoded from
+// any staged record, old ones included.
+
+// sigRef is one element of last_commit.signatures.
+type sigRef struct {
+	flag int64
+	addr strRef // hex; empty for an absent validator
+	ts   strRef // RFC 3339; 0001-01-01T00:00:00Z for an absent validator
+}
+
+// valUpdateRef is one element of block_results.validator_updates.
+type valUpdateRef struct {
+	keyType string // ed25519, secp256k1, bls12_381, … as the node names it
+	key     strRef // base64
+	power   int64
+}
+
+// Block ID flags of a commit signature (CometBFT types.BlockIDFlag).
+const (
+	BlockIDFlagAbsent = 1 // the validator's vote did not make it into the commit
+	BlockIDFlagCommit = 2 // voted for the block
+	BlockIDFlagNil    = 3 // voted nil
+)
+
+// parseLastCommit reads block.last_commit: its height and signatures.
+func (st *decodeState) parseLastCommit() {
+	s := &st.sc
+	if !s.openObject() {
+		return
+	}
+	n := 0
+	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+		switch string(k) {
+		case "height":
+			st.commitHeight = s.integer()
+		case "signatures":
+			st.sigs = st.sigs[:0]
+			if !s.openArray() {
+				continue
+			}
+			m := 0
+			for s.nextElem(&m) {
+				var sg sigRef
+				if s.openObject() {
+					o := 0
+					for k, ok := s.nextKey(&o); ok; k, ok = s.nextKey(&o) {
+						switch string(k) {
+						case "block_id_flag":
+							sg.flag = s.integer()
+						case "validator_address":
+							sg.addr = s.str()
+						case "timestamp":
+							sg.ts = s.str()
+						default: // signature
+							s.skip()
+						}
+					}
+				}
+				st.sigs = append(st.sigs, sg)
+			}
+		default: // round, block_id
+			s.skip()
+		}
+	}
+}
+
+// parseValidatorUpdates reads block_results.validator_updates in every form
+// a node prints it:
+//
+//	{"pub_key":{"Sum":{"type":"tendermint.crypto.PublicKey_Ed25519","value":{"ed25519":"…"}}},"power":"10"}  (0.34–0.38)
+//	{"pub_key":{"type":"tendermint/PubKeyEd25519","value":"…"},"power":"10"}                               (amino JSON)
+//	{"pub_key_type":"ed25519","pub_key_bytes":"…","power":"10"}                                           (1.0)
+func (st *decodeState) parseValidatorUpdates() {
+	s := &st.sc
+	st.valUpdates = st.valUpdates[:0]
+	if !s.openArray() {
+		return
+	}
+	m := 0
+	for s.nextElem(&m) {
+		var u valUpdateRef
+		if s.openObject() {
+			n := 0
+			for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+				switch string(k) {
+				case "power":
+					u.power = s.integer()
+				case "pub_key":
+					st.parsePubKey(&u, 0)
+				case "pub_key_type":
+					u.keyType = st.text(s.str())
+				case "pub_key_bytes":
+					u.key = s.str()
+				default:
+					s.skip()
+				}
+			}
+		}
+		st.valUpdates = append(st.valUpdates, u)
+	}
+}
+
+// parsePubKey reads a public key object (see parseValidatorUpdates) into u.
+func (st *decodeState) parsePubKey(u *valUpdateRef, depth int) {
+	s := &st.sc
+	if !s.openObject() {
+		return
+	}
+	n := 0
+	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+		switch {
+		case string(k) == "Sum" && depth == 0:
+			st.parsePubKey(u, 1)
+		case string(k) == "type" && s.peek() == '"':
+			if t := aminoKeyType(st.bytesOf(s.str())); t != "" {
+				u.keyType = t
+			}
+		case string(k) == "value" && s.peek() == '"': // amino: the key itself
+			u.key = s.str()
+		case string(k) == "value" && s.peek() == '{': // protobuf oneof: {"ed25519":"…"}
+			if !s.openObject() {
+				continue
+			}
+			o := 0
+			for k, ok := s.nextKey(&o); ok; k, ok = s.nextKey(&o) {
+				if s.peek() != '"' {
+					s.skip()
+					continue
+				}
+				u.keyType = keyTypeName(k)
+				u.key = s.str()
+			}
+		default:
+			s.skip()
+		}
+	}
+}
+
+// aminoKeyType maps the type names nodes print for public keys to one name
+// per key type; unknown names map to "".
+func aminoKeyType(t []byte) string {
+	switch string(t) {
+	case "tendermint/PubKeyEd25519", "tendermint.crypto.PublicKey_Ed25519", "ed25519":
+		return "ed25519"
+	case "tendermint/PubKeySecp256k1", "tendermint.crypto.PublicKey_Secp256K1", "secp256k1":
+		return "secp256k1"
+	case "cometbft/PubKeyBls12_381", "tendermint.crypto.PublicKey_Bls12381", "bls12_381":
+		return "bls12_381"
+	}
+	return ""
+}
+
+// keyTypeName names the key of a protobuf PublicKey oneof member.
+func keyTypeName(k []byte) string {
+	switch string(k) {
+	case "ed25519":
+		return "ed25519"
+	case "secp256k1":
+		return "secp256k1"
+	case "bls12381", "bls12_381":
+		return "bls12_381"
+	}
+	return string(k)
+}
+
+// validatorAddress is CometBFT's address of a validator key: the first 20
+// bytes of SHA-256 of the key (ed25519, BLS12-381), RIPEMD-160 of SHA-256
+// of the compressed key (secp256k1); nil for another type.
+func validatorAddress(keyType string, key []byte) []byte {
+	switch keyType {
+	case "ed25519", "bls12_381":
+		sum := sha256.Sum256(key)
+		return sum[:20]
+	case "secp256k1":
+		sum := sha256.Sum256(key)
+		h := ripemd160.New()
+		h.Write(sum[:])
+		return h.Sum(nil)
+	}
+	return nil
+}
+
+// captureValue consumes one JSON value and returns its span, or ok false
+// for null.
+func (s *scanner) captureValue() (start, end int, ok bool) {
+	if s.peek() == 'n' && s.literal("null") {
+		return 0, 0, false
+	}
+	start = s.i
+	s.skip()
+	return start, s.i, s.err == nil
+}
+
+// appendCleanJSON appends the JSON value at b[start:end] (already
+// validated by the scanner) with every string re-encoded by
+// appendJSONString, so that it is fit for jsonb: no \u0000, no invalid
+// UTF-8.
+func appendCleanJSON(dst []byte, b []byte, scratch *[]byte) []byte {
+	sc := scanner{b: b}
+	return sc.appendValue(dst, scratch, 0)
+}
+
+func (s *scanner) appendValue(dst []byte, scratch *[]byte, depth int) []byte {
+	if s.err != nil || depth > maxDepth {
+		return dst
+	}
+	switch c := s.peek(); c {
+	case '"':
+		r := s.stringSpan()
+		if s.err != nil {
+			return dst
+		}
+		return appendJSONString(dst, s.raw(r, scratch))
+	case '{':
+		s.i++
+		dst = append(dst, '{')
+		n := 0
+		for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+			if n > 1 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, appendUnescaped((*scratch)[:0], k))
+			dst = append(dst, ':')
+			dst = s.appendValue(dst, scratch, depth+1)
+		}
+		return append(dst, '}')
+	case '[':
+		s.i++
+		dst = append(dst, '[')
+		n := 0
+		for s.nextElem(&n) {
+			if n > 1 {
+				dst = append(dst, ',')
+			}
+			dst = s.appendValue(dst, scratch, depth+1)
+		}
+		return append(dst, ']')
+	default:
+		start := s.i
+		s.skip()
+		return append(dst, s.b[start:s.i]...)
+	}
+}
+
+// emitValidatorRows appends the commit_signatures, validator_updates and
+// consensus_param_updates rows of the parsed block.
+func (st *decodeState) emitValidatorRows(rows *chain.Rows, hv, tv any) error {
+	if len(st.sigs) > 0 {
+		signed := any(st.commitHeight)
+		size := 0
+		for _, sg := range st.sigs {
+			size += sg.addr.len() / 2
+		}
+		arena := make([]byte, 0, size)
+		for i, sg := range st.sigs {
+			row := rows.Row(tableCommitSignatures)
+			row[csHeight] = hv
+			row[csBlockTime] = tv
+			row[csSignedHeight] = signed
+			row[csIndex] = boxInt32(int32(i))
+			if sg.flag < 0 || sg.flag > 1<<31-1 {
+				return malformed("block.last_commit.signatures[%d].block_id_flag %d", i, sg.flag)
+			}
+			row[csFlag] = boxInt32(int32(sg.flag))
+			row[csAddress] = nil
+			if !sg.addr.null && sg.addr.len() > 0 {
+				var v []byte
+				var err error
+				if arena, v, err = st.appendHex(arena, sg.addr, "block.last_commit.signatures.validator_address"); err != nil {
+					return err
+				}
+				row[csAddress] = v
+			}
+			row[csTimestamp] = nil
+			if !sg.ts.null && sg.ts.len() > 0 {
+				t, err := parseTime(st.bytesOf(sg.ts))
+				if err != nil {
+					return malformed("block.last_commit.signatures[%d].timestamp: %v", i, err)
+				}
+				if !t.IsZero() {
+					row[csTimestamp] = t
+				}
+			}
+		}
+	}
+
+	for i, u := range st.valUpdates {
+		key, err := base64.StdEncoding.AppendDecode(nil, st.bytesOf(u.key))
+		if err != nil {
+			return malformed("block_results.validator_updates[%d].pub_key: %v", i, err)
+		}
+		if key == nil {
+			key = []byte{}
+		}
+		row := rows.Row(tableValidatorUpdates)
+		row[vuHeight] = hv
+		row[vuBlockTime] = tv
+		row[vuIndex] = boxInt32(int32(i))
+		row[vuKeyType] = u.keyType
+		row[vuKey] = key
+		if a := validatorAddress(u.keyType, key); a != nil {
+			row[vuAddress] = a
+		} else {
+			row[vuAddress] = nil
+		}
+		row[vuPower] = u.power
+	}
+
+	if st.paramsOK {
+		row := rows.Row(tableConsensusParamUpdates)
+		row[cpHeight] = hv
+		row[cpBlockTime] = tv
+		row[cpParams] = appendCleanJSON(nil, st.sc.b[st.paramsStart:st.paramsEnd], &st.scratch)
+	}
+	return nil
+}
