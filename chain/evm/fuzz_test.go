@@ -62,8 +62,8 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// FuzzBlockIdentity: never panics, and what it reads is what an
-// independent reading finds: encoding/json's decode of the record's
+// FuzzBlockIdentity: never panics, refuses a record cut short, and what it
+// reads is what an independent reading finds: encoding/json's decode of the record's
 // block.number, block.hash and block.parentHash, and, where VerifyBlock can
 // recompute the hash from the RLP header, that hash.
 func FuzzBlockIdentity(f *testing.F) {
@@ -84,6 +84,13 @@ func FuzzBlockIdentity(f *testing.F) {
 		if len(hash) != 32 || len(parent) != 32 {
 			t.Fatalf("hash %x parent %x", hash, parent)
 		}
+		// Strict: a record cut short is refused, wherever it is cut.
+		whole := bytes.TrimRight(raw, " \t\r\n")
+		for _, k := range []int{len(whole) - 1, len(whole) / 2} {
+			if _, _, _, err := BlockIdentity(whole[:k]); err == nil {
+				t.Fatalf("accepted %q and its first %d bytes %q", raw, k, whole[:k])
+			}
+		}
 		// The independent reading. Keys are matched exactly, as nodes send
 		// them; a record with a key twice is left out (which one counts
 		// is a choice, not a fact).
@@ -102,7 +109,13 @@ func FuzzBlockIdentity(f *testing.F) {
 		if json.Unmarshal(blk["number"], &number) != nil || json.Unmarshal(blk["hash"], &h) != nil || json.Unmarshal(blk["parentHash"], &p) != nil {
 			t.Fatalf("BlockIdentity read fields encoding/json does not find as strings: %s", rec["block"])
 		}
-		unhex := func(s string) string { return strings.TrimPrefix(strings.TrimPrefix(s, "0x"), "0X") }
+		unhex := func(s string) string {
+			d, ok := strings.CutPrefix(s, "0x")
+			if !ok {
+				t.Fatalf("BlockIdentity accepted %q, which is not 0x-prefixed", s)
+			}
+			return d
+		}
 		n, nerr := strconv.ParseUint(unhex(number), 16, 64)
 		wh, herr := hex.DecodeString(unhex(h))
 		wp, perr := hex.DecodeString(unhex(p))

@@ -26,7 +26,7 @@ var unhex = func() (t [256]byte) {
 }()
 
 var (
-	errPrefix   = errors.New("missing 0x prefix")
+	errPrefix   = errors.New("missing 0x prefix (a lower-case x, as JSON-RPC writes it)")
 	errHexDigit = errors.New("invalid hex digit")
 	errOddHex   = errors.New("odd number of hex digits")
 	errEmptyQty = errors.New("empty quantity")
@@ -55,9 +55,11 @@ func badHex(v []byte, err error) error {
 	return &hexValueError{val: append([]byte(nil), v...), err: err}
 }
 
-// digits strips the 0x prefix of a hex string.
+// digits strips the 0x prefix of a hex string. The prefix is "0x" only:
+// the JSON-RPC specification writes no other, the RPC source's own checks
+// refuse "0X", and a record must read the same everywhere it is read.
 func digits(b []byte) ([]byte, error) {
-	if len(b) < 2 || b[0] != '0' || (b[1] != 'x' && b[1] != 'X') {
+	if len(b) < 2 || b[0] != '0' || b[1] != 'x' {
 		return nil, badHex(b, errPrefix)
 	}
 	return b[2:], nil

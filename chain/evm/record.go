@@ -56,6 +56,13 @@ func MarshalRecordReceipts(block json.RawMessage, receipts []json.RawMessage) []
 // BlockIdentity reads the height, hash and parent hash of the block in a
 // raw record without decoding the rest, for sources that must check that a
 // node returned the block that was asked for.
+//
+// It is strict about what it reads: the record must be whole (every object
+// and array closed, nothing after it), so a record cut short after the
+// three fields is refused, and every hex value must carry the "0x" prefix
+// (errPrefix; "0X" is refused as everywhere else in the package). It does
+// not validate the contents of strings and numbers it skips: records are
+// built from answers the JSON-RPC layer has validated whole.
 func BlockIdentity(raw []byte) (hash, parentHash []byte, height uint64, err error) {
 	hash, parentHash, height, err = blockIdentity(raw)
 	if err != nil {
@@ -70,13 +77,17 @@ func blockIdentity(raw []byte) (hash, parentHash []byte, height uint64, err erro
 		return nil, nil, 0, err
 	}
 	n := 0
+	sawBlock := false
 	for {
 		key, done, err := s.nextKey(&n)
 		if err != nil {
 			return nil, nil, 0, err
 		}
 		if done {
-			return nil, nil, 0, errors.New("record has no block")
+			break
+		}
+		if string(key) == "block" && sawBlock {
+			return nil, nil, 0, &fieldError{path: "block", err: errors.New("duplicate field")}
 		}
 		if string(key) != "block" {
 			if err := s.skip(); err != nil {
@@ -84,50 +95,68 @@ func blockIdentity(raw []byte) (hash, parentHash []byte, height uint64, err erro
 			}
 			continue
 		}
-		if s.null() {
-			return nil, nil, 0, errors.New("block is null (not found on the node?)")
-		}
-		if err := s.beginObject(); err != nil {
+		sawBlock = true
+		if hash, parentHash, height, err = s.identityFields(); err != nil {
 			return nil, nil, 0, err
 		}
-		const all = 7
-		seen, m := 0, 0
-		hash, parentHash = make([]byte, 32), make([]byte, 32)
-		for seen != all {
-			key, done, err := s.nextKey(&m)
-			if err != nil {
-				return nil, nil, 0, err
-			}
-			if done {
+	}
+	if !sawBlock {
+		return nil, nil, 0, errors.New("record has no block")
+	}
+	if err := s.end(); err != nil {
+		return nil, nil, 0, err
+	}
+	return hash, parentHash, height, nil
+}
+
+// identityFields reads the block object at the cursor, to its end, and
+// returns its hash, parent hash and number.
+func (s *scanner) identityFields() (hash, parentHash []byte, height uint64, err error) {
+	if s.null() {
+		return nil, nil, 0, errors.New("block is null (not found on the node?)")
+	}
+	if err := s.beginObject(); err != nil {
+		return nil, nil, 0, err
+	}
+	const all = 7
+	seen, m := 0, 0
+	hash, parentHash = make([]byte, 32), make([]byte, 32)
+	for {
+		key, done, err := s.nextKey(&m)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		if done {
+			if seen != all {
 				return nil, nil, 0, missingField([]string{"number", "hash", "parentHash"}, seen, all)
 			}
-			var v []byte
-			switch string(key) {
-			case "number", "hash", "parentHash":
-				if v, err = s.str(); err != nil {
-					return nil, nil, 0, inField(string(key), err)
-				}
-			default:
-				if err := s.skip(); err != nil {
-					return nil, nil, 0, err
-				}
-				continue
-			}
-			switch string(key) {
-			case "number":
-				height, err = parseUint(v)
-				seen |= 1
-			case "hash":
-				err = parseFixed(hash, v)
-				seen |= 2
-			case "parentHash":
-				err = parseFixed(parentHash, v)
-				seen |= 4
-			}
-			if err != nil {
+			return hash, parentHash, height, nil
+		}
+		var v []byte
+		switch string(key) {
+		case "number", "hash", "parentHash":
+			if v, err = s.str(); err != nil {
 				return nil, nil, 0, inField(string(key), err)
 			}
+		default:
+			if err := s.skip(); err != nil {
+				return nil, nil, 0, err
+			}
+			continue
 		}
-		return hash, parentHash, height, nil
+		switch string(key) {
+		case "number":
+			height, err = parseUint(v)
+			seen |= 1
+		case "hash":
+			err = parseFixed(hash, v)
+			seen |= 2
+		case "parentHash":
+			err = parseFixed(parentHash, v)
+			seen |= 4
+		}
+		if err != nil {
+			return nil, nil, 0, inField(string(key), err)
+		}
 	}
 }
