@@ -7,11 +7,11 @@ DEMO_TO ?= 20000
 .PHONY: build test demo bench test-nodes vet clean faults static image
 
 build:
-	$(GO) build -o $(BIN) ./cmd/blockhaul
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/blockhaul
 
 # The binary the image holds: static (no cgo), Pebble's zstd in pure Go.
 static:
-	CGO_ENABLED=0 $(GO) build -trimpath -tags pebblegozstd -ldflags='-s -w' -o bin/blockhaul-static ./cmd/blockhaul
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -tags pebblegozstd -ldflags='-s -w' -o bin/blockhaul-static ./cmd/blockhaul
 
 # The container image (Dockerfile: that binary FROM scratch), where Docker runs.
 IMAGE ?= blockhaul:dev

@@ -12,6 +12,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/pipeline"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
@@ -25,7 +26,9 @@ type commandLine struct {
 	fs       *pflag.FlagSet
 	cfg      *pipeline.Config
 	memLimit *int64
-	help     bool
+	// handled: the command tree answered itself (help, version,
+	// completion); nothing is left to run.
+	handled  bool
 	problems []*pipeline.FieldError
 	warnings []string
 }
@@ -37,6 +40,9 @@ var nonFlagEnv = []string{"BLOCKHAUL_PG_THROWAWAY", "BLOCKHAUL_PG_DIR", "BLOCKHA
 
 func isCommand(w string) bool { return slices.Contains(pipeline.Commands, w) }
 
+// treeWords are the command tree's own first words besides the commands.
+var treeWords = []string{"help", "version", "completion", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd}
+
 func lineProblem(format string, args ...any) *pipeline.FieldError {
 	return &pipeline.FieldError{Msg: fmt.Sprintf(format, args...)}
 }
@@ -46,74 +52,106 @@ func flagProblem(flag, format string, args ...any) *pipeline.FieldError {
 }
 
 // parseCommandLine binds args (without the program name) and environ
-// (KEY=value pairs) to a Config.
+// (KEY=value pairs) to a Config; what the command tree prints itself (help,
+// version, completion) is discarded.
 func parseCommandLine(args, environ []string) *commandLine {
+	return parseCommandLineTo(args, environ, io.Discard, io.Discard)
+}
+
+// parseCommandLineTo is parseCommandLine printing help, version and
+// completion scripts to out, and the completion's notes to errOut.
+func parseCommandLineTo(args, environ []string, out, errOut io.Writer) *commandLine {
 	cl := &commandLine{}
 	if len(args) == 0 {
 		return cl
 	}
-	if a := args[0]; a == "-h" || a == "--help" || a == "help" {
-		cl.help, cl.cmd = true, pipeline.CmdRun
-		if len(args) > 1 && isCommand(args[1]) {
-			cl.cmd = args[1]
-		}
-		cl.fs, cl.cfg, cl.memLimit = newCommandFlags(cl.cmd)
+	args, ok := cl.route(args)
+	if !ok {
 		return cl
 	}
-	rest := args[1:]
-	cl.cmd = args[0]
-	if strings.HasPrefix(args[0], "-") {
+	var flagErr error
+	ran := false
+	root, jobs := newRoot(func(j *jobCommand, words []string) error {
+		ran = true
+		cl.bind(j, args[1:], words, environ)
+		return nil
+	})
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		flagErr = err
+		return err
+	})
+	root.SetArgs(args)
+	root.SetOut(out)
+	root.SetErr(errOut)
+	c, err := root.ExecuteC()
+	switch j := jobs[c]; {
+	case ran:
+	case flagErr != nil && j != nil:
+		// A flag without its value at the end, or a malformed name: the
+		// message names the flag, never a value. The rest is checked still.
+		cl.problems = append(cl.problems, lineProblem("%v", flagErr))
+		cl.bind(j, args[1:], c.Flags().Args(), environ)
+	case err != nil:
+		cl.cmd = c.Name()
+		cl.problems = append(cl.problems, lineProblem("%v", err))
+	default:
+		cl.handled = true
+	}
+	return cl
+}
+
+// route checks the first word before the command tree sees it: flags
+// placed before the command are moved after it (and reported), an unknown
+// command is reported with the closest one.
+func (cl *commandLine) route(args []string) ([]string, bool) {
+	first := args[0]
+	switch {
+	case first == "-h" || first == "--help" || first == "--version":
+		return args, true
+	case strings.HasPrefix(first, "-"):
 		// Flags before the command: say where they go rather than print
 		// the usage alone.
 		k := slices.IndexFunc(args, isCommand)
 		if k < 0 {
-			cl.cmd = ""
-			cl.problems = append(cl.problems, lineProblem("no command: %q is a flag; flags go after the command (blockhaul COMMAND [flags], COMMAND one of %s)", args[0], strings.Join(pipeline.Commands, ", ")))
-			return cl
+			cl.problems = append(cl.problems, lineProblem("no command: %q is a flag; flags go after the command (blockhaul COMMAND [flags], COMMAND one of %s)", first, strings.Join(pipeline.Commands, ", ")))
+			return nil, false
 		}
-		cl.cmd = args[k]
-		rest = append(slices.Clone(args[k+1:]), args[:k]...)
 		cl.problems = append(cl.problems, lineProblem("%s comes before the command %s; flags go after it: blockhaul %s %s",
-			strings.Join(args[:k], " "), cl.cmd, cl.cmd, strings.Join(args[:k], " ")))
-	} else if !isCommand(cl.cmd) {
-		msg := fmt.Sprintf("unknown command %q (want one of %s)", cl.cmd, strings.Join(pipeline.Commands, ", "))
-		if c := closest(cl.cmd, pipeline.Commands); c != "" {
-			msg = fmt.Sprintf("unknown command %q: did you mean %s?", cl.cmd, c)
-		}
-		cl.problems = append(cl.problems, lineProblem("%s", msg))
-		return cl
+			strings.Join(args[:k], " "), args[k], args[k], strings.Join(args[:k], " ")))
+		return append(append([]string{args[k]}, args[k+1:]...), args[:k]...), true
+	case isCommand(first) || slices.Contains(treeWords, first):
+		return args, true
 	}
-	cl.fs, cl.cfg, cl.memLimit = newCommandFlags(cl.cmd)
-	fs := cl.fs
-	fs.ParseErrorsAllowlist.UnknownFlagsHandling = pflag.PassUnknownFlagToArgs
-	fs.SetOutput(io.Discard)
-	err := fs.ParseAll(rest, func(f *pflag.Flag, value string) error {
-		if err := fs.Set(f.Name, value); err != nil {
-			cl.problems = append(cl.problems, flagProblem(f.Name, "%q: %v", redactValue(f.Name, value), cause(err)))
-		}
-		return nil
-	})
-	switch {
-	case errors.Is(err, pflag.ErrHelp):
-		cl.help = true
-		return cl
-	case err != nil:
-		// A flag without its value at the end, or a malformed name: the
-		// message names the flag, never a value.
-		cl.problems = append(cl.problems, lineProblem("%v", err))
-	}
+	cl.cmd = first
+	cl.problems = append(cl.problems, lineProblem("%v", unknownCommand(first)))
+	return nil, false
+}
+
+// bind finishes a job command's invocation: rest are the arguments after
+// the command name, words those its flags did not take.
+func (cl *commandLine) bind(j *jobCommand, rest, words []string, environ []string) {
+	cl.cmd, cl.cfg, cl.memLimit = j.cmd.Name(), j.cfg, &j.proc.memLimit
+	j.collecting = false // the environment's values report their variable (applyEnv)
+	fs := j.cmd.Flags()
+	cl.fs = fs
 	var positional []string
 	if cl.cmd == pipeline.CmdSnapshot || cl.cmd == pipeline.CmdRestore {
 		// snapshot DEST, restore SRC: the plain words are the argument
 		// (Validate says when there is not exactly one).
-		for _, w := range fs.Args() {
+		for _, w := range words {
 			if !strings.HasPrefix(w, "-") {
 				positional = append(positional, w)
 			}
 		}
 		cl.cfg.Args = positional
 	}
-	cl.problems = append(cl.problems, strayWords(fs, rest, positional...)...)
+	cl.problems = append(cl.problems, j.valueProblems...)
+	cl.problems = append(cl.problems, strayWords(fs, words, rest, positional...)...)
+	fs.Visit(func(f *pflag.Flag) {
+		if f.Hidden && f.Name != "help" {
+			cl.warnings = append(cl.warnings, fmt.Sprintf("--%s has no effect on %s (its flags: blockhaul help %s)", f.Name, cl.cmd, cl.cmd))
+		}
+	})
 	pgOnCommandLine := fs.Changed("pg")
 	p, w := applyEnv(fs, environ)
 	cl.problems = append(cl.problems, p...)
@@ -128,7 +166,6 @@ func parseCommandLine(args, environ []string) *commandLine {
 	if cl.cfg.Staging == "" {
 		cl.problems = append(cl.problems, flagProblem("staging", "is empty; give a directory (default %s)", pipeline.DefaultConfig().Staging))
 	}
-	return cl
 }
 
 // cause is the reason a flag value was refused, without pflag's wrapping
@@ -146,12 +183,12 @@ func cause(err error) error {
 
 // strayWords explains every argument the flags did not take: pflag passes
 // positional words and unknown flags through to fs.Args in order.
-func strayWords(fs *pflag.FlagSet, args []string, positional ...string) []*pipeline.FieldError {
+func strayWords(fs *pflag.FlagSet, words, args []string, positional ...string) []*pipeline.FieldError {
 	var out []*pipeline.FieldError
 	var numbers []string
 	pos := 0 // where in args to look for the next stray word
 	afterUnknown := false
-	for _, w := range fs.Args() {
+	for _, w := range words {
 		if len(positional) > 0 && w == positional[0] {
 			positional = positional[1:]
 			continue

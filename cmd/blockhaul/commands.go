@@ -1,0 +1,293 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/blockhaul/blockhaul/pipeline"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// commandDoc is one command's line in the usage and the head of its help.
+type commandDoc struct {
+	args  string // what follows the command name in its synopsis
+	short string
+	long  string
+}
+
+var commandDocs = map[string]commandDoc{
+	cmdRun:      {"--pg DSN --from N --to M", "fetch and export at once", "Fetches the range into staging and exports it to PostgreSQL at the same time: export follows the contiguous prefix fetch has staged. Exit 0 once the whole range is exported."},
+	cmdFetch:    {"--from N --to M", "stage blocks only", "Fetches the range into the staging store; never touches PostgreSQL."},
+	cmdExport:   {"--pg DSN --from N --to M", "export staged blocks; no network but the database", "Exports staged blocks to PostgreSQL in height order, one transaction per batch with its checkpoint; needs no RPC node."},
+	cmdFollow:   {"--pg DSN [--from N]", "the head stream: tail the chain tip", "Fetches and exports new blocks as the chain produces them, repairs reorgs within --reorg-window, and runs until stopped (or --to)."},
+	cmdMerge:    {"--merge-from DIR", "copy another staging directory's blocks into --staging", "Copies the blocks of another staging store (of the same chain) into --staging, checking continuity where they meet."},
+	cmdStatus:   {"[--pg DSN]", "staged ranges, gaps and checkpoints", "Shows the staged ranges and gaps, and with --pg each stream's checkpoint; works beside a running job."},
+	cmdChecksum: {"--pg DSN [--against DSN2]", "digest every exported row; compare two databases", "Digests every exported row chunk by chunk; with --against compares two databases (exit 4 when they differ)."},
+	cmdVerify:   {"[--deep] [--pg DSN]", "check every staged record, the chain, and PostgreSQL against it", "Checks every staged record's checksum and hashes and the chain's continuity; with --pg, PostgreSQL's rows against staging (exit 4 when something is wrong)."},
+	cmdRepair:   {"[--rpc URL] [--from N --to M]", "refetch what verify finds missing or wrong; salvage a damaged store", "Refetches the records verify finds missing or wrong, and salvages a store Pebble cannot open."},
+	cmdPrune:    {"--below H [--force]", "delete staged blocks every target has exported", "Deletes staged heights below --below once every target database has exported them (--force: even when not)."},
+	cmdSnapshot: {"DEST", "consistent copy of --staging to a directory or blob URL", "Writes a consistent copy of --staging to DEST: a directory, or a blob URL (s3://, gs://, file://)."},
+	cmdRestore:  {"SRC", "restore a snapshot into --staging, verified first", "Restores a snapshot from SRC into --staging, verified before it replaces anything."},
+	cmdEstimate: {"--from N --to M [--pg DSN]", "heights, bytes and time a job would take; disk room", "Estimates the heights, staged bytes, rows and time of a range, and whether the disk has room."},
+}
+
+const exitStatusText = `Exit status: 0 range complete (or check clean); 1 runtime failure; 2 invalid configuration;
+3 interrupted part way (resumable); 4 fatal data error (continuity break,
+corrupt record, wrong chain, a check that found the data wrong).
+`
+
+const rootLong = `blockhaul rebuilds blockchain history into PostgreSQL.
+
+With no --rpc, blocks come from a deterministic synthetic chain (--synthetic-seed).
+Every flag can also be set through an environment variable (BLOCKHAUL_<FLAG>);
+flags win over the environment.
+`
+
+// jobCommand is a pipeline command's cobra command with the Config its
+// flags are bound to.
+type jobCommand struct {
+	cmd    *cobra.Command
+	cfg    *pipeline.Config
+	proc   *processFlags
+	values map[string]func(*pipeline.Config) []string
+
+	// While the command tree parses the command line, a flag value that
+	// does not parse is collected here rather than stopping the parse, so
+	// that every problem is reported at once (see lenientValue).
+	collecting    bool
+	valueProblems []*pipeline.FieldError
+}
+
+// lenientValue is a flag's value that, while its command collects, records
+// a value that does not parse and lets the parse go on.
+type lenientValue struct {
+	pflag.Value
+	name string
+	job  *jobCommand
+}
+
+func (v *lenientValue) Set(s string) error {
+	err := v.Value.Set(s)
+	if err != nil && v.job.collecting {
+		v.job.valueProblems = append(v.job.valueProblems, flagProblem(v.name, "%q: %v", redactValue(v.name, s), cause(err)))
+		return nil
+	}
+	return err
+}
+
+// newRoot builds the command tree. run is called with the job command that
+// was invoked and the words its flags did not take.
+func newRoot(run func(j *jobCommand, args []string) error) (*cobra.Command, map[*cobra.Command]*jobCommand) {
+	root := &cobra.Command{
+		Use:           "blockhaul",
+		Short:         "rebuilds blockchain history into PostgreSQL",
+		Long:          rootLong,
+		Version:       moduleVersion(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetVersionTemplate(strings.ReplaceAll(versionText(), "{{", "{{`{{`}}"))
+	jobs := map[*cobra.Command]*jobCommand{}
+	for _, name := range pipeline.Commands {
+		doc := commandDocs[name]
+		j := &jobCommand{cfg: &pipeline.Config{}, proc: &processFlags{}, collecting: true}
+		j.cmd = &cobra.Command{
+			Use:   name + " " + doc.args,
+			Short: doc.short,
+			Long:  doc.long,
+			Args:  cobra.ArbitraryArgs,
+			RunE:  func(c *cobra.Command, args []string) error { return run(j, args) },
+			// Unknown flags reach run with the stray words, which says
+			// what was meant of each (did you mean …?).
+			FParseErrWhitelist: cobra.FParseErrWhitelist{UnknownFlagsHandling: pflag.PassUnknownFlagToArgs},
+		}
+		fs := j.cmd.Flags()
+		j.values = defineFlags(fs, j.cfg, j.proc)
+		fs.VisitAll(func(f *pflag.Flag) {
+			f.Hidden = !usedBy(f, name)
+			f.Value = &lenientValue{Value: f.Value, name: f.Name, job: j}
+		})
+		for flag, values := range j.values {
+			_ = j.cmd.RegisterFlagCompletionFunc(flag, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+				return values(j.cfg), cobra.ShellCompDirectiveNoFileComp
+			})
+		}
+		_ = j.cmd.MarkFlagDirname("staging")
+		_ = j.cmd.MarkFlagDirname("merge-from")
+		switch name {
+		case cmdSnapshot, cmdRestore:
+			j.cmd.ValidArgsFunction = func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+				if len(args) > 0 {
+					return nil, cobra.ShellCompDirectiveNoFileComp
+				}
+				return nil, cobra.ShellCompDirectiveFilterDirs
+			}
+		default:
+			j.cmd.ValidArgsFunction = cobra.NoFileCompletions
+		}
+		root.AddCommand(j.cmd)
+		jobs[j.cmd] = j
+	}
+	root.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "the module version, commit, Go and Pebble versions, build tags",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			_, err := io.WriteString(c.OutOrStdout(), versionText())
+			return err
+		},
+		ValidArgsFunction: cobra.NoFileCompletions,
+	})
+	root.SetHelpCommand(&cobra.Command{
+		Use:   "help [COMMAND]",
+		Short: "this help, or a command's flags",
+		RunE: func(c *cobra.Command, args []string) error {
+			target, rest, err := root.Find(args)
+			if err != nil || target == nil || len(rest) > 0 {
+				return unknownCommand(strings.Join(args, " "))
+			}
+			return target.Help()
+		},
+		ValidArgsFunction: func(_ *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var out []string
+			for _, c := range slices.Concat(pipeline.Commands, []string{"version", "completion"}) {
+				if strings.HasPrefix(c, prefix) {
+					out = append(out, c)
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		},
+	})
+	root.SetHelpFunc(func(c *cobra.Command, _ []string) {
+		out := c.OutOrStdout()
+		switch j := jobs[c]; {
+		case c == root:
+			writeRootHelp(out)
+		case j != nil:
+			writeCommandHelp(out, j)
+		default: // version, completion, help
+			fmt.Fprintf(out, "%s\n\n%s", strings.TrimSpace(cmp(c.Long, c.Short)), c.UsageString())
+		}
+	})
+	return root, jobs
+}
+
+// unknownCommand names the closest command to w, if one is close.
+func unknownCommand(w string) error {
+	if c := closest(w, slices.Concat(pipeline.Commands, []string{"version", "help", "completion"})); c != "" {
+		return fmt.Errorf("unknown command %q: did you mean %s?", w, c)
+	}
+	return fmt.Errorf("unknown command %q (want one of %s)", w, strings.Join(pipeline.Commands, ", "))
+}
+
+func cmp(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// writeRootHelp lists the commands, the exit statuses and where to look next.
+func writeRootHelp(w io.Writer) {
+	var rows [][2]string
+	for _, name := range pipeline.Commands {
+		doc := commandDocs[name]
+		rows = append(rows, [2]string{"blockhaul " + name + " " + doc.args, doc.short})
+	}
+	other := [][2]string{
+		{"blockhaul version", "the module version, commit, Go and Pebble versions, build tags (also --version)"},
+		{"blockhaul help [COMMAND]", "this help, or a command's flags (also COMMAND --help)"},
+		{"blockhaul completion SHELL", "shell completion script: bash, zsh, fish or powershell (blockhaul help completion)"},
+	}
+	width := 0
+	for _, r := range append(slices.Clone(rows), other...) {
+		width = max(width, len(r[0]))
+	}
+	fmt.Fprint(w, rootLong)
+	fmt.Fprint(w, "\nUsage:\n")
+	for _, r := range rows {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, r[0], r[1])
+	}
+	fmt.Fprint(w, "\nOther commands:\n")
+	for _, r := range other {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, r[0], r[1])
+	}
+	fmt.Fprintf(w, "\n%s\nThe flags of a command: blockhaul help COMMAND (or blockhaul COMMAND --help).\n", exitStatusText)
+}
+
+// writeCommandHelp shows a command's synopsis and only the flags it uses,
+// by group, each with its environment variable and default.
+func writeCommandHelp(w io.Writer, j *jobCommand) {
+	name := j.cmd.Name()
+	doc := commandDocs[name]
+	fmt.Fprintf(w, "blockhaul %s: %s\n\n%s\n\nUsage:\n  blockhaul %s %s [flags]\n", name, doc.short, wrap(doc.long, 90), name, doc.args)
+	fs := j.cmd.Flags()
+	width := 0
+	fs.VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden {
+			width = max(width, len(flagHead(f)))
+		}
+	})
+	for _, g := range flagGroups {
+		var lines []string
+		fs.VisitAll(func(f *pflag.Flag) {
+			if f.Hidden || !slices.Contains(f.Annotations[annGroup], g) {
+				return
+			}
+			lines = append(lines, flagHelpLine(f, width))
+		})
+		if len(lines) > 0 {
+			fmt.Fprintf(w, "\n%s:\n%s", g, strings.Join(lines, ""))
+		}
+	}
+	fmt.Fprintf(w, "\n  -h, --help  this help\n\nEach flag's environment variable is in brackets; flags win over the environment.\n%s", exitStatusText)
+}
+
+// flagHead is a flag's name and the kind of value it takes.
+func flagHead(f *pflag.Flag) string {
+	varname, _ := pflag.UnquoteUsage(f)
+	switch {
+	case f.NoOptDefVal != "" && varname != "":
+		return "--" + f.Name + "[=" + varname + "]"
+	case varname != "":
+		return "--" + f.Name + " " + varname
+	}
+	return "--" + f.Name
+}
+
+// flagHelpLine is one flag in a command's help: its default is shown when
+// it says something (not an empty string, false or a 0 the text explains).
+func flagHelpLine(f *pflag.Flag, width int) string {
+	_, usage := pflag.UnquoteUsage(f)
+	def := ""
+	switch f.DefValue {
+	case "", "false", "0", "[]":
+	default:
+		def = " (default " + f.DefValue + ")"
+	}
+	return fmt.Sprintf("  %-*s  %s [%s]%s\n", width, flagHead(f), usage, pipeline.EnvName(f.Name), def)
+}
+
+// wrap breaks s into lines of at most width columns.
+func wrap(s string, width int) string {
+	var b strings.Builder
+	n := 0
+	for _, word := range strings.Fields(s) {
+		if n > 0 && n+1+len(word) > width {
+			b.WriteByte('\n')
+			n = 0
+		} else if n > 0 {
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(word)
+		n += len(word)
+	}
+	return b.String()
+}

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"slices"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/evm"
+	"github.com/blockhaul/blockhaul/pipeline"
+	"github.com/spf13/pflag"
+)
+
+// This file is the one place where blockhaul's flags are defined: each
+// flag's name, default, help text, the group its help lists it under, the
+// commands that use it, and what shell completion offers as its value.
+// Every command accepts every flag (scripts and Kubernetes manifests share
+// flag sets between commands); a command's help and completion show only
+// those it uses, and a flag it does not use draws a warning.
+
+// Help groups, in the order a command's help lists them.
+const (
+	groupSource   = "Chain and source"
+	groupRange    = "Range"
+	groupStaging  = "Staging"
+	groupDatabase = "PostgreSQL"
+	groupFetch    = "Fetch"
+	groupExport   = "Export"
+	groupFollow   = "Follow"
+	groupReport   = "Checks and reports"
+	groupWatch    = "Watching and logs"
+)
+
+var flagGroups = []string{groupSource, groupRange, groupStaging, groupDatabase, groupFetch, groupExport, groupFollow, groupReport, groupWatch}
+
+const (
+	cmdRun      = pipeline.CmdRun
+	cmdFetch    = pipeline.CmdFetch
+	cmdExport   = pipeline.CmdExport
+	cmdFollow   = pipeline.CmdFollow
+	cmdMerge    = pipeline.CmdMerge
+	cmdStatus   = pipeline.CmdStatus
+	cmdChecksum = pipeline.CmdChecksum
+	cmdVerify   = pipeline.CmdVerify
+	cmdRepair   = pipeline.CmdRepair
+	cmdPrune    = pipeline.CmdPrune
+	cmdSnapshot = pipeline.CmdSnapshot
+	cmdRestore  = pipeline.CmdRestore
+	cmdEstimate = pipeline.CmdEstimate
+)
+
+// Commands by what they do, for the flags they share.
+var (
+	sourcing  = []string{cmdRun, cmdFetch, cmdFollow, cmdRepair} // build a block source (RPC or synthetic)
+	exporting = []string{cmdRun, cmdExport, cmdFollow}           // COPY into PostgreSQL
+	staged    = []string{cmdRun, cmdFetch, cmdExport, cmdFollow} // the jobs: --http, progress
+	ranged    = []string{cmdRun, cmdFetch, cmdExport, cmdFollow, cmdMerge, cmdStatus, cmdChecksum, cmdVerify, cmdRepair, cmdEstimate}
+	onPG      = []string{cmdRun, cmdExport, cmdFollow, cmdStatus, cmdChecksum, cmdVerify, cmdEstimate}
+	reporting = []string{cmdChecksum, cmdVerify, cmdRepair, cmdPrune, cmdSnapshot, cmdRestore, cmdEstimate}
+	every     = pipeline.Commands
+)
+
+// use is where a flag belongs: its help group, the commands that use it,
+// and, where its values are few, what completion offers.
+type use struct {
+	group  string
+	cmds   []string
+	values func(cfg *pipeline.Config) []string
+}
+
+func in(group string, cmds ...[]string) use {
+	return use{group: group, cmds: slices.Concat(cmds...)}
+}
+
+// oneOf offers a fixed list of values to shell completion.
+func (u use) oneOf(values ...string) use {
+	u.values = func(*pipeline.Config) []string { return values }
+	return u
+}
+
+// Flag annotations carrying a use (pflag keeps them beside the flag).
+const (
+	annGroup = "blockhaul_group"
+	annCmds  = "blockhaul_commands"
+)
+
+// flagDefs collects, while the flags are defined, the completion of each
+// flag whose values are few.
+type flagDefs struct {
+	fs     *pflag.FlagSet
+	values map[string]func(cfg *pipeline.Config) []string
+}
+
+func (d *flagDefs) mark(name string, u use) {
+	_ = d.fs.SetAnnotation(name, annGroup, []string{u.group})
+	_ = d.fs.SetAnnotation(name, annCmds, u.cmds)
+	if u.values != nil {
+		d.values[name] = u.values
+	}
+}
+
+// def defines a flag through one of pflag's typed XxxVar methods.
+func def[T any](d *flagDefs, bind func(p *T, name string, value T, usage string), p *T, name string, value T, usage string, u use) *pflag.Flag {
+	bind(p, name, value, usage)
+	d.mark(name, u)
+	return d.fs.Lookup(name)
+}
+
+// defValue defines a flag of a pflag.Value of blockhaul's own.
+func defValue(d *flagDefs, v pflag.Value, name, usage string, u use) *pflag.Flag {
+	d.fs.Var(v, name, usage)
+	d.mark(name, u)
+	return d.fs.Lookup(name)
+}
+
+// processFlags are the flags that set the process up rather than the job.
+type processFlags struct {
+	memLimit int64
+}
+
+// defineFlags defines every flag on fs, bound to cfg (from the defaults of
+// pipeline.DefaultConfig) and proc. It returns the completion of each flag
+// whose values are few.
+func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) map[string]func(*pipeline.Config) []string {
+	d := &flagDefs{fs: fs, values: map[string]func(*pipeline.Config) []string{}}
+	dc := pipeline.DefaultConfig()
+	fs.SortFlags = false
+
+	def(d, fs.StringVar, &cfg.Chain, "chain", dc.Chain, "chain family: cometbft or evm",
+		in(groupSource, sourcing, onPG, []string{cmdExport}).oneOf(familyNames()...))
+	defValue(d, &rpcList{urls: &cfg.RPC}, "rpc", "RPC endpoint URL(s), comma separated; empty means the synthetic chain", in(groupSource, sourcing))
+	def(d, fs.Float64Var, &cfg.RPS, "rps", 0, "requests per second per RPC endpoint (0: unlimited)", in(groupSource, sourcing))
+	def(d, fs.DurationVar, &cfg.RPCTimeout, "rpc-timeout", dc.RPCTimeout, "timeout of one RPC request", in(groupSource, sourcing))
+	def(d, fs.Int64Var, &cfg.SyntheticSeed, "synthetic-seed", dc.SyntheticSeed, "seed of the synthetic chain", in(groupSource, sourcing))
+	def(d, fs.Uint64Var, &cfg.SyntheticTip, "synthetic-tip", 0, "tip height of the synthetic chain (0: --to plus --confirmations when --to is given, else 10000)", in(groupSource, sourcing))
+	def(d, fs.Float64Var, &cfg.SyntheticTxs, "synthetic-txs", 0, "mean transactions per synthetic block (0: the family's mainnet-like default: cometbft 4.5, evm 150 with 400 logs)", in(groupSource, sourcing))
+	def(d, fs.BoolVar, &cfg.SyntheticSteady, "synthetic-steady", false, "every synthetic block at the mean density (cometbft: no quiet stretches or bursts)", in(groupSource, sourcing))
+
+	def(d, fs.Uint64Var, &cfg.From, "from", dc.From, "first height (inclusive)", in(groupRange, ranged))
+	to := def(d, fs.Uint64Var, &cfg.To, "to", 0, "last height (inclusive); default: the chain tip (fetch, run) or the staged prefix (export)", in(groupRange, ranged))
+	to.DefValue = "" // not 0, which is no valid end of a range from 1
+	def(d, fs.StringVar, &cfg.Alias, "alias", "", "name of this backfill (default: range-FROM-TO)", in(groupRange, []string{cmdRun, cmdExport}))
+
+	def(d, fs.StringVar, &cfg.Staging, "staging", dc.Staging, "staging directory", in(groupStaging, without(every, cmdChecksum)))
+	def(d, fs.StringVar, &cfg.MergeFrom, "merge-from", "", "merge: the staging directory to copy blocks from", in(groupStaging, []string{cmdMerge}))
+
+	def(d, fs.StringVar, &cfg.PG, "pg", "", "PostgreSQL DSN (URL or key=value; a password is better in BLOCKHAUL_PG or PGPASSWORD)", in(groupDatabase, onPG))
+	def(d, fs.StringVar, &cfg.Schema, "schema", "", "PostgreSQL schema (default: the chain family's name)", in(groupDatabase, onPG))
+	def(d, fs.BoolVar, &cfg.SyncCommit, "sync-commit", false, "wait for WAL flush on every batch commit", in(groupDatabase, exporting))
+	def(d, fs.IntVar, &cfg.PGRetries, "pg-retries", dc.PGRetries, "retries of a transient PostgreSQL fault (terminated backend, restart, statement timeout, deadlock) since the last committed batch; 0: fail at once", in(groupDatabase, exporting))
+	def(d, fs.DurationVar, &cfg.PGRetryMaxWait, "pg-retry-max-wait", dc.PGRetryMaxWait, "longest backoff between PostgreSQL retries (they start at 100ms and double)", in(groupDatabase, exporting))
+	cfg.DeferIndexes = dc.DeferIndexes
+	di := defValue(d, &cfg.DeferIndexes, "defer-indexes", "drop secondary indexes for the fill and build them when the range completes: auto (when the tables are empty), always (the flag alone) or never",
+		in(groupDatabase, exporting).oneOf(string(pipeline.IndexesAuto), string(pipeline.IndexesAlways), string(pipeline.IndexesNever)))
+	di.NoOptDefVal = string(pipeline.IndexesAlways)
+	defValue(d, &cfg.EventEncoding, "event-encoding", "cometbft: how event attributes are written: auto (decided per block from the data), base64 or text",
+		in(groupDatabase, exporting, []string{cmdVerify}).oneOf(eventEncodings()...))
+
+	def(d, fs.IntVar, &cfg.FetchWorkers, "fetch-workers", dc.FetchWorkers, "concurrent fetches", in(groupFetch, sourcing))
+	def(d, fs.IntVar, &cfg.FetchSpan, "fetch-span", dc.FetchSpan, "heights per fetch request", in(groupFetch, sourcing))
+	def(d, fs.Uint64Var, &cfg.FetchLead, "fetch-lead", 0, "run: how many heights fetch may stage ahead of export (0: four export batches)", in(groupFetch, []string{cmdRun}))
+	def(d, fs.IntVar, &cfg.Shards, "shards", 0, "fetch: cut the range into this many slices, one per pod of a Kubernetes Indexed Job (needs --to; 0: not sharded)", in(groupFetch, []string{cmdFetch}))
+	def(d, fs.IntVar, &cfg.ShardIndex, "shard-index", 0, "fetch: the slice this process fetches, 0 to --shards-1 (default: JOB_COMPLETION_INDEX)", in(groupFetch, []string{cmdFetch}))
+	def(d, fs.Uint64Var, &cfg.ShardChunk, "shard-chunk", dc.ShardChunk, "fetch: shard slices start and end on multiples of this many heights", in(groupFetch, []string{cmdFetch}))
+
+	def(d, fs.IntVar, &cfg.BatchBlocks, "batch-blocks", dc.BatchBlocks, "blocks per export transaction", in(groupExport, exporting))
+	def(d, fs.IntVar, &cfg.ExportStreams, "export-streams", dc.ExportStreams, "export: split the range into this many contiguous sub-ranges exported at once over as many connections (resume with the same number)", in(groupExport, []string{cmdExport}))
+
+	def(d, fs.Uint64Var, &cfg.Confirmations, "confirmations", 0, "follow: export only blocks at least this many below the tip", in(groupFollow, []string{cmdFollow}))
+	def(d, fs.DurationVar, &cfg.PollInterval, "poll-interval", dc.PollInterval, "follow: how often to poll the chain tip", in(groupFollow, []string{cmdFollow}))
+	def(d, fs.Uint64Var, &cfg.ReorgWindow, "reorg-window", dc.ReorgWindow, "follow: how many exported heights a reorg may roll back before halting", in(groupFollow, []string{cmdFollow}))
+
+	def(d, fs.BoolVar, &cfg.JSON, "json", false, "print the report as JSON", in(groupReport, reporting))
+	def(d, fs.StringVar, &cfg.Against, "against", "", "checksum: DSN of a second database to compare with (exit 4 when they differ)", in(groupReport, []string{cmdChecksum}))
+	def(d, fs.StringVar, &cfg.AgainstSchema, "against-schema", "", "checksum: schema in the --against database (default: --schema)", in(groupReport, []string{cmdChecksum}))
+	def(d, fs.Uint64Var, &cfg.Chunk, "chunk", dc.Chunk, "checksum: heights per digest chunk", in(groupReport, []string{cmdChecksum}))
+	def(d, fs.BoolVar, &cfg.Deep, "deep", false, "verify: also decompress and decode every record", in(groupReport, []string{cmdVerify}))
+	def(d, fs.Uint64Var, &cfg.Below, "below", 0, "prune: delete staged heights below this one", in(groupReport, []string{cmdPrune}))
+	def(d, fs.BoolVar, &cfg.Force, "force", false, "prune: even when a target has not exported below --below", in(groupReport, []string{cmdPrune}))
+
+	def(d, fs.StringVar, &cfg.HTTPAddr, "http", "", "serve /healthz, /readyz and Prometheus /metrics on this address (e.g. 127.0.0.1:9464; :0 picks a port)", in(groupWatch, staged))
+	def(d, fs.DurationVar, &cfg.Progress, "progress-interval", dc.Progress, "interval of progress log lines (0: none)", in(groupWatch, staged))
+	def(d, fs.StringVar, &cfg.LogFormat, "log-format", dc.LogFormat, "log format: text or json", in(groupWatch, every).oneOf("text", "json"))
+	def(d, fs.StringVar, &cfg.LogLevel, "log-level", dc.LogLevel, "log level: debug, info, warn, error", in(groupWatch, every).oneOf("debug", "info", "warn", "error"))
+	def(d, fs.Int64Var, &proc.memLimit, "memory-limit", 0, "soft limit of the Go heap in MiB, so memory stays flat over any range (0: by chain, cometbft 128, evm 448; negative: none; GOMEMLIMIT wins)", in(groupWatch, every))
+	return d.values
+}
+
+// newFlags returns a flag set holding every flag, bound to a new Config.
+func newFlags(cmd string) (*pflag.FlagSet, *pipeline.Config) {
+	cfg := &pipeline.Config{}
+	fs := pflag.NewFlagSet("blockhaul "+cmd, pflag.ContinueOnError)
+	defineFlags(fs, cfg, &processFlags{})
+	return fs, cfg
+}
+
+// usedBy reports whether command cmd uses flag f.
+func usedBy(f *pflag.Flag, cmd string) bool {
+	return slices.Contains(f.Annotations[annCmds], cmd)
+}
+
+func without(cmds []string, drop ...string) []string {
+	return slices.DeleteFunc(slices.Clone(cmds), func(c string) bool { return slices.Contains(drop, c) })
+}
+
+func familyNames() []string {
+	return []string{chain.FamilyCometBFT.String(), chain.FamilyEVM.String()}
+}
+
+func eventEncodings() []string {
+	var out []string
+	for _, e := range []cometbft.EventEncoding{cometbft.EventEncodingAuto, cometbft.EventEncodingBase64, cometbft.EventEncodingText} {
+		out = append(out, e.String())
+	}
+	return out
+}
+
+// tableNames are the export tables of the family --chain names (of every
+// family when it names none), for the completion of flags that take them.
+func tableNames(cfg *pipeline.Config) []string {
+	var tables []chain.Table
+	f, err := chain.ParseFamily(cfg.Chain)
+	if err != nil || f == chain.FamilyCometBFT {
+		tables = append(tables, cometbft.NewDecoder().Tables()...)
+	}
+	if err != nil || f == chain.FamilyEVM {
+		tables = append(tables, evm.Tables()...)
+	}
+	var out []string
+	for _, t := range tables {
+		if !slices.Contains(out, t.Name) {
+			out = append(out, t.Name)
+		}
+	}
+	return out
+}
