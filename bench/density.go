@@ -170,7 +170,7 @@ func exportStaged(ctx context.Context, cfg *Config, d density, store *staging.St
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	schema := d.name
-	if err := export.EnsureSchema(ctx, conn, schema, d.dec.Tables(), false); err != nil {
+	if err := export.EnsureSchema(ctx, conn, schema, d.dec.Tables(), false, nil); err != nil {
 		return run, nil, err
 	}
 	settle()
@@ -297,7 +297,7 @@ func baseline(ctx context.Context, cfg *Config, d density, store *staging.Store,
 	defer conn.Close(context.WithoutCancel(ctx))
 	schema := d.name
 	tables := d.dec.Tables()
-	if err := export.EnsureSchema(ctx, conn, schema, tables, false); err != nil {
+	if err := export.EnsureSchema(ctx, conn, schema, tables, false, nil); err != nil {
 		return run, err
 	}
 	columns := make([][]string, len(tables))

@@ -57,7 +57,7 @@ func TestCopyWritesWhatPgxWrites(t *testing.T) {
 			// pgx's CopyFrom into one schema, the exporter's COPY into another.
 			viaPgx, viaExport := fam.name+"_pgx", fam.name+"_export"
 			for _, s := range []string{viaPgx, viaExport} {
-				if err := export.EnsureSchema(ctx, conn, s, tables, false); err != nil {
+				if err := export.EnsureSchema(ctx, conn, s, tables, false, nil); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -152,7 +152,7 @@ func schemaOf(t *testing.T, tables []chain.Table) *pgx.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close(ctx) })
-	if err := export.EnsureSchema(ctx, conn, "s", tables, false); err != nil {
+	if err := export.EnsureSchema(ctx, conn, "s", tables, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	return conn

@@ -17,7 +17,7 @@ func TestOverlappingWritersDeadlockThenMerge(t *testing.T) {
 	e.stage(1, faultRange, items)
 	want := e.reference(t)
 	dsn := e.conn.Config().ConnString()
-	if err := EnsureSchema(e.ctx, e.conn, "chain x", testDecoder{}.Tables(), false); err != nil {
+	if err := EnsureSchema(e.ctx, e.conn, "chain x", testDecoder{}.Tables(), false, nil); err != nil {
 		t.Fatal(err)
 	}
 	// The other writer holds block 15 and will want block 12; it never runs

@@ -157,7 +157,7 @@ func Run(ctx context.Context, sess *Session, store *staging.Store, dec Decoder, 
 // checkpoint and exports from there, adding what it commits to res.
 func runOnce(ctx context.Context, sess *Session, conn *pgx.Conn, store *staging.Store, dec Decoder, cfg *Config, res *Result, first bool) error {
 	tables := dec.Tables()
-	if err := EnsureSchema(ctx, conn, cfg.Schema, tables, cfg.SkipIndexes); err != nil {
+	if err := EnsureSchema(ctx, conn, cfg.Schema, tables, cfg.SkipIndexes, cfg.Logger); err != nil {
 		return err
 	}
 	cp, err := newCopier(ctx, conn, cfg.Schema, tables)

@@ -347,7 +347,7 @@ func TestOverlappingStreamsMergeWithoutDuplicates(t *testing.T) {
 
 func TestCursorNeverMovesBack(t *testing.T) {
 	e := newEnv(t)
-	if err := EnsureSchema(e.ctx, e.conn, "chain x", testDecoder{}.Tables(), false); err != nil {
+	if err := EnsureSchema(e.ctx, e.conn, "chain x", testDecoder{}.Tables(), false, nil); err != nil {
 		t.Fatal(err)
 	}
 	head := Stream{Head: true}
@@ -452,7 +452,7 @@ func indexNames(t *testing.T, e *env) []string {
 func TestDeferAndRestoreIndexes(t *testing.T) {
 	e := newEnv(t)
 	tables := testDecoder{}.Tables()
-	if err := EnsureSchema(e.ctx, e.conn, "chain x", tables, false); err != nil {
+	if err := EnsureSchema(e.ctx, e.conn, "chain x", tables, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := indexNames(t, e); len(got) != 1 || got[0] != "items_note" {

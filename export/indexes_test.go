@@ -27,7 +27,7 @@ $$ BEGIN PERFORM pg_sleep(0.02); RETURN $1; END $$`); err != nil {
 	tables := []chain.Table{{Name: "notes", HeightColumn: "height", PrimaryKey: []string{"height"},
 		Columns: []chain.Column{{Name: "height", Type: "bigint"}, {Name: "note", Type: "text"}},
 		Indexes: []chain.Index{{Name: "notes_slow_idx", Columns: "((public.slow_note(note)))"}}}}
-	if err := EnsureSchema(e.ctx, e.conn, "chain x", tables, true); err != nil {
+	if err := EnsureSchema(e.ctx, e.conn, "chain x", tables, true, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.conn.Exec(e.ctx, `INSERT INTO "chain x".notes SELECT h, 'n' || h FROM generate_series(1, 50) h`); err != nil {
@@ -140,7 +140,7 @@ func TestIndexBuildReplacesInvalidLeftover(t *testing.T) {
 	tables := []chain.Table{{Name: "notes", HeightColumn: "height", PrimaryKey: []string{"height"},
 		Columns: []chain.Column{{Name: "height", Type: "bigint"}, {Name: "note", Type: "text"}},
 		Indexes: []chain.Index{{Name: "notes_note_idx", Columns: "(note)", Unique: true}}}}
-	if err := EnsureSchema(e.ctx, e.conn, "chain x", tables, true); err != nil {
+	if err := EnsureSchema(e.ctx, e.conn, "chain x", tables, true, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := DeferIndexes(e.ctx, e.conn, "chain x", tables, quietLog); err != nil {
@@ -173,7 +173,7 @@ func TestIndexBuildReplacesInvalidLeftover(t *testing.T) {
 func TestIndexBuildFailureNamesPending(t *testing.T) {
 	e := newEnv(t)
 	tables := testDecoder{}.Tables()
-	if err := EnsureSchema(e.ctx, e.conn, "chain x", tables, true); err != nil {
+	if err := EnsureSchema(e.ctx, e.conn, "chain x", tables, true, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := DeferIndexes(e.ctx, e.conn, "chain x", tables, quietLog); err != nil {

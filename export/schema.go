@@ -3,6 +3,7 @@ package export
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -57,19 +58,66 @@ func lockSchema(ctx context.Context, tx pgx.Tx, schema string) error {
 	return nil
 }
 
+// versionTable records the shape version of each of the chain's tables in
+// the schema (chain.Table.Version), so that a newer blockhaul can tell an
+// older shape it knows how to bring up to date from a table that is not
+// its own.
+const versionTable = "blockhaul_schema_versions"
+
+func versionSQL(qs string) string {
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
+	table_name text PRIMARY KEY,
+	version    integer NOT NULL,
+	updated_at timestamptz NOT NULL DEFAULT now()
+)`, qs, versionTable)
+}
+
+// Upgrade is what EnsureSchema did to one table an older blockhaul created:
+// the columns it added (nullable: NULL in the rows already there until the
+// table is replayed from staging) and the versions before and after.
+type Upgrade struct {
+	Table    string
+	From, To int
+	Added    []chain.Column
+}
+
+// shapePlan is what checkShapes found: the tables to create, and what to
+// add to the tables of an older shape.
+type shapePlan struct {
+	existing []string // tables already in the schema
+	create   []string // tables not there yet
+	upgrades []Upgrade
+}
+
 // EnsureSchema creates the schema, the decoder's tables, their secondary
-// indexes (unless skipIndexes) and blockhaul's own tables, idempotently. An
-// advisory lock serialises concurrent blockhaul processes doing the same.
-func EnsureSchema(ctx context.Context, conn *pgx.Conn, schema string, tables []chain.Table, skipIndexes bool) error {
+// indexes (unless skipIndexes) and blockhaul's own tables, idempotently, and
+// brings tables of an older blockhaul's shape up to date: it adds the
+// columns they lack (see chain.Table) and records each table's version. A
+// table of a shape it does not know is refused (*ShapeError) before anything
+// is changed. An advisory lock serialises concurrent blockhaul processes
+// doing the same. What it adds is logged to log (nil: discarded).
+func EnsureSchema(ctx context.Context, conn *pgx.Conn, schema string, tables []chain.Table, skipIndexes bool, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	qs := chain.QuoteIdent(schema)
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+	var plan shapePlan
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if err := lockSchema(ctx, tx, schema); err != nil {
 			return err
 		}
-		if err := checkShapes(ctx, tx, schema, tables); err != nil {
+		var err error
+		if plan, err = checkShapes(ctx, tx, schema, tables); err != nil {
 			return err
 		}
 		stmts := []string{"CREATE SCHEMA IF NOT EXISTS " + qs}
+		for _, u := range plan.upgrades {
+			for _, c := range u.Added {
+				// Nullable whatever the decoder's definition: the rows
+				// already there have no value until they are replayed.
+				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s.%s ADD COLUMN IF NOT EXISTS %s %s", qs, chain.QuoteIdent(u.Table), chain.QuoteIdent(c.Name), c.Type))
+			}
+		}
 		for _, t := range tables {
 			stmts = append(stmts, t.CreateSQL(qs))
 			if !skipIndexes {
@@ -79,36 +127,96 @@ func EnsureSchema(ctx context.Context, conn *pgx.Conn, schema string, tables []c
 			}
 		}
 		stmts = append(stmts, ownTablesSQL(qs)...)
-		stmts = append(stmts, deferredSQL(qs))
+		stmts = append(stmts, deferredSQL(qs), versionSQL(qs))
 		for _, s := range stmts {
 			if _, err := tx.Exec(ctx, s); err != nil {
 				return fmt.Errorf("export: create schema %s: %w\n%s", schema, err, s)
 			}
 		}
+		for _, t := range tables {
+			if _, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %[1]s.%[2]s AS v (table_name, version) VALUES ($1, $2)
+ON CONFLICT (table_name) DO UPDATE SET version = EXCLUDED.version, updated_at = now() WHERE v.version < EXCLUDED.version`, qs, versionTable),
+				t.Name, t.Version()); err != nil {
+				return fmt.Errorf("export: record the schema version of %s.%s: %w", schema, t.Name, err)
+			}
+		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	for _, u := range plan.upgrades {
+		if len(u.Added) == 0 {
+			log.Info("table shape recorded", "table", u.Table, "version", u.To)
+			continue
+		}
+		names := make([]string, len(u.Added))
+		for i, c := range u.Added {
+			names[i] = c.Name
+		}
+		log.Warn("table of an older blockhaul brought up to date: columns added, NULL in the rows already there until the table is replayed from staging (blockhaul export --replay "+u.Table+")",
+			"schema", schema, "table", u.Table, "from_version", u.From, "to_version", u.To, "added", strings.Join(names, ", "))
+	}
+	if len(plan.existing) > 0 {
+		for _, name := range plan.create {
+			log.Warn("table created beside tables that already hold heights: it has no rows below this export's range until it is replayed from staging (blockhaul export --replay "+name+")",
+				"schema", schema, "table", name)
+		}
+	}
+	return nil
 }
 
 // CheckShapes is EnsureSchema's check of the tables that already exist,
 // alone and read-only, for a caller with more to check before it creates
-// anything.
+// anything. A table of an older blockhaul's shape passes: EnsureSchema
+// brings it up to date.
 func CheckShapes(ctx context.Context, conn *pgx.Conn, schema string, tables []chain.Table) error {
 	return pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		return checkShapes(ctx, tx, schema, tables)
+		_, err := checkShapes(ctx, tx, schema, tables)
+		return err
 	})
 }
 
 // ShapeError reports a table that exists in the target schema with another
-// shape than the decoder's: COPY into it would fail, or write columns that
-// mean something else. Nothing was created.
+// shape than the decoder's, and not one an older blockhaul left: COPY into
+// it would fail, or write columns that mean something else. Nothing was
+// changed.
 type ShapeError struct {
 	Schema, Table string
 	Diffs         []string // one per difference, e.g. `missing column "hash" bytea`
 }
 
 func (e *ShapeError) Error() string {
-	return fmt.Sprintf("export: table %s.%s already exists with another shape: %s (another tool's table, or an older blockhaul's: export into another --schema, or drop the table)",
+	return fmt.Sprintf("export: table %s.%s already exists with another shape: %s (another tool's table, or one changed by hand: export into another --schema, or drop the table)",
 		e.Schema, e.Table, strings.Join(e.Diffs, "; "))
+}
+
+// schemaVersions reads the recorded version of each table (none when the
+// schema predates them).
+func schemaVersions(ctx context.Context, tx pgx.Tx, schema string) (map[string]int, error) {
+	name := chain.QuoteIdent(schema) + "." + versionTable
+	var exists bool
+	if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("export: look for %s: %w", name, err)
+	}
+	out := map[string]int{}
+	if !exists {
+		return out, nil
+	}
+	rows, err := tx.Query(ctx, "SELECT table_name, version FROM "+name)
+	if err != nil {
+		return nil, fmt.Errorf("export: read %s: %w", name, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t string
+		var v int32
+		if err := rows.Scan(&t, &v); err != nil {
+			return nil, fmt.Errorf("export: read %s: %w", name, err)
+		}
+		out[t] = int(v)
+	}
+	return out, rows.Err()
 }
 
 // checkShapes compares each of tables that already exists in schema with
@@ -116,7 +224,19 @@ func (e *ShapeError) Error() string {
 // that the decoder may leave NULL, no extra NOT NULL column without a
 // default (COPY would leave it empty), the same primary key. Extra nullable
 // columns are fine: COPY names its columns.
-func checkShapes(ctx context.Context, tx pgx.Tx, schema string, tables []chain.Table) error {
+//
+// A missing column is one to add, not a difference, when the table's
+// version is older than the column (chain.Table.ColumnSince). The version
+// is the one recorded in versionTable; a table without a record is taken
+// to be of its first shape (Table.Since), so the columns it was released
+// with must all be there. A table at a version newer than the decoder's is
+// refused: this blockhaul would leave the newer columns empty.
+func checkShapes(ctx context.Context, tx pgx.Tx, schema string, tables []chain.Table) (shapePlan, error) {
+	var plan shapePlan
+	versions, err := schemaVersions(ctx, tx, schema)
+	if err != nil {
+		return plan, err
+	}
 	canonical := map[string]string{} // a type as written in DDL → as format_type prints it
 	for _, t := range tables {
 		rows, err := tx.Query(ctx, `
@@ -129,7 +249,7 @@ LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary
 WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum`, schema, t.Name)
 		if err != nil {
-			return fmt.Errorf("export: read the shape of %s.%s: %w", schema, t.Name, err)
+			return plan, fmt.Errorf("export: read the shape of %s.%s: %w", schema, t.Name, err)
 		}
 		type col struct {
 			typ             string
@@ -143,31 +263,48 @@ ORDER BY a.attnum`, schema, t.Name)
 			var c col
 			if err := rows.Scan(&name, &c.typ, &c.notNull, &c.hasDef, &c.inPK); err != nil {
 				rows.Close()
-				return fmt.Errorf("export: read the shape of %s.%s: %w", schema, t.Name, err)
+				return plan, fmt.Errorf("export: read the shape of %s.%s: %w", schema, t.Name, err)
 			}
 			have[name] = c
 			order = append(order, name)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("export: read the shape of %s.%s: %w", schema, t.Name, err)
+			return plan, fmt.Errorf("export: read the shape of %s.%s: %w", schema, t.Name, err)
 		}
 		if len(have) == 0 {
-			continue // not there yet
+			plan.create = append(plan.create, t.Name) // not there yet
+			continue
+		}
+		plan.existing = append(plan.existing, t.Name)
+		version, recorded := versions[t.Name]
+		if !recorded {
+			version = t.ColumnSince(chain.Column{}) // the table's first shape
 		}
 		var diffs []string
+		if version > t.Version() {
+			diffs = append(diffs, fmt.Sprintf("schema version %d, newer than this blockhaul's %d (a newer blockhaul filled it: use that one)", version, t.Version()))
+		}
+		up := Upgrade{Table: t.Name, From: version, To: t.Version()}
 		want := map[string]bool{}
 		for _, c := range t.Columns {
 			want[c.Name] = true
 			h, ok := have[c.Name]
 			if !ok {
-				diffs = append(diffs, fmt.Sprintf("missing column %s %s", chain.QuoteIdent(c.Name), c.Type))
+				switch {
+				case t.ColumnSince(c) > version:
+					up.Added = append(up.Added, c)
+				case recorded:
+					diffs = append(diffs, fmt.Sprintf("missing column %s %s (which its recorded schema version %d has)", chain.QuoteIdent(c.Name), c.Type, version))
+				default:
+					diffs = append(diffs, fmt.Sprintf("missing column %s %s", chain.QuoteIdent(c.Name), c.Type))
+				}
 				continue
 			}
 			typ, ok := canonical[c.Type]
 			if !ok {
 				if err := tx.QueryRow(ctx, "SELECT format_type(to_regtype($1), NULL)", c.Type).Scan(&typ); err != nil {
-					return fmt.Errorf("export: type %s of %s.%s: %w", c.Type, t.Name, c.Name, err)
+					return plan, fmt.Errorf("export: type %s of %s.%s: %w", c.Type, t.Name, c.Name, err)
 				}
 				canonical[c.Type] = typ
 			}
@@ -192,10 +329,13 @@ ORDER BY a.attnum`, schema, t.Name)
 			diffs = append(diffs, fmt.Sprintf("primary key (%s), not (%s)", strings.Join(pk, ", "), strings.Join(t.PrimaryKey, ", ")))
 		}
 		if len(diffs) > 0 {
-			return &ShapeError{Schema: schema, Table: t.Name, Diffs: diffs}
+			return plan, &ShapeError{Schema: schema, Table: t.Name, Diffs: diffs}
+		}
+		if len(up.Added) > 0 || !recorded || version < up.To {
+			plan.upgrades = append(plan.upgrades, up)
 		}
 	}
-	return nil
+	return plan, nil
 }
 
 func sorted(s []string) []string {

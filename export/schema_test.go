@@ -33,7 +33,7 @@ func TestEnsureSchemaRefusesTableOfAnotherShape(t *testing.T) {
 			if _, err := e.conn.Exec(e.ctx, `CREATE SCHEMA "chain x"; `+c.ddl); err != nil {
 				t.Fatal(err)
 			}
-			err := EnsureSchema(e.ctx, e.conn, "chain x", tables, false)
+			err := EnsureSchema(e.ctx, e.conn, "chain x", tables, false, nil)
 			if c.diffs == nil {
 				if err != nil {
 					t.Fatalf("EnsureSchema: %v", err)

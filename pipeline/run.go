@@ -489,7 +489,7 @@ func prepareIndexesOn(ctx context.Context, cfg *Config, conn *pgx.Conn, dec expo
 	} else {
 		cfg.DeferIndexes = IndexesNever
 	}
-	if err := export.EnsureSchema(ctx, conn, cfg.Schema, dec.Tables(), deferring); err != nil {
+	if err := export.EnsureSchema(ctx, conn, cfg.Schema, dec.Tables(), deferring, log); err != nil {
 		return err
 	}
 	if deferring {

@@ -117,6 +117,10 @@ const (
 // 25% larger) and over key/value/index text[]/boolean[] columns (within 10%
 // as fast, 10% larger, and the pairs come apart); its comment has the
 // numbers.
+//
+// Shape versions (chain.Column.Since; export adds what an older database
+// lacks): 1 as first released; 2 block_time on transactions and events;
+// 3 events.tx_hash.
 var tables = []chain.Table{
 	{
 		Name: "blocks",
@@ -146,7 +150,7 @@ var tables = []chain.Table{
 		Name: "transactions",
 		Columns: []chain.Column{
 			{Name: "height", Type: "bigint"},
-			{Name: "block_time", Type: "timestamptz"}, // the block's header.time, for time ranges without a join
+			{Name: "block_time", Type: "timestamptz", Since: 2}, // the block's header.time, for time ranges without a join
 			{Name: "tx_index", Type: "integer"},
 			{Name: "hash", Type: "bytea"}, // SHA-256 of tx, CometBFT's tx hash
 			// code is a uint32 in ABCI: bigint, not integer, so that no
@@ -168,13 +172,13 @@ var tables = []chain.Table{
 		Name: "events",
 		Columns: []chain.Column{
 			{Name: "height", Type: "bigint"},
-			{Name: "block_time", Type: "timestamptz"},
+			{Name: "block_time", Type: "timestamptz", Since: 2},
 			// Position within the block over all its events: begin_block,
 			// then each tx's in tx order, then end_block, then
 			// finalize_block.
 			{Name: "event_index", Type: "integer"},
-			{Name: "tx_index", Type: "integer", Null: true}, // null for block-level events
-			{Name: "tx_hash", Type: "bytea", Null: true},    // the tx's hash; null for block-level events
+			{Name: "tx_index", Type: "integer", Null: true},        // null for block-level events
+			{Name: "tx_hash", Type: "bytea", Null: true, Since: 3}, // the tx's hash; null for block-level events
 			{Name: "source", Type: "text"},
 			{Name: "type", Type: "text"},
 			{Name: "attributes", Type: "jsonb"},

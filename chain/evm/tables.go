@@ -118,11 +118,18 @@ const (
 // (root; some providers synthesise a status beside it, kept as sent).
 // timestamp is a timestamptz: it is what queries compare against, and there
 // is one per block, so its encoding cost does not matter.
+//
+// Shape versions (chain.Column.Since; export adds what an older database
+// lacks): 1 as first released; 2 transactions.root; 3 block_time on
+// transactions and logs; 4 the signature, chain id, access and
+// authorization lists and logs bloom of transactions, blocks'
+// total_difficulty; 5 the withdrawals table.
 func Tables() []chain.Table {
 	bigint := func(n string) chain.Column { return chain.Column{Name: n, Type: "bigint"} }
 	integer := func(n string) chain.Column { return chain.Column{Name: n, Type: "integer"} }
 	bytea := func(n string) chain.Column { return chain.Column{Name: n, Type: "bytea"} }
 	null := func(c chain.Column) chain.Column { c.Null = true; return c }
+	since := func(v int, c chain.Column) chain.Column { c.Since = v; return c }
 	numeric := func(n string) chain.Column { return chain.Column{Name: n, Type: "numeric"} }
 
 	blocks := chain.Table{
@@ -154,7 +161,7 @@ func Tables() []chain.Table {
 			colBlockExcessBlobGas:    null(bigint("excess_blob_gas")),
 			colBlockParentBeaconRoot: null(bytea("parent_beacon_block_root")),
 			colBlockRequestsHash:     null(bytea("requests_hash")),
-			colBlockTotalDifficulty:  null(numeric("total_difficulty")), // where the node gives it (pre-merge clients)
+			colBlockTotalDifficulty:  since(4, null(numeric("total_difficulty"))), // where the node gives it (pre-merge clients)
 		},
 		Indexes: []chain.Index{{Name: "blocks_hash_idx", Columns: "(hash)"}},
 	}
@@ -164,7 +171,7 @@ func Tables() []chain.Table {
 		PrimaryKey:   []string{"block_number", "transaction_index"},
 		Columns: []chain.Column{
 			colTxBlockNumber:       bigint("block_number"),
-			colTxBlockTime:         {Name: "block_time", Type: "timestamptz"}, // the block's timestamp, for time ranges without a join
+			colTxBlockTime:         {Name: "block_time", Type: "timestamptz", Since: 3}, // the block's timestamp, for time ranges without a join
 			colTxIndex:             integer("transaction_index"),
 			colTxHash:              bytea("hash"),
 			colTxType:              {Name: "type", Type: "smallint"},
@@ -186,15 +193,15 @@ func Tables() []chain.Table {
 			colTxContractAddress:   null(bytea("contract_address")),
 			colTxBlobGasUsed:       null(bigint("blob_gas_used")),
 			colTxBlobGasPrice:      null(numeric("blob_gas_price")),
-			colTxRoot:              null(bytea("root")),
-			colTxChainID:           null(numeric("chain_id")), // absent from pre-EIP-155 legacy transactions
-			colTxV:                 null(numeric("v")),
-			colTxR:                 null(bytea("r")), // 32 bytes, big-endian
-			colTxS:                 null(bytea("s")),
-			colTxYParity:           {Name: "y_parity", Type: "smallint", Null: true},
-			colTxAccessList:        {Name: "access_list", Type: "jsonb", Null: true},        // as the node wrote it
-			colTxAuthorizationList: {Name: "authorization_list", Type: "jsonb", Null: true}, // EIP-7702
-			colTxLogsBloom:         null(bytea("logs_bloom")),                               // the receipt's
+			colTxRoot:              since(2, null(bytea("root"))),
+			colTxChainID:           since(4, null(numeric("chain_id"))), // absent from pre-EIP-155 legacy transactions
+			colTxV:                 since(4, null(numeric("v"))),
+			colTxR:                 since(4, null(bytea("r"))), // 32 bytes, big-endian
+			colTxS:                 since(4, null(bytea("s"))),
+			colTxYParity:           {Name: "y_parity", Type: "smallint", Null: true, Since: 4},
+			colTxAccessList:        {Name: "access_list", Type: "jsonb", Null: true, Since: 4},        // as the node wrote it
+			colTxAuthorizationList: {Name: "authorization_list", Type: "jsonb", Null: true, Since: 4}, // EIP-7702
+			colTxLogsBloom:         since(4, null(bytea("logs_bloom"))),                               // the receipt's
 		},
 		Indexes: []chain.Index{{Name: "transactions_hash_idx", Columns: "(hash)"}},
 	}
@@ -204,7 +211,7 @@ func Tables() []chain.Table {
 		PrimaryKey:   []string{"block_number", "log_index"},
 		Columns: []chain.Column{
 			colLogBlockNumber: bigint("block_number"),
-			colLogBlockTime:   {Name: "block_time", Type: "timestamptz"},
+			colLogBlockTime:   {Name: "block_time", Type: "timestamptz", Since: 3},
 			colLogIndex:       integer("log_index"),
 			colLogTxIndex:     integer("transaction_index"),
 			colLogTxHash:      bytea("transaction_hash"),
@@ -224,6 +231,7 @@ func Tables() []chain.Table {
 	// a block's withdrawals list.
 	withdrawals := chain.Table{
 		Name:         "withdrawals",
+		Since:        5,
 		HeightColumn: "block_number",
 		PrimaryKey:   []string{"block_number", "withdrawal_index"},
 		Columns: []chain.Column{
