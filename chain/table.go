@@ -11,7 +11,7 @@ type Column struct {
 	Type string // PostgreSQL type as written in DDL, e.g. "bigint", "bytea", "numeric"
 	Null bool   // nullable
 	// Since is the version of the table's shape that added the column (see
-	// Table.Version); 0 means it has been there since the table was.
+	// Table); 0 or 1: it came with the table.
 	Since int
 }
 
@@ -28,34 +28,29 @@ type Index struct {
 // (HeightColumn) so export can delete or re-check a height range.
 //
 // A table's shape is versioned so that a database filled by an older
-// blockhaul can be brought up to date in place: a column added after the
-// table was first released says since which version (Column.Since), and
-// export adds such a column to a table that lacks it. Versions count per
-// family from 1 (the shapes before versions were recorded); a new table
-// needs no Since of its own columns, only Table.Since.
+// blockhaul can be brought up to date in place: a column added to a table
+// after its first release says in which version of the table's shape
+// (Column.Since: 2, 3, …), and export adds such a column to a table that
+// lacks it. Versions count per table from 1, the shape it was first
+// released with (for the first tables: before versions were recorded); a
+// new table needs no Since.
 type Table struct {
 	Name         string
 	Columns      []Column
 	PrimaryKey   []string
 	HeightColumn string
 	Indexes      []Index
-	// Since is the version that added the table (0: the first).
-	Since int
 }
 
-// Version is the version of the table's shape: the latest that added the
-// table or one of its columns.
+// Version is the version of the table's shape: the latest that added one
+// of its columns, 1 when none was added after the first.
 func (t Table) Version() int {
-	v := max(1, t.Since)
+	v := 1
 	for _, c := range t.Columns {
 		v = max(v, c.Since)
 	}
 	return v
 }
-
-// ColumnSince is the version that added c to t: its own Since, or the
-// table's when the column came with the table.
-func (t Table) ColumnSince(c Column) int { return max(1, t.Since, c.Since) }
 
 // ColumnNames returns the column names in COPY order.
 func (t Table) ColumnNames() []string {

@@ -226,10 +226,10 @@ func schemaVersions(ctx context.Context, tx pgx.Tx, schema string) (map[string]i
 // columns are fine: COPY names its columns.
 //
 // A missing column is one to add, not a difference, when the table's
-// version is older than the column (chain.Table.ColumnSince). The version
-// is the one recorded in versionTable; a table without a record is taken
-// to be of its first shape (Table.Since), so the columns it was released
-// with must all be there. A table at a version newer than the decoder's is
+// version is older than the column (chain.Column.Since). The version is the
+// one recorded in versionTable; a table without a record is taken to be of
+// its first shape (version 1), so the columns it was released with must
+// all be there. A table at a version newer than the decoder's is
 // refused: this blockhaul would leave the newer columns empty.
 func checkShapes(ctx context.Context, tx pgx.Tx, schema string, tables []chain.Table) (shapePlan, error) {
 	var plan shapePlan
@@ -279,7 +279,7 @@ ORDER BY a.attnum`, schema, t.Name)
 		plan.existing = append(plan.existing, t.Name)
 		version, recorded := versions[t.Name]
 		if !recorded {
-			version = t.ColumnSince(chain.Column{}) // the table's first shape
+			version = 1 // the table's first shape
 		}
 		var diffs []string
 		if version > t.Version() {
@@ -292,7 +292,7 @@ ORDER BY a.attnum`, schema, t.Name)
 			h, ok := have[c.Name]
 			if !ok {
 				switch {
-				case t.ColumnSince(c) > version:
+				case c.Since > version:
 					up.Added = append(up.Added, c)
 				case recorded:
 					diffs = append(diffs, fmt.Sprintf("missing column %s %s (which its recorded schema version %d has)", chain.QuoteIdent(c.Name), c.Type, version))

@@ -118,9 +118,9 @@ const (
 // as fast, 10% larger, and the pairs come apart); its comment has the
 // numbers.
 //
-// Shape versions (chain.Column.Since; export adds what an older database
-// lacks): 1 as first released; 2 block_time on transactions and events;
-// 3 events.tx_hash.
+// Shape versions, per table (chain.Column.Since; export adds what an older
+// database lacks): transactions 2 block_time; events 2 block_time, 3
+// tx_hash; the tables after events came whole.
 var tables = []chain.Table{
 	{
 		Name: "blocks",

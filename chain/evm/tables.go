@@ -119,11 +119,10 @@ const (
 // timestamp is a timestamptz: it is what queries compare against, and there
 // is one per block, so its encoding cost does not matter.
 //
-// Shape versions (chain.Column.Since; export adds what an older database
-// lacks): 1 as first released; 2 transactions.root; 3 block_time on
-// transactions and logs; 4 the signature, chain id, access and
-// authorization lists and logs bloom of transactions, blocks'
-// total_difficulty; 5 the withdrawals table.
+// Shape versions, per table (chain.Column.Since; export adds what an older
+// database lacks): blocks 2 total_difficulty; transactions 2 root, 3
+// block_time, 4 the signature, chain id, access and authorization lists and
+// logs bloom; logs 2 block_time; withdrawals came whole.
 func Tables() []chain.Table {
 	bigint := func(n string) chain.Column { return chain.Column{Name: n, Type: "bigint"} }
 	integer := func(n string) chain.Column { return chain.Column{Name: n, Type: "integer"} }
@@ -161,7 +160,7 @@ func Tables() []chain.Table {
 			colBlockExcessBlobGas:    null(bigint("excess_blob_gas")),
 			colBlockParentBeaconRoot: null(bytea("parent_beacon_block_root")),
 			colBlockRequestsHash:     null(bytea("requests_hash")),
-			colBlockTotalDifficulty:  since(4, null(numeric("total_difficulty"))), // where the node gives it (pre-merge clients)
+			colBlockTotalDifficulty:  since(2, null(numeric("total_difficulty"))), // where the node gives it (pre-merge clients)
 		},
 		Indexes: []chain.Index{{Name: "blocks_hash_idx", Columns: "(hash)"}},
 	}
@@ -211,7 +210,7 @@ func Tables() []chain.Table {
 		PrimaryKey:   []string{"block_number", "log_index"},
 		Columns: []chain.Column{
 			colLogBlockNumber: bigint("block_number"),
-			colLogBlockTime:   {Name: "block_time", Type: "timestamptz", Since: 3},
+			colLogBlockTime:   {Name: "block_time", Type: "timestamptz", Since: 2},
 			colLogIndex:       integer("log_index"),
 			colLogTxIndex:     integer("transaction_index"),
 			colLogTxHash:      bytea("transaction_hash"),
@@ -231,7 +230,6 @@ func Tables() []chain.Table {
 	// a block's withdrawals list.
 	withdrawals := chain.Table{
 		Name:         "withdrawals",
-		Since:        5,
 		HeightColumn: "block_number",
 		PrimaryKey:   []string{"block_number", "withdrawal_index"},
 		Columns: []chain.Column{
