@@ -10,6 +10,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
 )
 
 // DefaultChunk is the number of heights one checksum chunk covers.
@@ -134,10 +135,8 @@ func Checksum(ctx context.Context, conn *pgx.Conn, cfg ChecksumConfig) (Digest, 
 		// otherwise sort every row (carrying the whole row through the
 		// sort) or plan a spilling hash. JIT compiles for longer than it
 		// saves here: the per-row cost is the hash functions.
-		for _, s := range []string{"SET LOCAL enable_sort = off", "SET LOCAL jit = off", "SET LOCAL work_mem = '64MB'"} {
-			if _, err := tx.Exec(ctx, s); err != nil {
-				return fmt.Errorf("archive: checksum: %s: %w", s, err)
-			}
+		if err := checksumSettings(ctx, tx); err != nil {
+			return err
 		}
 		for _, t := range cfg.Tables {
 			td, err := checksumTable(ctx, tx, qs, t, cfg)
@@ -152,6 +151,16 @@ func Checksum(ctx context.Context, conn *pgx.Conn, cfg ChecksumConfig) (Digest, 
 	})
 	d.Duration = time.Since(start)
 	return d, err
+}
+
+// checksumSettings sets what a digest query needs for the rest of tx.
+func checksumSettings(ctx context.Context, tx pgx.Tx) error {
+	for _, s := range []string{"SET LOCAL enable_sort = off", "SET LOCAL jit = off", "SET LOCAL work_mem = '64MB'"} {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			return fmt.Errorf("archive: checksum: %s: %w", s, err)
+		}
+	}
+	return nil
 }
 
 func checksumTable(ctx context.Context, tx pgx.Tx, qs string, t chain.Table, cfg ChecksumConfig) (TableDigest, error) {
@@ -241,6 +250,11 @@ type Difference struct {
 	B        *ChunkDigest `json:"b"`
 	Problem  string       `json:"problem"`
 	RowDelta int64        `json:"row_delta"` // B's rows minus A's
+	// Heights are the heights of the chunk whose rows differ, when Locate
+	// drilled into it (nil otherwise); HeightCount counts them all, the
+	// list stops at 100.
+	Heights     []HeightDifference `json:"heights,omitempty"`
+	HeightCount int                `json:"height_count,omitempty"`
 }
 
 // Compare lists every table chunk where a and b differ, in table then
@@ -304,4 +318,105 @@ func chunkMap(cs []ChunkDigest) map[uint64]*ChunkDigest {
 		m[cs[i].From] = &cs[i]
 	}
 	return m
+}
+
+// HeightDifference is one height of a differing chunk where the two
+// databases' rows disagree.
+type HeightDifference struct {
+	Height uint64 `json:"height"`
+	ARows  int64  `json:"a_rows"`
+	BRows  int64  `json:"b_rows"`
+}
+
+// DefaultLocateChunks is how many differing chunks Locate drills into.
+const DefaultLocateChunks = 20
+
+// maxLocatedHeights caps the heights listed per differing chunk.
+const maxLocatedHeights = 100
+
+// Locate drills into the differing chunks of diffs (the first limit of
+// them; the rest keep their chunk only): each chunk's rows are digested
+// again per height in both databases, over the table's height index, and
+// the heights that differ are listed in Difference.Heights. It runs after
+// the digests, each database in a repeatable-read snapshot of its own: a
+// database still being written may show heights the digests did not.
+func Locate(ctx context.Context, a, b *pgx.Conn, schemaA, schemaB string, tables []chain.Table, diffs []Difference, limit int) error {
+	if limit <= 0 {
+		limit = DefaultLocateChunks
+	}
+	byName := map[string]chain.Table{}
+	for _, t := range tables {
+		byName[t.Name] = t
+	}
+	for i := range diffs[:min(limit, len(diffs))] {
+		d := &diffs[i]
+		t, ok := byName[d.Table]
+		if !ok {
+			return fmt.Errorf("archive: locate: unknown table %s", d.Table)
+		}
+		var ha, hb map[uint64]heightDigest
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() (err error) {
+			if ha, err = heightDigests(gctx, a, schemaA, t, d.From, d.To); err != nil {
+				err = fmt.Errorf("archive: locate in A: %w", err)
+			}
+			return err
+		})
+		g.Go(func() (err error) {
+			if hb, err = heightDigests(gctx, b, schemaB, t, d.From, d.To); err != nil {
+				err = fmt.Errorf("archive: locate in B: %w", err)
+			}
+			return err
+		})
+		if err := g.Wait(); err != nil {
+			return err
+		}
+		d.Heights = []HeightDifference{}
+		for h := d.From; ; h++ {
+			x, y := ha[h], hb[h]
+			if x != y {
+				d.HeightCount++
+				if len(d.Heights) < maxLocatedHeights {
+					d.Heights = append(d.Heights, HeightDifference{Height: h, ARows: x.rows, BRows: y.rows})
+				}
+			}
+			if h == d.To {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+type heightDigest struct {
+	rows int64
+	sum  string
+}
+
+// heightDigests is the per-height digest of one table over [from, to].
+func heightDigests(ctx context.Context, conn *pgx.Conn, schema string, t chain.Table, from, to uint64) (map[uint64]heightDigest, error) {
+	hc := chain.QuoteIdent(t.HeightColumn)
+	q := fmt.Sprintf("SELECT %s, count(*), sum(%s)::text FROM %s.%s AS t WHERE %s BETWEEN $1 AND $2 GROUP BY 1",
+		hc, rowHash, chain.QuoteIdent(schema), chain.QuoteIdent(t.Name), hc)
+	out := map[uint64]heightDigest{}
+	err := pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := checksumSettings(ctx, tx); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, q, int64(from), int64(to))
+		if err != nil {
+			return fmt.Errorf("%s heights %d-%d: %w", t.Name, from, to, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var h, n int64
+			var sum string
+			if err := rows.Scan(&h, &n, &sum); err != nil {
+				return fmt.Errorf("%s heights %d-%d: %w", t.Name, from, to, err)
+			}
+			out[uint64(h)] = heightDigest{rows: n, sum: sum}
+		}
+		return rows.Err()
+	})
+	return out, err
 }

@@ -58,6 +58,17 @@ func (r ChecksumReport) WriteText(w io.Writer) {
 	}
 	for _, d := range r.Differences {
 		fmt.Fprintf(w, "  differs: %s heights %d-%d: %s\n", d.Table, d.From, d.To, d.Problem)
+		if d.Heights != nil {
+			fmt.Fprintf(w, "    at %d height(s):", d.HeightCount)
+			for i, h := range d.Heights {
+				if i == 20 {
+					fmt.Fprintf(w, " … (see --json)")
+					break
+				}
+				fmt.Fprintf(w, " %d (%d/%d rows)", h.Height, h.ARows, h.BRows)
+			}
+			fmt.Fprintln(w)
+		}
 	}
 	if r.StreamsDiffer {
 		fmt.Fprintln(w, "  bookkeeping (not part of the comparison) differs:")

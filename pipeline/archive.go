@@ -92,20 +92,28 @@ func Checksum(ctx context.Context, cfg Config, out io.Writer) error {
 	from, to, bounded := cfg.archiveRange()
 	ccfg := archive.ChecksumConfig{Schema: cfg.Schema, Tables: dec.Tables(), From: from, To: to, Bounded: bounded, Chunk: cfg.Chunk}
 	var a, b archive.Digest
+	var connA, connB *pgx.Conn
+	defer func() {
+		for _, c := range []*pgx.Conn{connA, connB} {
+			if c != nil {
+				c.Close(context.WithoutCancel(ctx))
+			}
+		}
+	}()
+	bcfg := ccfg
+	if cfg.AgainstSchema != "" {
+		bcfg.Schema = cfg.AgainstSchema
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		var err error
-		a, err = checksumOf(gctx, cfg.PG, "--pg", ccfg)
+		connA, a, err = checksumOf(gctx, cfg.PG, "--pg", ccfg)
 		return err
 	})
 	if cfg.Against != "" {
-		bcfg := ccfg
-		if cfg.AgainstSchema != "" {
-			bcfg.Schema = cfg.AgainstSchema
-		}
 		g.Go(func() error {
 			var err error
-			b, err = checksumOf(gctx, cfg.Against, "--against", bcfg)
+			connB, b, err = checksumOf(gctx, cfg.Against, "--against", bcfg)
 			return err
 		})
 	}
@@ -120,6 +128,13 @@ func Checksum(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if len(r.Differences) > 0 {
+		// Name the heights of the differing chunks: one indexed range
+		// query per chunk and database.
+		if err := archive.Locate(ctx, connA, connB, ccfg.Schema, bcfg.Schema, ccfg.Tables, r.Differences, archive.DefaultLocateChunks); err != nil {
+			return err
+		}
+	}
 	if cfg.JSON {
 		if err := archive.WriteJSON(out, r); err != nil {
 			return err
@@ -133,17 +148,16 @@ func Checksum(ctx context.Context, cfg Config, out io.Writer) error {
 	return nil
 }
 
-func checksumOf(ctx context.Context, dsn, flag string, ccfg archive.ChecksumConfig) (archive.Digest, error) {
+func checksumOf(ctx context.Context, dsn, flag string, ccfg archive.ChecksumConfig) (*pgx.Conn, archive.Digest, error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		return archive.Digest{}, fmt.Errorf("%s: connect to PostgreSQL: %s", flag, redactPGError(err, dsn))
+		return nil, archive.Digest{}, fmt.Errorf("%s: connect to PostgreSQL: %s", flag, redactPGError(err, dsn))
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
 	d, err := archive.Checksum(ctx, conn, ccfg)
 	if err != nil {
-		return d, fmt.Errorf("%s: %w", flag, err)
+		return conn, d, fmt.Errorf("%s: %w", flag, err)
 	}
-	return d, nil
+	return conn, d, nil
 }
 
 // Verify checks the staging store (every record of the range; --deep:

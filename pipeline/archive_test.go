@@ -153,6 +153,12 @@ func TestChecksumParity(t *testing.T) {
 						if !strings.Contains(got.Problem, d.problemPart) || got.RowDelta != d.wantRowDelta {
 							t.Errorf("%s %d-%d: problem %q row delta %d, want %q and %d", d.table, d.from, d.to, got.Problem, got.RowDelta, d.problemPart, d.wantRowDelta)
 						}
+						// One row of one height was touched: the drill-down
+						// names that height alone, inside the chunk.
+						if got.HeightCount != 1 || len(got.Heights) != 1 || got.Heights[0].Height < d.from || got.Heights[0].Height > d.to ||
+							got.Heights[0].BRows-got.Heights[0].ARows != d.wantRowDelta {
+							t.Errorf("%s %d-%d: heights %+v (count %d), want one height with row delta %d", d.table, d.from, d.to, got.Heights, got.HeightCount, d.wantRowDelta)
+						}
 					}
 				}
 				if !found {
@@ -167,8 +173,10 @@ func TestChecksumParity(t *testing.T) {
 			if _, err := Run(context.Background(), cfg, &out, quiet); ExitCode(err) != ExitData {
 				t.Fatalf("text: exit %d", ExitCode(err))
 			}
-			if want := "differs: " + tc.damage[0].table + " heights 500-999: same"; !strings.Contains(out.String(), want) {
-				t.Fatalf("text report lacks %q:\n%s", want, out.String())
+			for _, want := range []string{"differs: " + tc.damage[0].table + " heights 500-999: same", "    at 1 height(s): "} {
+				if !strings.Contains(out.String(), want) {
+					t.Fatalf("text report lacks %q:\n%s", want, out.String())
+				}
 			}
 		})
 	}
@@ -191,6 +199,9 @@ func TestChecksumRange(t *testing.T) {
 	r, err := runChecksum(t, cfg)
 	if ExitCode(err) != ExitData || len(r.Differences) != 1 || r.Differences[0].From != 200 || r.Differences[0].To != 250 {
 		t.Fatalf("1-250: exit %d, %+v", ExitCode(err), r.Differences)
+	}
+	if d := r.Differences[0]; d.HeightCount != 1 || len(d.Heights) != 1 || d.Heights[0] != (archive.HeightDifference{Height: 250, ARows: 1, BRows: 1}) {
+		t.Fatalf("1-250: located heights %+v (count %d), want 250 alone", d.Heights, d.HeightCount)
 	}
 }
 
