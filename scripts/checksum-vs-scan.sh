@@ -9,11 +9,9 @@
 # are the figures to quote on a shared machine.
 set -euo pipefail
 bin=$1 dsn=$2 schema=${3:-cometbft} chain=${4:-$schema}
-case $chain in
-cometbft) tables="blocks transactions events" ;;
-evm) tables="blocks transactions logs" ;;
-*) echo "unknown chain $chain" >&2; exit 2 ;;
-esac
+# Every table of the schema but blockhaul's own bookkeeping.
+tables=$(psql -X -At "$dsn" -c "SELECT string_agg(table_name, ' ' ORDER BY table_name) FROM information_schema.tables WHERE table_schema = '$schema' AND table_name NOT LIKE 'blockhaul\_%'")
+[ -n "$tables" ] || { echo "no tables in schema $schema" >&2; exit 2; }
 now() { date +%s.%N; }
 timed() { local t0; t0=$(now); "$@" >/dev/null; echo "$(now) - $t0" | bc; }
 count() { for t in $tables; do psql -X -q "$dsn" -c "SET jit = off" -c "SELECT count(*) FROM \"$schema\".\"$t\""; done; }
