@@ -24,6 +24,13 @@ type ContinuityError struct {
 	Wrong    uint64
 	Computed []byte // the hash block Wrong's header gives
 	Removed  bool
+	// Unlinked lists the staged blocks removed when both blocks of the
+	// break hash correctly from their headers: one of them is of another
+	// fork, or was forged whole by an endpoint, and nothing in the two
+	// records says which. Every staged one of them is removed so that a
+	// fetch (which checks parent links inside a span and across its edges)
+	// stages the chain's blocks again; a committed block is never touched.
+	Unlinked []uint64
 }
 
 func (e *ContinuityError) Error() string {
@@ -34,6 +41,14 @@ func (e *ContinuityError) Error() string {
 		if e.Removed {
 			s += "; it was removed from staging: fetch the range again to repair it"
 		}
+	}
+	switch {
+	case e.Wrong == 0 && len(e.Unlinked) == 2:
+		s += fmt.Sprintf(": blocks %d and %d each hash correctly but do not link (an endpoint served another fork or forged a block); both were removed from staging: fetch the range again to repair it",
+			e.Unlinked[0], e.Unlinked[1])
+	case e.Wrong == 0 && len(e.Unlinked) == 1:
+		s += fmt.Sprintf(": block %d hashes correctly but does not link to %s; it was removed from staging: fetch the range again, and if the same block comes back the database holds another fork (blockhaul verify --pg)",
+			e.Unlinked[0], e.Source)
 	}
 	return s
 }

@@ -433,7 +433,8 @@ type BlockVerifier interface {
 // blame finds, for a continuity break, which of the two blocks has a
 // stored hash its own header does not give (raw is block ce.Height's
 // record), and removes that block from staging so that a fetch stages it
-// again.
+// again. When both hash correctly (a block of another fork, or a forged
+// block whose hash was recomputed), the staged ones of the two are removed.
 func blame(store *staging.Store, dec Decoder, ce *ContinuityError, raw []byte) {
 	v, ok := dec.(BlockVerifier)
 	if !ok {
@@ -448,10 +449,24 @@ func blame(store *staging.Store, dec Decoder, ce *ContinuityError, raw []byte) {
 		}
 		return false
 	}
-	if check(ce.Height, raw) || ce.Source != "staging" {
+	if check(ce.Height, raw) {
 		return
 	}
-	if prev, err := store.Get(ce.Height - 1); err == nil {
-		check(ce.Height-1, prev.Raw)
+	if ce.Source == "staging" {
+		prev, err := store.Get(ce.Height - 1)
+		if err != nil || check(ce.Height-1, prev.Raw) {
+			return
+		}
+		// Both blocks hash correctly: which one is of the chain cannot be
+		// told from them, so neither is kept.
+		if store.Delete(ce.Height-1, ce.Height) == nil {
+			ce.Unlinked = []uint64{ce.Height - 1, ce.Height}
+		}
+		return
+	}
+	// Block ce.Height-1 is committed (its hash came from PostgreSQL): the
+	// staged block is the one a fetch can replace.
+	if store.Delete(ce.Height, ce.Height) == nil {
+		ce.Unlinked = []uint64{ce.Height}
 	}
 }

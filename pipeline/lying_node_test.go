@@ -134,6 +134,45 @@ func TestExportNamesTheWrongBlockAndARefetchRepairsIt(t *testing.T) {
 	defer srv.Close()
 	cfg := rpcRunConfig(t, srv.URL)
 
+	stageRecorded(t, cfg, node, 40, func(h uint64, blk json.RawMessage) json.RawMessage {
+		if h == 16 {
+			return lieAboutHash(blk)
+		}
+		return blk
+	})
+
+	cfg.Command = CmdExport
+	_, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler))
+	if code := ExitCode(err); code != ExitData {
+		t.Fatalf("export: exit %d, want %d: %v", code, ExitData, err)
+	}
+	if !strings.Contains(fmt.Sprint(err), "block 16's stored hash does not match its header") {
+		t.Fatalf("export error %v does not name block 16 as the wrong one", err)
+	}
+
+	cfg.Command = CmdRun
+	if _, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("run after the break: %v", err)
+	}
+	store, err := staging.Open(cfg.Staging, staging.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	b, err := store.Get(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.ToUpper(hex.EncodeToString(b.Hash)); got != recordedHash(t, 16) {
+		t.Fatalf("block 16 staged with %s after the refetch, the chain's is %s", got, recordedHash(t, 16))
+	}
+}
+
+// stageRecorded stages blocks 1..to of the recorded chain straight into
+// cfg's staging directory, each passed through mutate first, as a store
+// filled before blocks were verified would hold them.
+func stageRecorded(t *testing.T, cfg Config, node *cometReplay, to uint64, mutate func(h uint64, blk json.RawMessage) json.RawMessage) {
+	t.Helper()
 	var st struct {
 		NodeInfo struct {
 			Network string `json:"network"`
@@ -150,11 +189,8 @@ func TestExportNamesTheWrongBlockAndARefetchRepairsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	batch := store.NewBatch()
-	for h := uint64(1); h <= 40; h++ {
-		blk := node.results["block "+strconv.FormatUint(h, 10)]
-		if h == 16 {
-			blk = lieAboutHash(blk)
-		}
+	for h := uint64(1); h <= to; h++ {
+		blk := mutate(h, node.results["block "+strconv.FormatUint(h, 10)])
 		raw := cometbft.MarshalRecord(blk, node.results["block_results "+strconv.FormatUint(h, 10)])
 		hash, parent, _, err := cometbft.BlockIdentity(raw)
 		if err != nil {
@@ -170,14 +206,70 @@ func TestExportNamesTheWrongBlockAndARefetchRepairsIt(t *testing.T) {
 	batch.Close()
 	store.Close()
 
+}
+
+// forgeParent returns block blk with another parent hash and the block
+// hash recomputed from the changed header: a block that hashes correctly
+// but does not link to the chain's block below it.
+func forgeParent(t *testing.T, blk, results json.RawMessage) json.RawMessage {
+	t.Helper()
+	const parentKey = `"last_block_id":{"hash":"`
+	out := []byte(string(blk))
+	i := strings.Index(string(out), parentKey) + len(parentKey)
+	if out[i] == 'A' {
+		out[i] = 'B'
+	} else {
+		out[i] = 'A'
+	}
+	_, err := cometbft.VerifyBlock(cometbft.MarshalRecord(out, results))
+	var hm *chain.HashMismatchError
+	if !errors.As(err, &hm) {
+		t.Fatalf("the forged header still hashes as before: %v", err)
+	}
+	const hashKey = `"block_id":{"hash":"`
+	j := strings.Index(string(out), hashKey) + len(hashKey)
+	copy(out[j:], strings.ToUpper(hex.EncodeToString(hm.Computed)))
+	if _, err := cometbft.VerifyBlock(cometbft.MarshalRecord(out, results)); err != nil {
+		t.Fatalf("the forged block does not hash correctly: %v", err)
+	}
+	return out
+}
+
+// A store holding a forged block that hashes correctly (block 16 with
+// another parent and its hash recomputed) halts export at 16: nothing in
+// the two records says which of 15 and 16 is of the chain, so both are
+// removed and named; a run against a sound node refetches them and
+// completes with the chain's blocks.
+func TestExportRemovesBothBlocksOfAnUnlinkedPairAndARefetchRepairsThem(t *testing.T) {
+	node := newCometReplay(t, "node-0.38")
+	srv := rpctest.NewServer(rpctest.Config{Handler: node.handle})
+	defer srv.Close()
+	cfg := rpcRunConfig(t, srv.URL)
+	stageRecorded(t, cfg, node, 40, func(h uint64, blk json.RawMessage) json.RawMessage {
+		if h == 16 {
+			return forgeParent(t, blk, node.results["block_results 16"])
+		}
+		return blk
+	})
+
 	cfg.Command = CmdExport
-	_, err = Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler))
+	_, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler))
 	if code := ExitCode(err); code != ExitData {
 		t.Fatalf("export: exit %d, want %d: %v", code, ExitData, err)
 	}
-	if !strings.Contains(fmt.Sprint(err), "block 16's stored hash does not match its header") {
-		t.Fatalf("export error %v does not name block 16 as the wrong one", err)
+	if !strings.Contains(fmt.Sprint(err), "blocks 15 and 16 each hash correctly but do not link") {
+		t.Fatalf("export error %v does not name blocks 15 and 16", err)
 	}
+	store, err := staging.Open(cfg.Staging, staging.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []uint64{15, 16} {
+		if _, err := store.Get(h); !errors.Is(err, staging.ErrNotFound) {
+			t.Errorf("block %d still staged after the break (err %v)", h, err)
+		}
+	}
+	store.Close()
 
 	cfg.Command = CmdRun
 	if _, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler)); err != nil {
@@ -188,11 +280,13 @@ func TestExportNamesTheWrongBlockAndARefetchRepairsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	b, err := store.Get(16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.ToUpper(hex.EncodeToString(b.Hash)); got != recordedHash(t, 16) {
-		t.Fatalf("block 16 staged with %s after the refetch, the chain's is %s", got, recordedHash(t, 16))
+	for _, h := range []uint64{15, 16} {
+		b, err := store.Get(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.ToUpper(hex.EncodeToString(b.Hash)); got != recordedHash(t, h) {
+			t.Fatalf("block %d staged with %s after the refetch, the chain's is %s", h, got, recordedHash(t, h))
+		}
 	}
 }
