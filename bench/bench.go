@@ -40,11 +40,12 @@ const (
 	SectionEVM      = "evm"      // ingest, export and baseline at EVM density
 	SectionFetch    = "fetch"    // fetch vs the minimal client
 	SectionProcess  = "process"  // memory and scaling of a blockhaul process
+	SectionStreams  = "streams"  // export with 1, 2, 4 streams of one staged range, beside the baseline
 )
 
 // AllSections is the default selection, in the order of the report (the
 // process section runs first; see Run).
-var AllSections = []string{SectionCometBFT, SectionEVM, SectionFetch, SectionProcess}
+var AllSections = []string{SectionCometBFT, SectionEVM, SectionStreams, SectionFetch, SectionProcess}
 
 // Densities of the two workloads: a Cosmos Hub-like chain and an Ethereum
 // mainnet-like one.
@@ -101,6 +102,21 @@ type Config struct {
 	// one from this module into WorkDir.
 	Blockhaul string
 
+	// StreamsChain is the family of the streams section's workload, and
+	// StreamsBlocks its range. Defaults CometBFT and CometBFTBlocks.
+	StreamsChain  chain.Family
+	StreamsBlocks uint64
+	// StreamCounts are the export streams measured, each on the same
+	// staged range. Default 1, 2, 4; 1 is always measured (the others'
+	// ratios are to it).
+	StreamCounts []int
+	// ProjectCores is the database server the streams section projects
+	// its rates to (one stream per core). Default 16; negative: none.
+	ProjectCores int
+	// StateInterval is the period of the pg_stat_activity samples of the
+	// streams section's backends. Default 100ms.
+	StateInterval time.Duration
+
 	// SampleInterval is the period of the throughput samples. Default 250ms.
 	SampleInterval time.Duration
 	// WorkDir holds staging stores and the built binary. Default: the
@@ -155,6 +171,27 @@ func (c *Config) EnsureDefaults() {
 	if len(c.RangeSizes) == 0 {
 		c.RangeSizes = []uint64{10_000, 30_000, 100_000}
 	}
+	if c.StreamsChain == chain.FamilyUnknown {
+		c.StreamsChain = chain.FamilyCometBFT
+	}
+	if c.StreamsBlocks == 0 {
+		c.StreamsBlocks = c.CometBFTBlocks
+		if c.StreamsChain == chain.FamilyEVM {
+			c.StreamsBlocks = c.EVMBlocks
+		}
+	}
+	if len(c.StreamCounts) == 0 {
+		c.StreamCounts = []int{1, 2, 4}
+	}
+	if !slices.Contains(c.StreamCounts, 1) {
+		c.StreamCounts = append([]int{1}, c.StreamCounts...)
+	}
+	if c.ProjectCores == 0 {
+		c.ProjectCores = 16
+	}
+	if c.StateInterval == 0 {
+		c.StateInterval = 100 * time.Millisecond
+	}
 	if c.SampleInterval == 0 {
 		c.SampleInterval = 250 * time.Millisecond
 	}
@@ -198,6 +235,18 @@ func (c *Config) Validate() error {
 			bad("range sizes must be positive, got %v", c.RangeSizes)
 			break
 		}
+	}
+	if c.StreamsChain != chain.FamilyCometBFT && c.StreamsChain != chain.FamilyEVM {
+		bad("streams chain %s is not a known family", c.StreamsChain)
+	}
+	for _, n := range c.StreamCounts {
+		if n < 1 || n > 64 {
+			bad("stream counts must be between 1 and 64, got %v", c.StreamCounts)
+			break
+		}
+	}
+	if c.StateInterval < 0 {
+		bad("state interval must be positive, got %s", c.StateInterval)
 	}
 	if c.SampleInterval < 0 {
 		bad("sample interval must be positive, got %s", c.SampleInterval)
@@ -245,6 +294,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return res, err
 		}
 		res.Densities = append(res.Densities, dr)
+	}
+	if cfg.runs(SectionStreams) {
+		if res.Streams, err = runStreams(ctx, &cfg); err != nil {
+			return res, err
+		}
 	}
 	if cfg.runs(SectionFetch) {
 		if res.Fetch, err = runFetch(ctx, &cfg); err != nil {

@@ -2,12 +2,14 @@ package bench
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
@@ -26,6 +28,7 @@ func smallConfig(t testing.TB) Config {
 		FetchSpan:      8,
 		FetchSource:    RPCSource(chain.FamilyCometBFT, 4),
 		RangeSizes:     []uint64{200, 400, 600},
+		StateInterval:  5 * time.Millisecond,
 		WorkDir:        t.TempDir(),
 	}
 }
@@ -66,6 +69,13 @@ func TestRunSmall(t *testing.T) {
 		if d.Ratio <= 0 || d.Export.Batches != int((d.Blocks+99)/100) || d.Baseline.Batches != d.Export.Batches {
 			t.Errorf("%s: ratio %v, batches export %d baseline %d", d.Name, d.Ratio, d.Export.Batches, d.Baseline.Batches)
 		}
+		if runtime.GOOS == "linux" {
+			for _, c := range []LoadCPU{d.ExportCPU, d.BaselineCPU} {
+				if !c.Known || len(c.PerBackend) != 1 || c.Backends <= 0 || c.Blockhaul <= 0 {
+					t.Errorf("%s: cpu %+v", d.Name, c)
+				}
+			}
+		}
 		for _, run := range []CopyRun{d.Export, d.Baseline} {
 			last := run.Samples[len(run.Samples)-1]
 			if last.Blocks != d.Blocks || last.Rows != run.Rows {
@@ -96,8 +106,9 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("%d blocks: runs of %v s, reported %v s; want %d runs and the fastest", p.Blocks, p.AllSeconds, p.Seconds, res.Settings.Rounds)
 		}
 	}
-	if len(res.Targets) != 10 {
-		t.Errorf("targets: %d, want 10", len(res.Targets))
+	checkStreams(t, res)
+	if len(res.Targets) != 11 {
+		t.Errorf("targets: %d, want 11", len(res.Targets))
 	}
 	for _, tg := range res.Targets {
 		if !tg.Measured {
@@ -123,8 +134,68 @@ func TestRunSmall(t *testing.T) {
 		}
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "latest.md"))
+	for _, want := range []string{"blockhaul µs/row", "### Export streams", "| export, 4 streams |", "Projection for a 16-core database server running 16 streams"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("latest.md lacks %q:\n%s", want, md)
+		}
+	}
 	if !strings.Contains(string(md), "(latest-throughput-cometbft.svg)") || !strings.Contains(string(md), "(latest-scaling.svg)") {
 		t.Errorf("latest.md does not link the latest plots:\n%s", md)
+	}
+}
+
+// checkStreams checks the streams section of a small run: every stream
+// count exported the baseline's rows, the ratios are those of the rates,
+// and on Linux every load's CPU was split with one figure per backend.
+func checkStreams(t *testing.T, res Result) {
+	t.Helper()
+	st := res.Streams
+	if st == nil {
+		t.Fatal("no streams section")
+	}
+	if st.Chain != "cometbft" || st.Blocks != 300 || st.Rows == 0 || st.Baseline.Rows != st.Rows || len(st.Baseline.AllSeconds) != 2 {
+		t.Errorf("streams: chain %s, %d blocks, %d rows, baseline %+v", st.Chain, st.Blocks, st.Rows, st.Baseline)
+	}
+	if len(st.Runs) != 3 {
+		t.Fatalf("streams runs: %+v", st.Runs)
+	}
+	one := st.Runs[0].Export.RowsPerSec
+	for i, r := range st.Runs {
+		if want := []int{1, 2, 4}[i]; r.Streams != want {
+			t.Errorf("run %d: %d streams, want %d", i, r.Streams, want)
+		}
+		if r.Export.Rows != st.Rows || r.Export.Blocks != st.Blocks || len(r.Export.AllSeconds) != 2 || r.Export.Seconds != slices.Min(r.Export.AllSeconds) {
+			t.Errorf("%d streams: %+v", r.Streams, r.Export)
+		}
+		if math.Abs(r.OverOne-r.Export.RowsPerSec/one) > 1e-9 || math.Abs(r.OverBaseline-r.Export.RowsPerSec/st.Baseline.RowsPerSec) > 1e-9 {
+			t.Errorf("%d streams: over one %v, over baseline %v for %v rows/s (one %v, baseline %v)", r.Streams, r.OverOne, r.OverBaseline, r.Export.RowsPerSec, one, st.Baseline.RowsPerSec)
+		}
+		if runtime.GOOS != "linux" {
+			continue
+		}
+		c := r.CPU
+		if !c.Known || len(c.PerBackend) != r.Streams || c.Backends <= 0 || c.Blockhaul <= 0 || c.Machine < c.Blockhaul || c.StateSamples == 0 {
+			t.Errorf("%d streams: cpu %+v", r.Streams, c)
+		}
+		var share float64
+		for _, v := range c.States {
+			share += v
+		}
+		if math.Abs(share-1) > 1e-9 {
+			t.Errorf("%d streams: state shares add up to %v: %v", r.Streams, share, c.States)
+		}
+	}
+	if runtime.GOOS == "linux" {
+		if c := st.BaselineCPU; !c.Known || len(c.PerBackend) != 1 || c.Backends <= 0 {
+			t.Errorf("baseline cpu: %+v", c)
+		}
+		p := st.Projection
+		r4 := st.Runs[2]
+		if p == nil || p.Cores != 16 || p.FromStreams != 4 || p.PerStreamRowsPerSec != one || math.Abs(p.StreamsRowsPerSec-16*one) > 1e-6 ||
+			math.Abs(p.BackendCPUPerRowMicros-1e6*r4.CPU.Backends/float64(r4.Export.Rows)) > 1e-9 ||
+			math.Abs(p.CPURowsPerSec*(p.BackendCPUPerRowMicros+p.WritersCPUPerRowMicros)-16e6) > 1e-3 || p.BlockhaulCores <= 0 {
+			t.Errorf("projection: %+v", p)
+		}
 	}
 }
 

@@ -91,3 +91,83 @@ func postgresStatCPU(stat string) float64 {
 	}
 	return ticks / userHZ
 }
+
+// processCPU is the utime+stime of process pid, in seconds; false when it
+// cannot be read (no such process on this machine).
+func processCPU(pid int) (float64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	_, ticks, ok := statFields(string(b))
+	return ticks, ok
+}
+
+// statFields reads the ppid and utime+stime (seconds) of a /proc/<pid>/stat
+// line.
+func statFields(stat string) (ppid int, cpu float64, ok bool) {
+	end := strings.LastIndexByte(stat, ')')
+	if end < 0 {
+		return 0, 0, false
+	}
+	// After the command: state (0), ppid (1), … utime (11), stime (12).
+	f := strings.Fields(stat[end+1:])
+	if len(f) < 13 {
+		return 0, 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return 0, 0, false
+	}
+	u, err1 := strconv.ParseFloat(f[11], 64)
+	s, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return ppid, (u + s) / userHZ, true
+}
+
+// postgresWriters finds the WAL writer, checkpointer and background writer
+// of the server whose backend is pid: its postmaster's children whose
+// process title names them.
+func postgresWriters(backend int) []int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(backend) + "/stat")
+	if err != nil {
+		return nil
+	}
+	postmaster, _, ok := statFields(string(b))
+	if !ok {
+		return nil
+	}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var out []int
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		st, err := os.ReadFile(d + "/stat")
+		if err != nil {
+			continue
+		}
+		if ppid, _, ok := statFields(string(st)); !ok || ppid != postmaster {
+			continue
+		}
+		title, _ := os.ReadFile(d + "/cmdline")
+		if isWriterTitle(string(title)) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// isWriterTitle tells a PostgreSQL process title ("postgres: 15/main:
+// walwriter") of a background writer of WAL or data pages.
+func isWriterTitle(title string) bool {
+	for _, w := range []string{"walwriter", "checkpointer", "background writer"} {
+		if strings.Contains(title, ": "+w) || strings.HasPrefix(title, "postgres: "+w) {
+			return true
+		}
+	}
+	return false
+}

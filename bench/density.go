@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"runtime/debug"
-
 	"context"
 	"errors"
 	"fmt"
-	"github.com/blockhaul/blockhaul/pipeline"
 	"os"
 	"runtime"
 	"time"
@@ -56,18 +53,24 @@ func runDensity(ctx context.Context, cfg *Config, d density) (res DensityResult,
 		for step := range 2 {
 			if (step == 0) == exportFirst {
 				cfg.Logger.Info("export", "density", d.name, "round", round+1)
-				run, rows, err := exportStaged(ctx, cfg, d, store, round == 0)
+				run, rows, cpu, err := exportStaged(ctx, cfg, d, store, round == 0)
 				if err != nil {
 					return res, err
+				}
+				if res.Export.Seconds == 0 || run.Seconds < res.Export.Seconds {
+					res.ExportCPU = cpu
 				}
 				res.Export = best(res.Export, run)
 				res.Rows = rows
 				cfg.Logger.Info("export done", "density", d.name, "blocks_per_s", int(run.BlocksPerSec), "rows_per_s", int(run.RowsPerSec))
 			} else {
 				cfg.Logger.Info("baseline", "density", d.name, "round", round+1)
-				run, err := baseline(ctx, cfg, d, store, round == 0)
+				run, cpu, err := watchedBaseline(ctx, cfg, d, store, round == 0)
 				if err != nil {
 					return res, err
+				}
+				if res.Baseline.Seconds == 0 || run.Seconds < res.Baseline.Seconds {
+					res.BaselineCPU = cpu
 				}
 				res.Baseline = best(res.Baseline, run)
 				cfg.Logger.Info("baseline done", "density", d.name, "blocks_per_s", int(run.BlocksPerSec), "rows_per_s", int(run.RowsPerSec))
@@ -158,64 +161,8 @@ func sourceRate(ctx context.Context, src loader.Source, n uint64, workers, span 
 
 // exportStaged runs export.Run over the staged range into a fresh database
 // whose tables were created beforehand, exactly as the baseline's are.
-func exportStaged(ctx context.Context, cfg *Config, d density, store *staging.Store, profile bool) (run CopyRun, rows map[string]uint64, err error) {
-	db, err := createDatabase(ctx, cfg.DatabaseURL, "export_"+d.name)
-	if err != nil {
-		return run, nil, err
-	}
-	defer func() { err = errors.Join(err, db.drop(ctx)) }()
-	conn, err := pgx.Connect(ctx, db.url)
-	if err != nil {
-		return run, nil, fmt.Errorf("bench: connect to %s: %w", db.name, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	schema := d.name
-	if err := export.EnsureSchema(ctx, conn, schema, d.dec.Tables(), false, nil); err != nil {
-		return run, nil, err
-	}
-	settle()
-	sm := startSampler(cfg.SampleInterval)
-	stop, err := startProfileIf(profile, cfg, "export-"+d.name)
-	if err != nil {
-		_, _ = sm.finish()
-		return run, nil, err
-	}
-	// Export runs under the heap limit a blockhaul process sets for this
-	// family; the baseline, which must hold every row at once, keeps Go's
-	// default.
-	prevLimit := debug.SetMemoryLimit(pipeline.DefaultMemoryLimitMiB(d.name) << 20)
-	defer debug.SetMemoryLimit(prevLimit)
-	t0 := time.Now()
-	res, err := export.Run(ctx, export.Fixed(conn), store, d.dec, export.Config{
-		Schema:      schema,
-		Stream:      export.Stream{Alias: "bench", From: 1, To: d.blocks},
-		BatchBlocks: cfg.BatchBlocks,
-		OnBatch: func(b export.BatchStats) {
-			n := 0
-			for _, r := range b.Rows {
-				n += r
-			}
-			sm.add(b.To-b.From+1, uint64(n))
-		},
-	})
-	sec := time.Since(t0).Seconds()
-	debug.SetMemoryLimit(prevLimit)
-	stop()
-	samples, commits := sm.finish()
-	if err != nil {
-		return run, nil, fmt.Errorf("bench: export %s: %w", d.name, err)
-	}
-	if !res.Complete || res.Blocks != d.blocks {
-		return run, nil, fmt.Errorf("bench: export %s: exported %d blocks of %d", d.name, res.Blocks, d.blocks)
-	}
-	var total uint64
-	for _, n := range res.Rows {
-		total += n
-	}
-	return CopyRun{
-		Blocks: res.Blocks, Rows: total, Batches: int(res.Batches), Seconds: sec,
-		BlocksPerSec: perSec(res.Blocks, sec), RowsPerSec: perSec(total, sec), Samples: samples, Commits: commits,
-	}, res.Rows, nil
+func exportStaged(ctx context.Context, cfg *Config, d density, store *staging.Store, profile bool) (CopyRun, map[string]uint64, LoadCPU, error) {
+	return exportLoad(ctx, cfg, d, store, 1, profile)
 }
 
 // decodedBatch is one export batch's rows, decoded ahead of the baseline.
@@ -281,6 +228,29 @@ func decodeRange(store *staging.Store, dec export.Decoder, from, to uint64, rows
 // blockhaul's own work is missing: reading staging, decoding, checking
 // continuity and the checkpoint upsert.
 func baseline(ctx context.Context, cfg *Config, d density, store *staging.Store, profile bool) (run CopyRun, err error) {
+	return baselineWith(ctx, cfg, d, store, profile, nil)
+}
+
+// watchedBaseline is baseline with its CPU split like an export's.
+func watchedBaseline(ctx context.Context, cfg *Config, d density, store *staging.Store, profile bool) (CopyRun, LoadCPU, error) {
+	var cpu LoadCPU
+	run, err := baselineWith(ctx, cfg, d, store, profile, func(ctx context.Context, url string, pid int) (func(), error) {
+		lm, err := startLoadMonitor(ctx, url, []int{pid}, cfg.StateInterval)
+		if err != nil {
+			return nil, err
+		}
+		return func() { cpu = lm.finish(ctx) }, nil
+	})
+	return run, cpu, err
+}
+
+// loadWatch, when a load is about to start, starts watching the load's one
+// connection (its database URL and backend PID); the returned stop ends it.
+type loadWatch func(ctx context.Context, url string, pid int) (stop func(), err error)
+
+// baselineWith is baseline, with watch (if not nil) watching the COPYs
+// from just before the clock starts to just after it stops.
+func baselineWith(ctx context.Context, cfg *Config, d density, store *staging.Store, profile bool, watch loadWatch) (run CopyRun, err error) {
 	batches, err := decodeBatches(ctx, store, d.dec, 1, d.blocks, cfg.BatchBlocks)
 	if err != nil {
 		return run, err
@@ -305,10 +275,21 @@ func baseline(ctx context.Context, cfg *Config, d density, store *staging.Store,
 		columns[i] = t.ColumnNames()
 	}
 	settle()
+	unwatch := func() {}
+	if watch != nil {
+		var pid int
+		if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			return run, fmt.Errorf("bench: backend pid: %w", err)
+		}
+		if unwatch, err = watch(ctx, db.url, pid); err != nil {
+			return run, err
+		}
+	}
 	sm := startSampler(cfg.SampleInterval)
 	stop, err := startProfileIf(profile, cfg, "baseline-"+d.name)
 	if err != nil {
 		_, _ = sm.finish()
+		unwatch()
 		return run, err
 	}
 	t0 := time.Now()
@@ -343,6 +324,7 @@ func baseline(ctx context.Context, cfg *Config, d density, store *staging.Store,
 		run.Batches++
 	}
 	sec := time.Since(t0).Seconds()
+	unwatch()
 	stop()
 	run.Samples, run.Commits = sm.finish()
 	if err != nil {

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,12 +60,33 @@ func Markdown(r Result, images string) string {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | **%s** |\n", densityLabel(d.Name), fmtNum(float64(d.Export.Rows)), fmtNum(d.RowsPerBlock),
 				fmtNum(d.Export.BlocksPerSec), fmtNum(d.Export.RowsPerSec), fmtNum(d.Baseline.BlocksPerSec), fmtNum(d.Baseline.RowsPerSec), fmtNum(d.Ratio))
 		}
+		if slices.ContainsFunc(r.Densities, func(d DensityResult) bool { return d.ExportCPU.Known && d.BaselineCPU.Known }) {
+			b.WriteString("\nCPU per row, in µs (the best run of each): this process (blockhaul's export, or the baseline's COPY of rows decoded beforehand), the load's PostgreSQL backend, PostgreSQL's WAL writer, checkpointer and background writer; and the share of one core the backend used. These depend far less on other work on the machine than the rates do.\n\n")
+			b.WriteString("| density | load | blockhaul µs/row | backend µs/row | PG writers µs/row | backend busy |\n|---|---|---:|---:|---:|---:|\n")
+			for _, d := range r.Densities {
+				for _, l := range []struct {
+					name string
+					run  CopyRun
+					cpu  LoadCPU
+				}{{"export", d.Export, d.ExportCPU}, {"baseline", d.Baseline, d.BaselineCPU}} {
+					if !l.cpu.Known || l.run.Rows == 0 {
+						continue
+					}
+					per := func(s float64) string { return fmtNum(1e6 * s / float64(l.run.Rows)) }
+					fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.0f%% |\n", d.Name, l.name, per(l.cpu.Blockhaul), per(l.cpu.Backends), per(l.cpu.Writers), 100*l.cpu.BackendBusy())
+				}
+			}
+		}
 		if images != "" {
 			b.WriteString("\n")
 			for _, d := range r.Densities {
 				fmt.Fprintf(&b, "![export and baseline throughput, %s](%sthroughput-%s.svg)\n", d.Name, images, d.Name)
 			}
 		}
+	}
+
+	if st := r.Streams; st != nil {
+		writeStreams(&b, r, st)
 	}
 
 	if f := r.Fetch; f != nil {
@@ -160,4 +182,63 @@ func fmtBytes(n uint64) string {
 	default:
 		return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
 	}
+}
+
+// writeStreams renders the streams section: the rates, where the CPU went,
+// what the backends waited on, and the projection.
+func writeStreams(b *strings.Builder, r Result, st *StreamsResult) {
+	fmt.Fprintf(b, "\n### Export streams (%s, %s blocks, %s rows, one staged range)\n\n", densityLabel(st.Chain), fmtNum(float64(st.Blocks)), fmtNum(float64(st.Rows)))
+	b.WriteString("N streams split the range into N contiguous sub-ranges exported at once over N connections (`export.RunStreams`, as `blockhaul export --export-streams N`), each into a fresh database; the baseline COPYs the same rows, decoded beforehand, over one connection.")
+	if r.Settings.Rounds > 1 {
+		fmt.Fprintf(b, " Each load ran %d times, the order rotating; the best run of each counts, with its CPU.", r.Settings.Rounds)
+	}
+	b.WriteString(" CPU is in cores (CPU-seconds over the load's wall time): blockhaul's process, each stream's PostgreSQL backend, PostgreSQL's WAL writer, checkpointer and background writer, and everything else on the machine.\n\n")
+	b.WriteString("| load | seconds | rows/s | × 1 stream | × baseline | blockhaul | each backend | PG writers | other | idle |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	row := func(name string, run CopyRun, overOne, overBase string, c LoadCPU) {
+		if !c.Known {
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | – | – | – | – | – |\n", name, fmtNum(run.Seconds), fmtNum(run.RowsPerSec), overOne, overBase)
+			return
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f%% |\n", name, fmtNum(run.Seconds), fmtNum(run.RowsPerSec), overOne, overBase,
+			fmtNum(c.BlockhaulCores()), fmtNum(c.BackendBusy()), fmtNum(c.Writers/c.Seconds), fmtNum(c.Other/c.Seconds), 100*c.Idle())
+	}
+	row("raw COPY baseline", st.Baseline, "", "1.00", st.BaselineCPU)
+	for _, x := range st.Runs {
+		row(fmt.Sprintf("export, %d stream%s", x.Streams, plural(x.Streams)), x.Export, "**"+fmtNum(x.OverOne)+"**", fmtNum(x.OverBaseline), x.CPU)
+	}
+	b.WriteString("\nWhat the backends were doing (pg_stat_activity")
+	if r.Settings.StateMillis > 0 {
+		fmt.Fprintf(b, " every %d ms", r.Settings.StateMillis)
+	}
+	b.WriteString("; `CPU`: running, `Client:ClientRead`: waiting for blockhaul's next rows or statement):\n\n")
+	states := func(name string, c LoadCPU) {
+		if c.StateSamples == 0 {
+			return
+		}
+		var parts []string
+		for _, k := range c.TopStates() {
+			if c.States[k] < 0.005 {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s %.0f%%", k, 100*c.States[k]))
+		}
+		fmt.Fprintf(b, "- %s: %s\n", name, strings.Join(parts, ", "))
+	}
+	states("raw COPY baseline", st.BaselineCPU)
+	for _, x := range st.Runs {
+		states(fmt.Sprintf("%d stream%s", x.Streams, plural(x.Streams)), x.CPU)
+	}
+	if p := st.Projection; p != nil {
+		fmt.Fprintf(b, "\nProjection for a %d-core database server running %d streams, blockhaul on machines of its own: at the one-stream rate measured here, %d × %s = **%s rows/s**; at the server's CPU, each backend on a core of its own, %d cores / %s µs of PostgreSQL CPU per row (backend %s, writers %s, measured with %d streams) = **%s rows/s** (%s× one stream here), which takes %s cores of blockhaul CPU (%s µs per row). The first is a floor where this machine is busy; the second ignores the server's disks and WAL bandwidth (the WAL waits above grow with the streams).\n",
+			p.Cores, p.Streams, p.Streams, fmtNum(p.PerStreamRowsPerSec), fmtNum(p.StreamsRowsPerSec),
+			p.Cores, fmtNum(p.BackendCPUPerRowMicros+p.WritersCPUPerRowMicros), fmtNum(p.BackendCPUPerRowMicros), fmtNum(p.WritersCPUPerRowMicros), p.FromStreams,
+			fmtNum(p.CPURowsPerSec), fmtNum(p.CPUOverOneStream), fmtNum(p.BlockhaulCores), fmtNum(p.BlockhaulCPUPerRowMicros))
+	}
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

@@ -14,6 +14,7 @@ type Result struct {
 	CPU       CPUUsage        `json:"cpu"`
 	Settings  Settings        `json:"settings"`
 	Densities []DensityResult `json:"densities,omitempty"`
+	Streams   *StreamsResult  `json:"streams,omitempty"`
 	Fetch     *FetchResult    `json:"fetch,omitempty"`
 	Processes []ProcessRun    `json:"processes,omitempty"`
 	Targets   []Target        `json:"targets"`
@@ -35,6 +36,11 @@ type Settings struct {
 	FetchSpan      int      `json:"fetch_span"`
 	RangeSizes     []uint64 `json:"range_sizes"`
 	SampleMillis   int64    `json:"sample_ms"`
+	StreamsChain   string   `json:"streams_chain,omitempty"`
+	StreamsBlocks  uint64   `json:"streams_blocks,omitempty"`
+	StreamCounts   []int    `json:"stream_counts,omitempty"`
+	ProjectCores   int      `json:"project_cores,omitempty"`
+	StateMillis    int64    `json:"state_ms,omitempty"`
 }
 
 func settingsOf(c *Config) Settings {
@@ -44,6 +50,8 @@ func settingsOf(c *Config) Settings {
 		IngestWorkers: c.IngestWorkers, IngestSpan: c.IngestSpan,
 		FetchBlocks: c.FetchBlocks, FetchWorkers: c.FetchWorkers, FetchSpan: c.FetchSpan,
 		RangeSizes: c.RangeSizes, SampleMillis: c.SampleInterval.Milliseconds(),
+		StreamsChain: c.StreamsChain.String(), StreamsBlocks: c.StreamsBlocks, StreamCounts: c.StreamCounts,
+		ProjectCores: c.ProjectCores, StateMillis: c.StateInterval.Milliseconds(),
 	}
 }
 
@@ -58,6 +66,10 @@ type DensityResult struct {
 	Baseline     CopyRun           `json:"baseline"`
 	// Ratio is export's rate over the baseline's: the headline figure.
 	Ratio float64 `json:"ratio"`
+	// ExportCPU and BaselineCPU are where the CPU went in the best round
+	// of each.
+	ExportCPU   LoadCPU `json:"export_cpu"`
+	BaselineCPU LoadCPU `json:"baseline_cpu"`
 }
 
 // IngestResult is a synthetic source staged by the loader, flush included.
@@ -99,6 +111,53 @@ type Sample struct {
 	Seconds float64 `json:"t"`
 	Blocks  uint64  `json:"blocks"`
 	Rows    uint64  `json:"rows"`
+}
+
+// StreamsResult is one staged range exported with several stream counts
+// and COPYed by the baseline, in one run.
+type StreamsResult struct {
+	Chain    string  `json:"chain"`
+	Blocks   uint64  `json:"blocks"`
+	Rows     uint64  `json:"rows"`
+	Baseline CopyRun `json:"baseline"`
+	// BaselineCPU is the best baseline round's.
+	BaselineCPU LoadCPU      `json:"baseline_cpu"`
+	Runs        []StreamsRun `json:"runs"`
+	Projection  *Projection  `json:"projection,omitempty"`
+}
+
+// StreamsRun is export with one stream count.
+type StreamsRun struct {
+	Streams int     `json:"streams"`
+	Export  CopyRun `json:"export"`
+	// OverOne is the rate over the one-stream rate, OverBaseline over the
+	// raw-COPY baseline's (one connection).
+	OverOne      float64 `json:"over_one_stream"`
+	OverBaseline float64 `json:"over_baseline"`
+	// CPU is the best round's.
+	CPU LoadCPU `json:"cpu"`
+}
+
+// Projection is the streams section's figures carried to a database
+// server of Cores cores running Streams streams (see project).
+type Projection struct {
+	Cores   int `json:"cores"`
+	Streams int `json:"streams"`
+	// PerStreamRowsPerSec is the one-stream rate measured here, and
+	// StreamsRowsPerSec Streams times it.
+	PerStreamRowsPerSec float64 `json:"per_stream_rows_per_s"`
+	StreamsRowsPerSec   float64 `json:"streams_rows_per_s"`
+	// The CPU per row of the load with FromStreams streams.
+	FromStreams              int     `json:"from_streams"`
+	BackendCPUPerRowMicros   float64 `json:"backend_cpu_us_per_row"`
+	WritersCPUPerRowMicros   float64 `json:"writers_cpu_us_per_row"`
+	BlockhaulCPUPerRowMicros float64 `json:"blockhaul_cpu_us_per_row"`
+	// CPURowsPerSec is the server's cores at the PostgreSQL CPU per row,
+	// CPUOverOneStream that over the one-stream rate, and BlockhaulCores
+	// the blockhaul CPU it takes, in cores.
+	CPURowsPerSec    float64 `json:"cpu_rows_per_s"`
+	CPUOverOneStream float64 `json:"cpu_over_one_stream"`
+	BlockhaulCores   float64 `json:"blockhaul_cores"`
 }
 
 // ProcessRun is one `blockhaul run` process over a range of synthetic
@@ -196,6 +255,11 @@ func evaluateTargets(r *Result) []Target {
 			ts = append(ts, unmeasured(t, ">=", 5, "×"))
 		}
 	}
+	if st := r.Streams; st != nil && streamsRun(st, 2) != nil {
+		ts = append(ts, target("export, 2 streams / 1 stream, "+st.Chain, streamsRun(st, 2).OverOne, ">=", 1.20, "×"))
+	} else {
+		ts = append(ts, unmeasured("export, 2 streams / 1 stream", ">=", 1.20, "×"))
+	}
 	if f := r.Fetch; f != nil && f.Blockhaul != nil {
 		ts = append(ts, target("fetch / minimal client", f.Ratio, ">=", 0.90, ""))
 	} else {
@@ -253,4 +317,14 @@ func relChange(a, b float64) float64 {
 		return math.MaxFloat64 // keeps the JSON encodable, fails any limit
 	}
 	return math.Abs(b-a) / lo
+}
+
+// streamsRun is the run with n streams, nil when n was not measured.
+func streamsRun(st *StreamsResult, n int) *StreamsRun {
+	for i := range st.Runs {
+		if st.Runs[i].Streams == n {
+			return &st.Runs[i]
+		}
+	}
+	return nil
 }

@@ -33,7 +33,7 @@ func main() {
 
 func run() error {
 	var cfg bench.Config
-	var out, sections, sizes, fetchChain, fetchSource string
+	var out, sections, sizes, fetchChain, fetchSource, streamsChain, streams string
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&out, "out", "bench/results", "directory for the result files (empty: print only)")
 	fs.StringVar(&cfg.DatabaseURL, "db", os.Getenv("DATABASE_URL"), "PostgreSQL server URL (default $DATABASE_URL)")
@@ -45,6 +45,10 @@ func run() error {
 	fs.IntVar(&cfg.Rounds, "rounds", 2, "runs of export and of the baseline (alternating), and of each range size; the best counts")
 	fs.IntVar(&cfg.IngestWorkers, "ingest-workers", 8, "loader workers for ingest")
 	fs.IntVar(&cfg.IngestSpan, "ingest-span", 16, "heights per loader request for ingest")
+	fs.StringVar(&streamsChain, "streams-chain", "cometbft", "chain family of the streams section")
+	fs.Uint64Var(&cfg.StreamsBlocks, "streams-blocks", 0, "blocks staged and exported by the streams section (default: that family's blocks)")
+	fs.StringVar(&streams, "streams", "1,2,4", "export stream counts of the streams section")
+	fs.IntVar(&cfg.ProjectCores, "project-cores", 16, "cores of the database server the streams section projects to (negative: none)")
 	fs.StringVar(&fetchChain, "fetch-chain", "cometbft", "chain family the fetch server serves")
 	fs.Uint64Var(&cfg.FetchBlocks, "fetch-blocks", 20_000, "blocks the fetch server serves")
 	fs.IntVar(&cfg.FetchWorkers, "fetch-workers", 8, "concurrent requests of both fetch clients")
@@ -65,11 +69,21 @@ func run() error {
 	}
 	cfg.Sections = splitList(sections)
 	var err error
-	if cfg.RangeSizes, err = parseSizes(sizes); err != nil {
+	if cfg.RangeSizes, err = parseCounts("-range-sizes", sizes); err != nil {
 		return err
 	}
 	if cfg.FetchChain, err = chain.ParseFamily(fetchChain); err != nil {
 		return err
+	}
+	if cfg.StreamsChain, err = chain.ParseFamily(streamsChain); err != nil {
+		return err
+	}
+	counts, err := parseCounts("-streams", streams)
+	if err != nil {
+		return err
+	}
+	for _, n := range counts {
+		cfg.StreamCounts = append(cfg.StreamCounts, int(min(n, 1<<16)))
 	}
 	switch fetchSource {
 	case "rpc":
@@ -109,12 +123,13 @@ func splitList(s string) []string {
 	return out
 }
 
-func parseSizes(s string) ([]uint64, error) {
+// parseCounts reads flag's comma-separated positive counts.
+func parseCounts(flag, s string) ([]uint64, error) {
 	var out []uint64
 	for _, f := range splitList(s) {
 		n, err := strconv.ParseUint(strings.ReplaceAll(f, "_", ""), 10, 64)
 		if err != nil || n == 0 {
-			return nil, fmt.Errorf("-range-sizes: %q is not a positive block count", f)
+			return nil, fmt.Errorf("%s: %q is not a positive count", flag, f)
 		}
 		out = append(out, n)
 	}
