@@ -103,7 +103,7 @@ func checkSyntheticMatches(ctx context.Context, cfg *Config, store *staging.Stor
 	if !bytes.Equal(blocks[0].Hash, have) {
 		return &staging.WrongChainError{Dir: store.Dir(),
 			Have:  fmt.Sprintf("block %d with hash %X", lo, have),
-			Given: fmt.Sprintf("the synthetic chain of --synthetic-seed %d, whose block %d has hash %X", cfg.SyntheticSeed, lo, blocks[0].Hash)}
+			Given: fmt.Sprintf("the synthetic chain of --synthetic-seed %d and these --synthetic-* parameters, whose block %d has hash %X", cfg.SyntheticSeed, lo, blocks[0].Hash)}
 	}
 	return nil
 }

@@ -166,6 +166,17 @@ func NewSynthetic(cfg SyntheticConfig) *Synthetic {
 	if nv == 0 {
 		nv = DefaultValidators
 	}
+	// Every parameter that shapes the blocks goes into the seed that all
+	// values derive from (hashchain.Seed), so that chains of different
+	// parameters share no block hash at any height; the chain id is in
+	// every header, and so in every hash, already.
+	steady := uint64(0)
+	if s.steady {
+		steady = 1
+	}
+	s.seed = hashchain.Seed("cometbft", cfg.Seed,
+		[]uint64{math.Float64bits(s.txPerBlock), steady, uint64(nv)},
+		[]uint64{math.Float64bits(DefaultTxPerBlock), 0, DefaultValidators})
 
 	// Identities derive from the seed only, like everything else.
 	s.vals = make([]validator, nv)

@@ -106,7 +106,13 @@ func NewSynthetic(cfg SyntheticConfig) *Synthetic {
 		return min(v, maxSyntheticPerBlock)
 	}
 	cfg.TxPerBlock, cfg.LogsPerBlock = clamp(cfg.TxPerBlock), clamp(cfg.LogsPerBlock)
-	s := &Synthetic{cfg: cfg, seed: uint64(cfg.Seed)}
+	// Every parameter that shapes the blocks goes into the seed that all
+	// values derive from (hashchain.Seed), so that chains of different
+	// parameters share no block hash at any height, genesis included.
+	seed := hashchain.Seed("evm", cfg.Seed,
+		[]uint64{cfg.ChainID, math.Float64bits(cfg.TxPerBlock), math.Float64bits(cfg.LogsPerBlock)},
+		[]uint64{DefaultSyntheticChainID, math.Float64bits(DefaultSyntheticTxPerBlock), math.Float64bits(DefaultSyntheticLogsPerBlock)})
+	s := &Synthetic{cfg: cfg, seed: seed}
 	s.pools = newPools(s.seed)
 	s.hashes = hashchain.New()
 	return s

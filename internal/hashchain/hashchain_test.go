@@ -65,3 +65,25 @@ func TestNearestFindsRingThenMarks(t *testing.T) {
 		t.Fatal("unknown height reported known")
 	}
 }
+
+func TestSeed(t *testing.T) {
+	defaults := []uint64{4, 0}
+	if got := Seed("f", 7, []uint64{4, 0}, defaults); got != 7 {
+		t.Fatalf("defaults: seed %d, want the configured 7", got)
+	}
+	a := Seed("f", 7, []uint64{5, 0}, defaults)
+	b := Seed("f", 7, []uint64{4, 1}, defaults)
+	c := Seed("g", 7, []uint64{5, 0}, defaults)
+	d := Seed("f", 8, []uint64{5, 0}, defaults)
+	for _, v := range []uint64{a, b, c, d} {
+		if v == 7 || v == 8 {
+			t.Fatalf("a changed parameter kept the configured seed: %d %d %d %d", a, b, c, d)
+		}
+	}
+	if a == b || a == c || a == d || b == c || b == d || c == d {
+		t.Fatalf("different parameters, one seed: %d %d %d %d", a, b, c, d)
+	}
+	if Seed("f", 7, []uint64{5, 0}, defaults) != a {
+		t.Fatal("Seed is not deterministic")
+	}
+}
