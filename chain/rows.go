@@ -77,3 +77,16 @@ func (r *Rows) Reset() {
 	}
 	r.slab = nil
 }
+
+// Recycle empties every table and keeps the memory of the last slab chunk
+// for the next rows. Unlike Reset it reuses the values' backing array, so
+// it is only for a Rows whose rows nobody holds any more (their values
+// copied out, as export's table selection does).
+func (r *Rows) Recycle() {
+	for i := range r.tables {
+		clear(r.tables[i])
+		r.tables[i] = r.tables[i][:0]
+	}
+	clear(r.slab)
+	r.slab = r.slab[:0]
+}

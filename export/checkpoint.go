@@ -139,11 +139,20 @@ func HeadStart(ctx context.Context, q querier, schema string) (uint64, bool, err
 // Rollback removes every row above height from the chain's tables and moves
 // the head stream's cursor back to height and hash, in one transaction. It
 // is how the head stream undoes blocks of a fork the chain abandoned; it is
-// the only way a cursor ever moves back.
+// the only way a cursor ever moves back. Tables that are not in the schema
+// (left out by a table selection) are skipped: pass every table of the
+// family (AllTables), so that one this process does not write is cleared
+// too.
 func Rollback(ctx context.Context, conn *pgx.Conn, schema string, tables []chain.Table, height uint64, hash []byte) error {
 	qs := chain.QuoteIdent(schema)
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		for _, t := range tables {
+			var exists bool
+			if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", qs+"."+chain.QuoteIdent(t.Name)).Scan(&exists); err != nil {
+				return fmt.Errorf("export: roll back: look for %s: %w", t.Name, err)
+			} else if !exists {
+				continue
+			}
 			if _, err := tx.Exec(ctx, fmt.Sprintf("DELETE FROM %s.%s WHERE %s > $1", qs, chain.QuoteIdent(t.Name), chain.QuoteIdent(t.HeightColumn)), int64(height)); err != nil {
 				return fmt.Errorf("export: roll back %s above %d: %w", t.Name, height, err)
 			}

@@ -94,6 +94,11 @@ type Config struct {
 
 	EventEncoding cometbft.EventEncoding // --event-encoding: cometbft attributes auto, base64 or text
 
+	Tables string // --tables: the tables run, export and follow write (see export.ParseTables); empty: all
+	// SelectedTables is what Validate read --tables as: the
+	// tables the job writes, nil for all of them.
+	SelectedTables []string
+
 	HTTPAddr string // --http: serve /healthz, /readyz and /metrics
 
 	MergeFrom string // --merge-from: the staging directory merge copies from
@@ -359,6 +364,7 @@ func (c *Config) Validate() error {
 		bad("log-level", "want debug, info, warn or error, got %q", c.LogLevel)
 	}
 	fs = append(fs, c.validateShards()...)
+	fs = append(fs, c.validateTables()...)
 	if len(fs) > 0 {
 		return &ConfigError{Fields: fs}
 	}

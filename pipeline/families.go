@@ -78,7 +78,18 @@ func newVerifier(cfg *Config) func([]byte) ([]byte, error) {
 	return nil
 }
 
+// newDecoder is the decoder of cfg's chain family, restricted to the tables
+// the job writes (--tables, --replay: cfg.SelectedTables).
 func newDecoder(cfg *Config) (export.Decoder, error) {
+	dec, err := familyDecoder(cfg)
+	if err != nil || cfg.SelectedTables == nil {
+		return dec, err
+	}
+	return export.Select(dec, cfg.SelectedTables)
+}
+
+// familyDecoder is the decoder of every table of cfg's chain family.
+func familyDecoder(cfg *Config) (export.Decoder, error) {
 	fam, err := chain.ParseFamily(cfg.Chain)
 	if err != nil {
 		return nil, err

@@ -82,7 +82,7 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 				// any reorg, then fetch again.
 				log.Warn("blocks near the tip do not link: the node may be mid-reorg; refetching", "span", span.String(), "break", brk, "refetch", unlinked, "err", err)
 				if _, _, herr := store.Header(span.From - 1); span.From > 0 && herr == nil {
-					if err := repairReorg(ctx, cfg, db, store, src, dec.Tables(), cur, span.From, log, sum); err != nil {
+					if err := repairReorg(ctx, cfg, db, store, src, export.AllTables(dec), cur, span.From, log, sum); err != nil {
 						return err
 					}
 				} else if herr != nil && !errors.Is(herr, staging.ErrNotFound) {
@@ -104,7 +104,7 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 			return err
 		}
 		if broken {
-			if err := repairReorg(ctx, cfg, db, store, src, dec.Tables(), cur, brk, log, sum); err != nil {
+			if err := repairReorg(ctx, cfg, db, store, src, export.AllTables(dec), cur, brk, log, sum); err != nil {
 				return err
 			}
 			continue
@@ -124,7 +124,7 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 			var ce *export.ContinuityError
 			if errors.As(err, &ce) {
 				// Staging was refetched on another fork below the cursor.
-				if err := repairReorg(ctx, cfg, db, store, src, dec.Tables(), res.Last, ce.Height, log, sum); err != nil {
+				if err := repairReorg(ctx, cfg, db, store, src, export.AllTables(dec), res.Last, ce.Height, log, sum); err != nil {
 					return err
 				}
 				continue

@@ -154,6 +154,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	di.NoOptDefVal = string(pipeline.IndexesAlways)
 	defValue(d, &cfg.EventEncoding, "event-encoding", "cometbft: how event attributes are written: auto (decided per block from the data), base64 or text",
 		in(groupDatabase, exporting, []string{cmdVerify}).oneOf(eventEncodings()...))
+	def(d, fs.StringVar, &cfg.Tables, "tables", "", "the tables to write, comma separated (blocks,transactions), or all but those given with a leading - (-logs); default all", in(groupExport, exporting))
 
 	def(d, fs.IntVar, &cfg.FetchWorkers, "fetch-workers", dc.FetchWorkers, "concurrent fetches", in(groupFetch, sourcing))
 	def(d, fs.IntVar, &cfg.FetchSpan, "fetch-span", dc.FetchSpan, "heights per fetch request", in(groupFetch, sourcing))
