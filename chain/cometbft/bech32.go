@@ -63,3 +63,58 @@ func bech32Encode(hrp string, data []byte) string {
 	}
 	return string(out)
 }
+
+// bech32Valid reports whether s is a lowercase bech32 string with a valid
+// checksum (it says nothing of what the data is).
+func bech32Valid(s []byte) bool {
+	p := bech32Prefix0(s)
+	if p < 1 || len(s) > 90 {
+		return false
+	}
+	values := make([]byte, 0, 2*p+1+len(s)-p-1)
+	for _, c := range s[:p] {
+		values = append(values, c>>5)
+	}
+	values = append(values, 0)
+	for _, c := range s[:p] {
+		values = append(values, c&31)
+	}
+	for _, c := range s[p+1:] {
+		i := indexByte(bech32Charset, c)
+		if i < 0 {
+			return false
+		}
+		values = append(values, byte(i))
+	}
+	return bech32Polymod(values) == 1
+}
+
+// bech32Prefix0 is the position of the separator of a bech32-shaped string
+// (lowercase letters, '1', at least six data characters), or -1.
+func bech32Prefix0(s []byte) int {
+	i := -1
+	for j := len(s) - 1; j >= 0; j-- {
+		if s[j] == '1' {
+			i = j
+			break
+		}
+	}
+	if i < 1 || len(s)-i-1 < 6 {
+		return -1
+	}
+	for _, c := range s[:i] {
+		if c < 'a' || c > 'z' {
+			return -1
+		}
+	}
+	return i
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}

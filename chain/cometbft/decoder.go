@@ -179,6 +179,8 @@ type decodeState struct {
 	valUpdates               []valUpdateRef
 	paramsStart, paramsEnd   int  // block_results.consensus_param_updates, as a span of the record
 	paramsOK                 bool // consensus_param_updates is present and not null
+	sdk                      sdkTx
+	msgSigners               [][]byte
 	scratch, scratch2, clean []byte
 }
 
@@ -224,7 +226,14 @@ func (st *decodeState) release() {
 	scratch, scratch2, clean := st.scratch[:0], st.scratch2[:0], st.clean[:0]
 	hashes := st.txHashes[:cap(st.txHashes)]
 	clear(hashes) // they are the caller's rows' memory
+	// sdk and msgSigners point into the caller's rows: cleared, not kept.
+	sdk := st.sdk
+	sdk.release()
+	signers := st.msgSigners[:cap(st.msgSigners)]
+	clear(signers)
 	*st = decodeState{
+		sdk:        sdk,
+		msgSigners: signers[:0],
 		txHashes:   hashes[:0],
 		txs:        st.txs[:0],
 		results:    st.results[:0],
@@ -236,6 +245,7 @@ func (st *decodeState) release() {
 		sigs:       st.sigs[:0],
 		valUpdates: st.valUpdates[:0],
 	}
+
 	// The scratch buffers hold no references into caller memory: reuse them
 	// unless a huge record grew them.
 	if cap(scratch) <= maxPooledScratch && cap(scratch2) <= maxPooledScratch && cap(clean) <= maxPooledScratch {
@@ -795,6 +805,10 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 		return err
 	}
 
+	var msgJS []byte // decoded messages' JSON, carved like arena
+	if len(st.txs) > 0 {
+		msgJS = make([]byte, 0, size)
+	}
 	for i, txRef := range st.txs {
 		start := len(arena)
 		arena, err = base64.StdEncoding.AppendDecode(arena, st.bytesOf(txRef))
@@ -829,6 +843,7 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 		row[tInfo] = st.text(r.info)
 		row[tData] = data
 		row[tTx] = tx
+		msgJS = st.emitSDK(rows, row, i, tx, hv, tv, msgJS)
 	}
 
 	b64, err := st.attrsAreBase64(enc)

@@ -511,10 +511,10 @@ func TestDecoderInterface(t *testing.T) {
 			t.Errorf("table %s: %+v", tb.Name, tb)
 		}
 	}
-	if !reflect.DeepEqual(names, []string{"blocks", "transactions", "events", "commit_signatures", "validator_updates", "consensus_param_updates"}) {
+	if !reflect.DeepEqual(names, []string{"blocks", "transactions", "events", "commit_signatures", "validator_updates", "consensus_param_updates", "messages"}) {
 		t.Errorf("tables %v", names)
 	}
-	for i, w := range []int{bWidth, tWidth, eWidth, csWidth, vuWidth, cpWidth} {
+	for i, w := range []int{bWidth, tWidth, eWidth, csWidth, vuWidth, cpWidth, mWidth} {
 		if len(ts[i].Columns) != w {
 			t.Errorf("table %s has %d columns, column constants say %d", ts[i].Name, len(ts[i].Columns), w)
 		}

@@ -63,6 +63,15 @@ func TestTablesInPostgres(t *testing.T) {
 	if err := d.Decode(fixtureHeight, raw, rows); err != nil {
 		t.Fatal(err)
 	}
+	wantSendMsgs := 0
+	for _, m := range rows.Table(tableMessages) {
+		if m[mTypeURL] == "/cosmos.bank.v1beta1.MsgSend" {
+			wantSendMsgs++
+		}
+	}
+	if wantSendMsgs == 0 {
+		t.Fatal("no MsgSend in the synthetic blocks")
+	}
 	wantSends, wantTxEvents := 0, 0
 	for _, e := range rows.Table(tableEvents) {
 		if e[eSource] == SourceTx {
@@ -124,6 +133,17 @@ func TestTablesInPostgres(t *testing.T) {
 		{"SELECT count(*) FROM S.commit_signatures WHERE height = $1 AND block_id_flag = 1 AND validator_index = 1", 1},
 		{"SELECT count(*) FROM S.consensus_param_updates WHERE params->'block'->>'max_gas' = '75000000'", n},
 		{"SELECT count(*) FROM S.validator_updates", 0},
+		// Every synthetic tx is an SDK tx; the fixture's two are not.
+		{"SELECT count(*) FROM S.transactions WHERE signers IS NULL AND memo IS NULL AND fee IS NULL", int64(len(fixtureTxs))},
+		{"SELECT count(*) FROM S.messages m LEFT JOIN S.transactions x USING (height, tx_index) WHERE x.hash IS NULL", 0},
+		// The signer (from the public key) and fee read from the tx bytes
+		// are what the tx's own events say.
+		{`SELECT count(*) FROM S.transactions x WHERE signers IS NOT NULL AND NOT EXISTS (SELECT FROM S.events e
+			WHERE e.height = x.height AND e.tx_index = x.tx_index AND e.type = 'tx'
+			AND e.attributes @> jsonb_build_array(jsonb_build_array('fee_payer', x.fee_payer), jsonb_build_array('fee', (x.fee->0->>'amount') || (x.fee->0->>'denom'))))`, 0},
+		{`SELECT count(*) FROM S.transactions x JOIN S.messages m USING (height, tx_index)
+			WHERE m.type_url = '/cosmos.bank.v1beta1.MsgSend' AND x.signers = ARRAY[m.decoded->>'from_address'] AND x.fee_payer = x.signers[1]`, int64(wantSendMsgs)},
+		{"SELECT count(*) FROM S.messages WHERE decoded IS NULL AND type_url NOT LIKE '/ibc.core.%'", 0},
 	} {
 		var args []any
 		if strings.Contains(c.sql, "$1") {
@@ -254,5 +274,83 @@ func BenchmarkAttributesCopy(b *testing.B) {
 			}
 			b.Logf("%s: %d rows per op, %.2f µs/row, table %.1f MB", c.table, len(c.rows), perRow*1e6, float64(size)/1e6)
 		})
+	}
+}
+
+// TestSDKTablesInPostgres COPYs the recorded node's blocks, which hold the
+// CosmJS-signed txs, and queries them as a user would.
+func TestSDKTablesInPostgres(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	d := NewDecoder()
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA sdk"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range d.Tables() {
+		if _, err := conn.Exec(ctx, tb.CreateSQL("sdk")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := chain.NewRows(d.Tables())
+	for _, r := range recordedNodeRecords(t) {
+		if strings.HasPrefix(r.name, "testdata/node-0.38-sdk/") {
+			if err := d.Decode(r.expect.Height, r.raw, rows); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i, tb := range d.Tables() {
+		if _, err := conn.CopyFrom(ctx, pgx.Identifier{"sdk", tb.Name}, tb.ColumnNames(), pgx.CopyFromRows(rows.Table(i))); err != nil {
+			t.Fatalf("COPY %s: %v", tb.Name, err)
+		}
+	}
+	fx := map[string]sdkFixture{}
+	for _, f := range sdkFixtures(t) {
+		fx[f.Name] = f
+	}
+	str := func(sql string, args ...any) string {
+		t.Helper()
+		var v *string
+		if err := conn.QueryRow(ctx, sql, args...).Scan(&v); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		if v == nil {
+			return "NULL"
+		}
+		return *v
+	}
+	alice := *fx["bank send, memo"].Expect.SignerPubkeyAddresses[0]
+	bob := *fx["two signers"].Expect.SignerPubkeyAddresses[1]
+	for _, c := range []struct{ sql, want string }{
+		{"SELECT count(*)::text FROM sdk.transactions WHERE signers IS NULL", "3"}, // the kvstore's own txs
+		{"SELECT count(*)::text FROM sdk.messages", "19"},
+		{"SELECT memo FROM sdk.transactions WHERE tx = $1", fx["bank send, memo"].Expect.Memo},
+		{"SELECT array_to_string(signers, ',') FROM sdk.transactions WHERE memo = 'two=signers'", alice + "," + bob},
+		{"SELECT fee_granter || ' ' || fee_payer || ' ' || (fee->1->>'amount') || (fee->1->>'denom') FROM sdk.transactions WHERE memo LIKE 'multi=send%'",
+			fx["bank multisend, two fee denoms, payer and granter"].Expect.Granter + " " + alice + " 10uosmo"},
+		// Delegations above the int64 range, summed as numeric.
+		{"SELECT sum((decoded->'amount'->>'amount')::numeric)::text FROM sdk.messages WHERE type_url = '/cosmos.staking.v1beta1.MsgDelegate'", "250000000000000000000000"},
+		{"SELECT string_agg(decoded->>'option', ',' ORDER BY msg_index) FROM sdk.messages WHERE type_url LIKE '/cosmos.gov.%.MsgVote'", "VOTE_OPTION_YES,VOTE_OPTION_NO_WITH_VETO"},
+		{"SELECT decoded->'timeout_height'->>'revision_height' FROM sdk.messages WHERE decoded->>'source_channel' = 'channel-141'", "20250101"},
+		{"SELECT (decoded IS NULL AND length(value) > 0)::text FROM sdk.messages WHERE type_url = '/cosmwasm.wasm.v1.MsgExecuteContract'", "true"},
+		// The multisig signer: its key gives no address, the message does.
+		{"SELECT signers[1] FROM sdk.transactions WHERE memo = 'multi=sig'", str("SELECT decoded->>'from_address' FROM sdk.messages m JOIN sdk.transactions x USING (height, tx_index) WHERE x.memo = 'multi=sig'")},
+		{"SELECT signers[1] FROM sdk.transactions WHERE memo = 'eth=key'", *fx["ethsecp256k1 signer"].Expect.SignerPubkeyAddresses[0]},
+		// Uptime: the validator that joined never signed.
+		{"SELECT string_agg(validator_index || ':' || count_signed || '/' || count_all, ' ' ORDER BY validator_index) FROM (SELECT validator_index, count(*) FILTER (WHERE block_id_flag = 2) AS count_signed, count(*) AS count_all FROM sdk.commit_signatures GROUP BY 1) u", "0:36/36 1:0/6"},
+		{"SELECT string_agg(height || '=' || power, ',' ORDER BY height) FROM sdk.validator_updates", "27=1,33=0"},
+	} {
+		var args []any
+		if strings.Contains(c.sql, "$1") {
+			args = append(args, fx["bank send, memo"].Tx)
+		}
+		if got := str(c.sql, args...); got != c.want {
+			t.Errorf("%s = %q, want %q", c.sql, got, c.want)
+		}
 	}
 }

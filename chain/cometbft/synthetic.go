@@ -114,8 +114,11 @@ type Synthetic struct {
 
 	vals     []validator
 	accounts []string // cosmos1… addresses
-	remote   [][]string
-	modules  moduleAddrs
+	// accountKeys are the accounts' secp256k1 public keys (compressed; not
+	// points of the curve): each address is the SDK's address of its key.
+	accountKeys [][33]byte
+	remote      [][]string
+	modules     moduleAddrs
 	// Header hashes that stay the same over the whole chain.
 	valsHash, consHash string
 	valsRaw, consRaw   [32]byte
@@ -133,6 +136,7 @@ type Synthetic struct {
 }
 
 type validator struct {
+	pubKey   [32]byte // ed25519; addr is CometBFT's address of it
 	addr     [20]byte
 	hexAddr  string // consensus address, uppercase hex, as in commits
 	operator string // cosmosvaloper1…
@@ -182,17 +186,23 @@ func NewSynthetic(cfg SyntheticConfig) *Synthetic {
 	s.vals = make([]validator, nv)
 	for i := range s.vals {
 		id := s.derive('v', uint64(i))
+		addr := validatorAddress("ed25519", id[:])
 		s.vals[i] = validator{
-			addr:     [20]byte(id[:20]),
-			hexAddr:  strings.ToUpper(hex.EncodeToString(id[:20])),
+			pubKey:   id,
+			addr:     [20]byte(addr),
+			hexAddr:  strings.ToUpper(hex.EncodeToString(addr)),
 			operator: bech32Encode("cosmosvaloper", id[12:32]),
 			cons:     bech32Encode("cosmosvalcons", id[:20]),
 		}
 	}
 	s.accounts = make([]string, 4096)
+	s.accountKeys = make([][33]byte, len(s.accounts))
 	for i := range s.accounts {
 		id := s.derive('a', uint64(i))
-		s.accounts[i] = bech32Encode("cosmos", id[:20])
+		k := &s.accountKeys[i]
+		k[0] = 2 + id[31]&1
+		copy(k[1:], id[:])
+		s.accounts[i] = bech32Encode("cosmos", accountAddress([]byte("/cosmos.crypto.secp256k1.PubKey"), k[:]))
 	}
 	s.remote = make([][]string, len(ibcRoutes))
 	for j, route := range ibcRoutes {

@@ -297,7 +297,9 @@ func (g *generator) results(h uint64) {
 	g.lit(`,"finalize_block_events":[`)
 	g.firstEv = true
 	g.blockEvents(h)
-	g.lit(`],"validator_updates":null,"consensus_param_updates":{"block":{"max_bytes":"200000","max_gas":"75000000"},"evidence":{"max_age_num_blocks":"1000000","max_age_duration":"172800000000000","max_bytes":"50000"},"validator":{"pub_key_types":["ed25519"]}},"app_hash":"`)
+	g.lit(`],"validator_updates":`)
+	g.validatorUpdates(h)
+	g.lit(`,"consensus_param_updates":{"block":{"max_bytes":"200000","max_gas":"75000000"},"evidence":{"max_age_num_blocks":"1000000","max_age_duration":"172800000000000","max_bytes":"50000"},"validator":{"pub_key_types":["ed25519"]}},"app_hash":"`)
 	sum := g.s.derive(tagAppHash, h)
 	g.b = base64.StdEncoding.AppendEncode(g.b, sum[:])
 	g.lit(`"}`)
@@ -525,4 +527,24 @@ func (g *generator) blockEvents(h uint64) {
 		g.attr("delegator", s.accounts[g.r.intn(len(s.accounts))])
 		g.end("EndBlock")
 	}
+}
+
+// validatorUpdatesEvery is how often the synthetic chain's application
+// changes a validator's power (as staking does at the end of a block where
+// a delegation moved it): every that many heights, one validator in turn.
+const validatorUpdatesEvery = 1000
+
+// validatorUpdates renders block_results.validator_updates of height h as
+// a 0.38 node prints it; null at most heights.
+func (g *generator) validatorUpdates(h uint64) {
+	if h%validatorUpdatesEvery != 0 {
+		g.lit(`null`)
+		return
+	}
+	v := &g.s.vals[(h/validatorUpdatesEvery)%uint64(len(g.s.vals))]
+	g.lit(`[{"pub_key":{"Sum":{"type":"tendermint.crypto.PublicKey_Ed25519","value":{"ed25519":"`)
+	g.b = base64.StdEncoding.AppendEncode(g.b, v.pubKey[:])
+	g.lit(`"}}},"power":`)
+	g.quotedUint(1_000_000 + h%997)
+	g.lit(`}]`)
 }

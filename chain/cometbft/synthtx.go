@@ -139,7 +139,8 @@ func (g *generator) drawContent() {
 		}
 		g.fill(c.sig[:])
 		g.fill(c.pubkey[1:])
-		c.pubkey[0] = 2 + byte(g.r.next()&1) // compressed secp256k1 key prefix
+		c.pubkey[0] = 2 + byte(g.r.next()&1)
+		c.pubkey = s.accountKeys[c.sender] // the draws above keep the stream of the chain's other content
 		g.content = append(g.content, c)
 	}
 }

@@ -10,6 +10,7 @@ const (
 	tableCommitSignatures
 	tableValidatorUpdates
 	tableConsensusParamUpdates
+	tableMessages
 )
 
 // Column positions of each table, in COPY order. They must follow the
@@ -47,6 +48,12 @@ const (
 	tInfo
 	tData
 	tTx
+	tMemo
+	tFee
+	tGasLimit
+	tFeePayer
+	tFeeGranter
+	tSigners
 	tWidth
 )
 
@@ -89,6 +96,17 @@ const (
 	cpBlockTime
 	cpParams
 	cpWidth
+)
+
+const (
+	mHeight = iota
+	mBlockTime
+	mTxIndex
+	mIndex
+	mTypeURL
+	mValue
+	mDecoded
+	mWidth
 )
 
 // Event sources, as stored in events.source.
@@ -163,6 +181,14 @@ var tables = []chain.Table{
 			{Name: "info", Type: "text"},
 			{Name: "data", Type: "bytea"},
 			{Name: "tx", Type: "bytea"},
+			// Read from the tx bytes when they are a Cosmos SDK tx (see
+			// sdktx.go); NULL for any other tx, such as the kvstore app's.
+			{Name: "memo", Type: "text", Null: true},
+			{Name: "fee", Type: "jsonb", Null: true},        // [{"denom":"uatom","amount":"5000"}], amounts as strings
+			{Name: "gas_limit", Type: "bigint", Null: true}, // Fee.gas_limit; NULL too above the bigint range
+			{Name: "fee_payer", Type: "text", Null: true},   // Fee.payer, else the first signer
+			{Name: "fee_granter", Type: "text", Null: true},
+			{Name: "signers", Type: "text[]", Null: true}, // bech32, one per signer_infos entry
 		},
 		PrimaryKey:   []string{"height", "tx_index"},
 		HeightColumn: "height",
@@ -243,5 +269,25 @@ var tables = []chain.Table{
 		},
 		PrimaryKey:   []string{"height"},
 		HeightColumn: "height",
+	},
+	{
+		// The messages of each Cosmos SDK tx (TxBody.messages), in order.
+		// value is the Any's bytes as the tx holds them; decoded is their
+		// JSON for the message types msgjson.go describes (bank, staking,
+		// distribution, gov, IBC transfer), NULL for any other type and for
+		// bytes that do not read as their type.
+		Name: "messages",
+		Columns: []chain.Column{
+			{Name: "height", Type: "bigint"},
+			{Name: "block_time", Type: "timestamptz"},
+			{Name: "tx_index", Type: "integer"},
+			{Name: "msg_index", Type: "integer"},
+			{Name: "type_url", Type: "text"},
+			{Name: "value", Type: "bytea"},
+			{Name: "decoded", Type: "jsonb", Null: true},
+		},
+		PrimaryKey:   []string{"height", "tx_index", "msg_index"},
+		HeightColumn: "height",
+		Indexes:      []chain.Index{{Name: "messages_type_url_idx", Columns: "(type_url)"}},
 	},
 }

@@ -1,0 +1,476 @@
+package cometbft
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"math/big"
+	"slices"
+	"strings"
+
+	"github.com/blockhaul/blockhaul/chain"
+
+	"golang.org/x/crypto/ripemd160" //nolint:staticcheck // see validatorAddress
+	"golang.org/x/crypto/sha3"
+)
+
+// Cosmos SDK transactions, read from their protobuf bytes: TxRaw{body_bytes,
+// auth_info_bytes, signatures}, TxBody{messages, memo, …} and
+// AuthInfo{signer_infos, fee}.
+//
+// A tx is taken for an SDK tx only when all of it reads so: TxRaw has no
+// field but 1–3, all length-delimited, its body has at least one message,
+// every message an Any whose type URL starts with '/', and body and auth
+// info are well-formed. Anything else — the kvstore app's "key=value", an
+// EVM chain's raw Ethereum tx — is not an SDK tx: it has no messages and
+// its fee, memo and signer columns are NULL. That never fails the export.
+//
+// # Signers
+//
+// transactions.signers has one address per AuthInfo.signer_infos entry,
+// in that order (the order of the SDK's GetSigners). Each is the bech32
+// account address of the entry's public key where the key type is known:
+// secp256k1 (RIPEMD-160 of SHA-256 of the compressed key), ed25519 (the
+// first 20 bytes of its SHA-256) and the ethsecp256k1 keys of EVM chains
+// (the last 20 bytes of Keccak-256 of the uncompressed key). The bech32
+// prefix is the chain's account prefix as the tx itself writes it: the
+// first signer field of a message whose signer field is known (those
+// decoded to JSON, e.g. MsgSend's from_address, and those of signerOnly:
+// IBC relaying, CosmWasm, authz; a validator operator prefix such as
+// cosmosvaloper read as cosmos), else that of the fee payer or granter. Where the key type is
+// not known (a multisig key, none given) or no prefix can be read, the
+// entry is the signer field of the message at the same position, else
+// NULL. A tx that signs with no signer_infos has an empty array.
+//
+// fee_payer is Fee.payer when set, else the first signer, as the SDK
+// charges it; fee_granter is Fee.granter, NULL when unset.
+
+// sdkMsg is one message of a tx: an Any.
+type sdkMsg struct {
+	typeURL, value []byte
+}
+
+// sdkCoin is one Coin of a fee.
+type sdkCoin struct {
+	denom, amount []byte
+}
+
+// sdkSigner is the public key of one SignerInfo.
+type sdkSigner struct {
+	keyType, key []byte
+}
+
+// sdkTx is what is read from one tx; every slice points into the tx bytes.
+type sdkTx struct {
+	msgs           []sdkMsg
+	memo           []byte
+	fee            []sdkCoin
+	gasLimit       uint64
+	payer, granter []byte
+	signers        []sdkSigner
+}
+
+// reset empties t, keeping its slices' memory.
+func (t *sdkTx) reset() {
+	*t = sdkTx{msgs: t.msgs[:0], fee: t.fee[:0], signers: t.signers[:0]}
+}
+
+// signerOnly names the signer field of common messages that are not
+// decoded to JSON, for the signers column.
+var signerOnly = map[string]*pbMsgDesc{
+	"/ibc.core.client.v1.MsgUpdateClient":     {signer: 3},
+	"/ibc.core.channel.v1.MsgRecvPacket":      {signer: 4},
+	"/ibc.core.channel.v1.MsgAcknowledgement": {signer: 5},
+	"/ibc.core.channel.v1.MsgTimeout":         {signer: 5},
+	"/cosmwasm.wasm.v1.MsgExecuteContract":    {signer: 1},
+	"/cosmos.authz.v1beta1.MsgExec":           {signer: 1},
+}
+
+// release empties t and drops every reference into tx bytes.
+func (t *sdkTx) release() {
+	clear(t.msgs[:cap(t.msgs)])
+	clear(t.fee[:cap(t.fee)])
+	clear(t.signers[:cap(t.signers)])
+	t.reset()
+}
+
+// readSDKTx reads tx into t and reports whether tx is a Cosmos SDK tx.
+func readSDKTx(tx []byte, t *sdkTx) bool {
+	t.reset()
+	var body, auth []byte
+	sawBody := false
+	r := pbReader{b: tx}
+	for f, ok := r.next(); ok; f, ok = r.next() {
+		if f.wire != wireBytes {
+			return false
+		}
+		switch f.num {
+		case 1:
+			body, sawBody = f.bytes, true
+		case 2:
+			auth = f.bytes
+		case 3: // signatures
+		default:
+			return false
+		}
+	}
+	if r.bad || !sawBody {
+		return false
+	}
+	return readBody(body, t) && readAuthInfo(auth, t)
+}
+
+func readBody(b []byte, t *sdkTx) bool {
+	r := pbReader{b: b}
+	for f, ok := r.next(); ok; f, ok = r.next() {
+		switch {
+		case f.num == 1 && f.wire == wireBytes:
+			var m sdkMsg
+			a := pbReader{b: f.bytes}
+			for g, ok := a.next(); ok; g, ok = a.next() {
+				if g.wire != wireBytes {
+					return false
+				}
+				switch g.num {
+				case 1:
+					m.typeURL = g.bytes
+				case 2:
+					m.value = g.bytes
+				}
+			}
+			if a.bad || len(m.typeURL) < 2 || m.typeURL[0] != '/' {
+				return false
+			}
+			t.msgs = append(t.msgs, m)
+		case f.num == 1:
+			return false
+		case f.num == 2 && f.wire == wireBytes:
+			t.memo = f.bytes
+		case f.num == 2:
+			return false
+		}
+		// timeout_height, unordered, extension options: not read.
+	}
+	return !r.bad && len(t.msgs) > 0
+}
+
+func readAuthInfo(b []byte, t *sdkTx) bool {
+	r := pbReader{b: b}
+	for f, ok := r.next(); ok; f, ok = r.next() {
+		if f.num != 1 && f.num != 2 {
+			continue // tip (deprecated), later fields
+		}
+		if f.wire != wireBytes {
+			return false
+		}
+		if f.num == 1 { // SignerInfo
+			var s sdkSigner
+			si := pbReader{b: f.bytes}
+			for g, ok := si.next(); ok; g, ok = si.next() {
+				if g.num != 1 {
+					continue // mode_info, sequence
+				}
+				if g.wire != wireBytes {
+					return false
+				}
+				var anyValue []byte
+				a := pbReader{b: g.bytes}
+				for h, ok := a.next(); ok; h, ok = a.next() {
+					switch {
+					case h.wire != wireBytes:
+						return false
+					case h.num == 1:
+						s.keyType = h.bytes
+					case h.num == 2:
+						anyValue = h.bytes
+					}
+				}
+				if a.bad {
+					return false
+				}
+				// The single-key PubKey messages are {bytes key = 1}.
+				k := pbReader{b: anyValue}
+				for h, ok := k.next(); ok; h, ok = k.next() {
+					if h.num == 1 && h.wire == wireBytes {
+						s.key = h.bytes
+					}
+				}
+			}
+			if si.bad {
+				return false
+			}
+			t.signers = append(t.signers, s)
+			continue
+		}
+		fee := pbReader{b: f.bytes} // Fee
+		for g, ok := fee.next(); ok; g, ok = fee.next() {
+			switch {
+			case g.num == 1 && g.wire == wireBytes:
+				var c sdkCoin
+				cr := pbReader{b: g.bytes}
+				for h, ok := cr.next(); ok; h, ok = cr.next() {
+					switch {
+					case h.wire != wireBytes:
+						return false
+					case h.num == 1:
+						c.denom = h.bytes
+					case h.num == 2:
+						c.amount = h.bytes
+					}
+				}
+				if cr.bad {
+					return false
+				}
+				t.fee = append(t.fee, c)
+			case g.num == 2 && g.wire == wireVarint:
+				t.gasLimit = g.u
+			case g.num == 3 && g.wire == wireBytes:
+				t.payer = g.bytes
+			case g.num == 4 && g.wire == wireBytes:
+				t.granter = g.bytes
+			case g.num <= 4:
+				return false
+			}
+		}
+		if fee.bad {
+			return false
+		}
+	}
+	return !r.bad
+}
+
+// accountAddress is the account address of a public key of a known type, or
+// nil.
+func accountAddress(keyType, key []byte) []byte {
+	switch string(keyType) {
+	case "/cosmos.crypto.secp256k1.PubKey":
+		if len(key) != 33 {
+			return nil
+		}
+		sum := sha256.Sum256(key)
+		h := ripemd160.New()
+		h.Write(sum[:])
+		return h.Sum(nil)
+	case "/cosmos.crypto.ed25519.PubKey":
+		if len(key) != 32 {
+			return nil
+		}
+		sum := sha256.Sum256(key)
+		return sum[:20]
+	case "/ethermint.crypto.v1.ethsecp256k1.PubKey", "/injective.crypto.v1beta1.ethsecp256k1.PubKey",
+		"/cosmos.evm.crypto.v1.ethsecp256k1.PubKey":
+		xy := decompressSecp256k1(key)
+		if xy == nil {
+			return nil
+		}
+		h := sha3.NewLegacyKeccak256()
+		h.Write(xy)
+		return h.Sum(nil)[12:]
+	}
+	return nil
+}
+
+var (
+	secpP, _    = new(big.Int).SetString("fffffffffffffffffffffffffffffffffffffffffffffffffffffffefffffc2f", 16)
+	secpSqrtExp = new(big.Int).Rsh(new(big.Int).Add(secpP, big.NewInt(1)), 2) // (p+1)/4: p ≡ 3 mod 4
+)
+
+// decompressSecp256k1 returns the 64 bytes X‖Y of a compressed secp256k1
+// point, or nil when key is not one.
+func decompressSecp256k1(key []byte) []byte {
+	if len(key) != 33 || key[0] != 2 && key[0] != 3 {
+		return nil
+	}
+	x := new(big.Int).SetBytes(key[1:])
+	if x.Cmp(secpP) >= 0 {
+		return nil
+	}
+	// y² = x³ + 7
+	y2 := new(big.Int).Mul(x, x)
+	y2.Mul(y2, x).Add(y2, big.NewInt(7)).Mod(y2, secpP)
+	y := new(big.Int).Exp(y2, secpSqrtExp, secpP)
+	if new(big.Int).Mul(y, y).Mod(new(big.Int).Mul(y, y), secpP).Cmp(y2) != 0 {
+		return nil // x is not on the curve
+	}
+	if y.Bit(0) != uint(key[0]&1) {
+		y.Sub(secpP, y)
+	}
+	out := make([]byte, 64)
+	x.FillBytes(out[:32])
+	y.FillBytes(out[32:])
+	return out
+}
+
+// bech32Prefix returns the human-readable part of a bech32 account or
+// validator operator address with a valid checksum ("cosmos" of cosmos1…
+// and cosmosvaloper1…), or "" when s is not one.
+func bech32Prefix(s []byte) string {
+	if !bech32Valid(s) {
+		return ""
+	}
+	p := string(s[:bech32Prefix0(s)])
+	if q, ok := strings.CutSuffix(p, "valoper"); ok && q != "" {
+		return q
+	}
+	return p
+}
+
+// emitSDK fills the SDK columns of the transactions row of tx (index i)
+// and appends its messages rows; msgJS is the block's arena for decoded
+// JSON, returned grown.
+func (st *decodeState) emitSDK(rows *chain.Rows, row []any, i int, tx []byte, hv, tv any, msgJS []byte) []byte {
+	t := &st.sdk
+	if !readSDKTx(tx, t) {
+		for c := tMemo; c < tWidth; c++ {
+			row[c] = nil
+		}
+		return msgJS
+	}
+	st.msgSigners = st.msgSigners[:0]
+	prefix, learned := "", false // learned: from a decoded message's signer, which outranks a guess
+	txIndex := boxInt32(int32(i))
+	for j, m := range t.msgs {
+		mr := rows.Row(tableMessages)
+		mr[mHeight] = hv
+		mr[mBlockTime] = tv
+		mr[mTxIndex] = txIndex
+		mr[mIndex] = boxInt32(int32(j))
+		mr[mTypeURL] = st.internText(m.typeURL)
+		mr[mValue] = m.value
+		mr[mDecoded] = nil
+		if m.value == nil {
+			mr[mValue] = []byte{}
+		}
+		d := msgDescs[string(m.typeURL)]
+		if d == nil {
+			d = signerOnly[string(m.typeURL)]
+		} else {
+			start := len(msgJS)
+			var ok bool
+			if msgJS, ok = appendMsgJSON(msgJS, d, m.value); ok {
+				mr[mDecoded] = msgJS[start:len(msgJS):len(msgJS)]
+			}
+		}
+		if d == nil {
+			continue
+		}
+		if s := msgSigner(d, m.value); len(s) > 0 {
+			if p := bech32Prefix(s); p != "" && !learned {
+				prefix, learned = p, true
+			}
+			if !slices.ContainsFunc(st.msgSigners, func(x []byte) bool { return bytes.Equal(x, s) }) {
+				st.msgSigners = append(st.msgSigners, s)
+			}
+		}
+	}
+	if !learned {
+		if p := bech32Prefix(t.payer); p != "" {
+			prefix = p
+		} else if p := bech32Prefix(t.granter); p != "" {
+			prefix = p
+		}
+	}
+
+	row[tMemo] = st.cleanString(t.memo)
+	fee := make([]byte, 0, 2+len(t.fee)*40)
+	fee = append(fee, '[')
+	for j, c := range t.fee {
+		if j > 0 {
+			fee = append(fee, ',')
+		}
+		fee = append(fee, `{"denom":`...)
+		fee = appendJSONString(fee, c.denom)
+		fee = append(fee, `,"amount":`...)
+		fee = appendJSONString(fee, c.amount)
+		fee = append(fee, '}')
+	}
+	row[tFee] = append(fee, ']')
+	row[tGasLimit] = nil
+	if t.gasLimit <= 1<<63-1 {
+		row[tGasLimit] = int64(t.gasLimit)
+	}
+
+	var signers []string
+	var withNull []*string
+	for j, s := range t.signers {
+		addr := ""
+		if a := accountAddress(s.keyType, s.key); a != nil && prefix != "" {
+			addr = bech32Encode(prefix, a)
+		} else if j < len(st.msgSigners) {
+			addr = st.cleanString(st.msgSigners[j])
+		} else if withNull == nil {
+			withNull = make([]*string, 0, len(t.signers))
+			for k := range signers {
+				withNull = append(withNull, &signers[k])
+			}
+		}
+		if withNull != nil {
+			if addr == "" {
+				withNull = append(withNull, nil)
+			} else {
+				withNull = append(withNull, &addr)
+			}
+			continue
+		}
+		signers = append(signers, addr)
+	}
+	switch {
+	case withNull != nil:
+		row[tSigners] = withNull
+	case signers == nil:
+		row[tSigners] = []string{}
+	default:
+		row[tSigners] = signers
+	}
+
+	row[tFeePayer] = nil
+	switch {
+	case len(t.payer) > 0:
+		row[tFeePayer] = st.cleanString(t.payer)
+	case withNull != nil && len(withNull) > 0 && withNull[0] != nil:
+		row[tFeePayer] = *withNull[0]
+	case withNull == nil && len(signers) > 0:
+		row[tFeePayer] = signers[0]
+	}
+	row[tFeeGranter] = nil
+	if len(t.granter) > 0 {
+		row[tFeeGranter] = st.cleanString(t.granter)
+	}
+	return msgJS
+}
+
+// cleanString is b as a Go string fit for a text column.
+func (st *decodeState) cleanString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	c := cleanText(st.clean, b)
+	if &c[0] != &b[0] {
+		st.clean = c
+	}
+	return string(c)
+}
+
+// internText is cleanString for type URLs: the common ones come boxed
+// already and cost no allocation.
+func (st *decodeState) internText(b []byte) any {
+	if v, ok := typeURLBoxed[string(b)]; ok {
+		return v
+	}
+	return st.cleanString(b)
+}
+
+var typeURLBoxed = func() map[string]any {
+	m := map[string]any{}
+	for u := range msgDescs {
+		m[u] = u
+	}
+	for _, u := range []string{
+		"/ibc.core.client.v1.MsgUpdateClient", "/ibc.core.channel.v1.MsgRecvPacket",
+		"/ibc.core.channel.v1.MsgAcknowledgement", "/ibc.core.channel.v1.MsgTimeout",
+		"/cosmwasm.wasm.v1.MsgExecuteContract", "/cosmos.authz.v1beta1.MsgExec",
+		"/cosmos.authz.v1beta1.MsgGrant", "/cosmos.feegrant.v1beta1.MsgGrantAllowance",
+	} {
+		m[u] = u
+	}
+	return m
+}()
