@@ -137,8 +137,9 @@ const (
 // numbers.
 //
 // Shape versions, per table (chain.Column.Since; export adds what an older
-// database lacks): transactions 2 block_time; events 2 block_time, 3
-// tx_hash; the tables after events came whole.
+// database lacks): transactions 2 block_time, 3 memo, fee, gas_limit,
+// fee_payer, fee_granter, signers; events 2 block_time, 3 tx_hash; the
+// tables after events came whole.
 var tables = []chain.Table{
 	{
 		Name: "blocks",
@@ -183,12 +184,12 @@ var tables = []chain.Table{
 			{Name: "tx", Type: "bytea"},
 			// Read from the tx bytes when they are a Cosmos SDK tx (see
 			// sdktx.go); NULL for any other tx, such as the kvstore app's.
-			{Name: "memo", Type: "text", Null: true},
-			{Name: "fee", Type: "jsonb", Null: true},        // [{"denom":"uatom","amount":"5000"}], amounts as strings
-			{Name: "gas_limit", Type: "bigint", Null: true}, // Fee.gas_limit; NULL too above the bigint range
-			{Name: "fee_payer", Type: "text", Null: true},   // Fee.payer, else the first signer
-			{Name: "fee_granter", Type: "text", Null: true},
-			{Name: "signers", Type: "text[]", Null: true}, // bech32, one per signer_infos entry
+			{Name: "memo", Type: "text", Null: true, Since: 3},
+			{Name: "fee", Type: "jsonb", Null: true, Since: 3},        // [{"denom":"uatom","amount":"5000"}], amounts as strings
+			{Name: "gas_limit", Type: "bigint", Null: true, Since: 3}, // Fee.gas_limit; NULL too above the bigint range
+			{Name: "fee_payer", Type: "text", Null: true, Since: 3},   // Fee.payer, else the first signer
+			{Name: "fee_granter", Type: "text", Null: true, Since: 3},
+			{Name: "signers", Type: "text[]", Null: true, Since: 3}, // bech32, one per signer_infos entry
 		},
 		PrimaryKey:   []string{"height", "tx_index"},
 		HeightColumn: "height",
