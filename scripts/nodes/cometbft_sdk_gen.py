@@ -14,25 +14,12 @@ import argparse
 import base64
 import hashlib
 import json
+import os
 import sys
 import time
-import urllib.request
 
-
-def get(rpc, path):
-    with urllib.request.urlopen(rpc + path, timeout=30) as r:
-        return json.load(r)
-
-
-def post(rpc, method, params):
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
-    req = urllib.request.Request(rpc + "/", data=body, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return json.load(r)
-
-
-def height(rpc):
-    return int(get(rpc, "/status")["result"]["sync_info"]["latest_block_height"])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cometbft_gen import height, post  # noqa: E402
 
 
 def wait_blocks(rpc, n):
