@@ -4,7 +4,7 @@ BIN     := bin/blockhaul
 PG_URL   = $$(scripts/pg-ensure.sh)
 DEMO_TO ?= 20000
 
-.PHONY: build test demo bench test-nodes vet clean faults static image
+.PHONY: build test demo demo-follow bench test-nodes vet clean faults static image
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/blockhaul
@@ -39,6 +39,12 @@ faults:
 # blockhaul_demo, then prints a few rows.
 demo: build
 	@url=$(PG_URL) && scripts/demo.sh "$$url" $(DEMO_TO)
+
+# Follows a synthetic CometBFT chain that grows in real time (one block each
+# 200ms) and reorganises every 25 blocks, into the demo database, with the
+# progress display; about a minute (scripts/demo-follow.sh for the knobs).
+demo-follow: build
+	@url=$(PG_URL) && scripts/demo-follow.sh "$$url"
 
 bench: build
 	@url=$(PG_URL) && DATABASE_URL="$$url" $(GO) run ./bench/cmd/bench -out bench/results

@@ -59,6 +59,12 @@ type Config struct {
 	SyntheticTxs    float64  // --synthetic-txs: mean transactions per block (0: the family's default)
 	SyntheticSteady bool     // --synthetic-steady: every block at the mean density
 
+	// A synthetic chain that grows and reorganises (pipeline/synthetic.go).
+	SyntheticBlockTime  time.Duration    // --synthetic-block-time: one block each (0: a fixed tip)
+	SyntheticReorgEvery uint64           // --synthetic-reorg-every: a reorg each N blocks (0: none)
+	SyntheticReorgDepth uint64           // --synthetic-reorg-depth: blocks each replaces
+	Clock               func() time.Time // the synthetic chain's clock; nil: time.Now (tests)
+
 	From    uint64 // --from (inclusive)
 	To      uint64 // --to (inclusive)
 	ToSet   bool   // whether --to was given
@@ -203,25 +209,26 @@ const MaxExportStreams = 64
 // start from it.
 func DefaultConfig() Config {
 	return Config{
-		Chain:          "cometbft",
-		SyntheticSeed:  1,
-		From:           1,
-		Staging:        "blockhaul-staging",
-		FetchWorkers:   8,
-		FetchSpan:      16,
-		BatchBlocks:    500,
-		ExportStreams:  1,
-		PGRetries:      export.DefaultRetries,
-		PGRetryMaxWait: export.DefaultMaxWait,
-		RPCTimeout:     30 * time.Second,
-		PollInterval:   2 * time.Second,
-		ReorgWindow:    64,
-		Chunk:          10_000,
-		ShardChunk:     DefaultShardChunk,
-		DeferIndexes:   IndexesAuto,
-		LogFormat:      "text",
-		LogLevel:       "info",
-		Progress:       10 * time.Second,
+		Chain:               "cometbft",
+		SyntheticSeed:       1,
+		From:                1,
+		Staging:             "blockhaul-staging",
+		FetchWorkers:        8,
+		FetchSpan:           16,
+		BatchBlocks:         500,
+		ExportStreams:       1,
+		PGRetries:           export.DefaultRetries,
+		PGRetryMaxWait:      export.DefaultMaxWait,
+		RPCTimeout:          30 * time.Second,
+		PollInterval:        2 * time.Second,
+		ReorgWindow:         64,
+		SyntheticReorgDepth: 3,
+		Chunk:               10_000,
+		ShardChunk:          DefaultShardChunk,
+		DeferIndexes:        IndexesAuto,
+		LogFormat:           "text",
+		LogLevel:            "info",
+		Progress:            10 * time.Second,
 	}
 }
 
@@ -365,6 +372,7 @@ func (c *Config) Validate() error {
 	}
 	fs = append(fs, c.validateShards()...)
 	fs = append(fs, c.validateTables()...)
+	fs = append(fs, c.validateSynthetic()...)
 	if len(fs) > 0 {
 		return &ConfigError{Fields: fs}
 	}

@@ -55,7 +55,11 @@ func newBareSource(cfg *Config, tip func() uint64, log *slog.Logger) (loader.Sou
 	}
 	switch fam {
 	case chain.FamilyCometBFT:
-		return cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: tip, TxPerBlock: cfg.SyntheticTxs, Steady: cfg.SyntheticSteady}), nil
+		scfg := cometbft.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: tip, TxPerBlock: cfg.SyntheticTxs, Steady: cfg.SyntheticSteady}
+		if cfg.SyntheticReorgEvery > 0 {
+			return cometbft.NewReorgingSynthetic(scfg, cfg.syntheticReorgs()), nil
+		}
+		return cometbft.NewSynthetic(scfg), nil
 	case chain.FamilyEVM:
 		return evm.NewSynthetic(evm.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: tip, TxPerBlock: cfg.SyntheticTxs, LogsPerBlock: cfg.SyntheticTxs * 400 / 150}), nil
 	}

@@ -123,8 +123,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	}
 	start := time.Now()
 	sum := Summary{Command: cfg.Command, From: cfg.From, To: cfg.To}
-	t := syntheticTip(&cfg)
-	tip := func() uint64 { return t }
+	tip := syntheticTipFunc(&cfg)
 	ln, err := listenHTTP(&cfg)
 	if err != nil {
 		return sum, err

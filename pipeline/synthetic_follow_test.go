@@ -1,0 +1,104 @@
+package pipeline
+
+import (
+	"context"
+	"io"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/blockhaul/blockhaul/internal/pgtest"
+)
+
+// tickClock is the synthetic chain's own tick: every reading is one block
+// time after the last, so each look at the tip finds one more block,
+// whatever the wall clock does.
+func tickClock(blockTime time.Duration) func() time.Time {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var n atomic.Int64
+	return func() time.Time { return t0.Add(time.Duration(n.Add(1)-1) * blockTime) }
+}
+
+func TestSyntheticTipFunc(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.SyntheticBlockTime = 2 * time.Second
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg.Clock = func() time.Time { return now }
+	cfg.From = 50
+	tip := syntheticTipFunc(&cfg) // starts at --from
+	for _, step := range []struct {
+		d    time.Duration
+		want uint64
+	}{{0, 50}, {1999 * time.Millisecond, 50}, {time.Millisecond, 51}, {20 * time.Second, 61}} {
+		now = now.Add(step.d)
+		if got := tip(); got != step.want {
+			t.Fatalf("after %s more: tip %d, want %d", step.d, got, step.want)
+		}
+	}
+	cfg.SyntheticTip = 1000 // starts at --synthetic-tip
+	if got := syntheticTipFunc(&cfg)(); got != 1000 {
+		t.Fatalf("tip %d, want 1000", got)
+	}
+	cfg.SyntheticBlockTime = 0 // a fixed tip, as before
+	if got := syntheticTipFunc(&cfg)(); got != 1000 {
+		t.Fatalf("fixed tip %d, want 1000", got)
+	}
+}
+
+// TestFollowSyntheticBlockTimeAndReorgs: follow on a synthetic chain that
+// grows one block a tick and reorganises every 40 blocks, 3 deep, repairs
+// each reorg it exported across and ends with the rows of the chain as it
+// finally is — those of a plain run of that chain at a fixed tip.
+func TestFollowSyntheticBlockTimeAndReorgs(t *testing.T) {
+	const to = 300 // reorgs at tips 120 … 280 replace exported heights; the next, at 320, none below 300
+	dsn := pgtest.NewDatabase(t)
+	cfg := testConfig(CmdFollow, dsn, filepath.Join(t.TempDir(), "follow"), nil, 1, to)
+	cfg.SyntheticTip = 100
+	cfg.SyntheticBlockTime = time.Second
+	cfg.Clock = tickClock(cfg.SyntheticBlockTime)
+	cfg.SyntheticReorgEvery, cfg.SyntheticReorgDepth = 40, 3
+	cfg.PollInterval = time.Millisecond
+	sum, err := Run(context.Background(), cfg, io.Discard, quiet)
+	if err != nil {
+		t.Fatalf("follow: %v", err)
+	}
+	t.Logf("%d reorgs repaired", sum.Reorgs)
+	if sum.Reorgs < 3 || sum.Reorgs > 5 {
+		t.Errorf("follow repaired %d reorgs; the chain had 5 while it followed", sum.Reorgs)
+	}
+	got := fingerprint(t, dsn)
+
+	ref := pgtest.NewDatabase(t)
+	rcfg := testConfig(CmdRun, ref, filepath.Join(t.TempDir(), "ref"), nil, 1, to)
+	rcfg.SyntheticTip = to // the chain at tip 300: the reorg at 280 done, the one at 320 to come
+	rcfg.SyntheticReorgEvery, rcfg.SyntheticReorgDepth = 40, 3
+	if _, err := Run(context.Background(), rcfg, io.Discard, quiet); err != nil {
+		t.Fatalf("reference run: %v", err)
+	}
+	if want := fingerprint(t, ref); got != want {
+		t.Fatalf("after follow:\n%s\nthe chain's rows:\n%s", got, want)
+	}
+}
+
+func TestSyntheticFlagsValidated(t *testing.T) {
+	for _, tc := range []struct {
+		mod  func(*Config)
+		flag string
+	}{
+		{func(c *Config) { c.SyntheticBlockTime = -time.Second }, "synthetic-block-time"},
+		{func(c *Config) { c.SyntheticReorgEvery = 4; c.SyntheticReorgDepth = 3 }, "synthetic-reorg-every"},
+		{func(c *Config) { c.SyntheticReorgEvery = 40; c.SyntheticReorgDepth = 0 }, "synthetic-reorg-depth"},
+		{func(c *Config) { c.SyntheticReorgEvery = 40; c.Chain = "evm" }, "synthetic-reorg-every"},
+	} {
+		cfg := DefaultConfig()
+		cfg.Command, cfg.PG = CmdFollow, "postgres://127.0.0.1:1/x"
+		tc.mod(&cfg)
+		cfg.EnsureDefaults()
+		err := cfg.Validate()
+		ce, ok := err.(*ConfigError)
+		if !ok || len(ce.Fields) != 1 || ce.Fields[0].Flag != tc.flag {
+			t.Errorf("want one problem of --%s, got %v", tc.flag, err)
+		}
+	}
+}

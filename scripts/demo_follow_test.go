@@ -1,0 +1,63 @@
+package scripts
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/jackc/pgx/v5"
+)
+
+// TestDemoFollow runs make demo-follow's script on a short chain: follow
+// catches up, follows the growing, reorganising chain to its --to, and the
+// head checkpoint ends there.
+func TestDemoFollow(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "blockhaul")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/blockhaul").CombinedOutput(); err != nil {
+		t.Fatalf("build blockhaul: %v\n%s", err, out)
+	}
+	base := pgtest.BaseURL()
+	db := fmt.Sprintf("bh_demo_follow_test_%d", time.Now().UnixNano())
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	t.Cleanup(func() { conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)") })
+
+	script, err := filepath.Abs("demo-follow.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", script, base)
+	cmd.Dir = dir // its demo-data/ goes there
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "BLOCKHAUL_") && !strings.HasPrefix(kv, "DEMO_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "DEMO_BIN="+bin, "DEMO_DB="+db, "DEMO_FOLLOW_START=100", "DEMO_FOLLOW_TO=160",
+		"DEMO_BLOCK_TIME=20ms", "DEMO_REORG_EVERY=20", "DEMO_REORG_DEPTH=3")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo-follow: %v\n%s", err, out)
+	}
+	// Whether follow sees a reorg here depends on the wall clock (the
+	// chain grows in real time); that it repairs them is
+	// pipeline.TestFollowSyntheticBlockTimeAndReorgs's, on the chain's tick.
+	if !strings.Contains(string(out), "blockhaul follow: heights 1-160, complete") {
+		t.Errorf("follow did not complete 1-160:\n%s", out)
+	}
+	if !regexp.MustCompile(`(?m)^ head +\| +160$`).Match(out) {
+		t.Errorf("the head checkpoint is not at 160:\n%s", out)
+	}
+}
