@@ -260,12 +260,17 @@ func TestCompletion(t *testing.T) {
 		{[]string{"status", "--log-level", ""}, []string{"debug", "info", "warn", "error"}},
 		{[]string{"fetch", "--shard"}, []string{"--shards", "--shard-index", "--shard-chunk"}},
 		{[]string{"help", "ver"}, []string{"verify", "version"}},
+		{[]string{"export", "--chain", "evm", "--tables", "blocks,-"}, []string{"blocks,-transactions", "blocks,-logs", "blocks,-withdrawals"}},
 	} {
 		got := complete(t, tc.words...)
 		slices.Sort(got)
 		if !slices.Equal(got, sortedCopy(tc.want)) {
 			t.Errorf("complete %q: %q, want %q", tc.words, got, tc.want)
 		}
+	}
+	// --tables: the family's tables, after those already listed.
+	if got := complete(t, "run", "--tables", "blocks,"); !slices.Contains(got, "blocks,events") || slices.Contains(got, "blocks,blocks") || slices.Contains(got, "blocks,logs") {
+		t.Errorf("run --tables blocks,: %q", got)
 	}
 	// A command's flags only: status takes no --rps, fetch no --pg.
 	if got := complete(t, "status", "--"); slices.Contains(got, "--rps") || !slices.Contains(got, "--pg") {

@@ -52,7 +52,7 @@ type jobCommand struct {
 	cmd    *cobra.Command
 	cfg    *pipeline.Config
 	proc   *processFlags
-	values map[string]func(*pipeline.Config) []string
+	values map[string]func(*pipeline.Config, string) []string
 
 	// While the command tree parses the command line, a flag value that
 	// does not parse is collected here rather than stopping the parse, so
@@ -111,8 +111,8 @@ func newRoot(run func(j *jobCommand, args []string) error) (*cobra.Command, map[
 			f.Value = &lenientValue{Value: f.Value, name: f.Name, job: j}
 		})
 		for flag, values := range j.values {
-			_ = j.cmd.RegisterFlagCompletionFunc(flag, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-				return values(j.cfg), cobra.ShellCompDirectiveNoFileComp
+			_ = j.cmd.RegisterFlagCompletionFunc(flag, func(_ *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
+				return values(j.cfg, prefix), cobra.ShellCompDirectiveNoFileComp
 			})
 		}
 		_ = j.cmd.MarkFlagDirname("staging")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
@@ -64,7 +65,7 @@ var (
 type use struct {
 	group  string
 	cmds   []string
-	values func(cfg *pipeline.Config) []string
+	values func(cfg *pipeline.Config, prefix string) []string
 }
 
 func in(group string, cmds ...[]string) use {
@@ -73,7 +74,33 @@ func in(group string, cmds ...[]string) use {
 
 // oneOf offers a fixed list of values to shell completion.
 func (u use) oneOf(values ...string) use {
-	u.values = func(*pipeline.Config) []string { return values }
+	u.values = func(*pipeline.Config, string) []string { return values }
+	return u
+}
+
+// tableList offers the tables of the family --chain names, for a flag
+// whose value is a comma-separated list of them, each maybe with a leading
+// - (--tables): after the names already typed, each one not yet listed.
+func (u use) tableList() use {
+	u.values = func(cfg *pipeline.Config, prefix string) []string {
+		cut := strings.LastIndex(prefix, ",") + 1
+		typed, last := prefix[:cut], prefix[cut:]
+		minus := ""
+		if strings.HasPrefix(last, "-") {
+			minus = "-"
+		}
+		listed := map[string]bool{}
+		for _, item := range strings.Split(typed, ",") {
+			listed[strings.TrimPrefix(strings.TrimSpace(item), "-")] = true
+		}
+		var out []string
+		for _, name := range tableNames(cfg) {
+			if !listed[name] {
+				out = append(out, typed+minus+name)
+			}
+		}
+		return out
+	}
 	return u
 }
 
@@ -87,7 +114,7 @@ const (
 // flag whose values are few.
 type flagDefs struct {
 	fs     *pflag.FlagSet
-	values map[string]func(cfg *pipeline.Config) []string
+	values map[string]func(cfg *pipeline.Config, prefix string) []string
 }
 
 func (d *flagDefs) mark(name string, u use) {
@@ -120,8 +147,8 @@ type processFlags struct {
 // defineFlags defines every flag on fs, bound to cfg (from the defaults of
 // pipeline.DefaultConfig) and proc. It returns the completion of each flag
 // whose values are few.
-func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) map[string]func(*pipeline.Config) []string {
-	d := &flagDefs{fs: fs, values: map[string]func(*pipeline.Config) []string{}}
+func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) map[string]func(*pipeline.Config, string) []string {
+	d := &flagDefs{fs: fs, values: map[string]func(*pipeline.Config, string) []string{}}
 	dc := pipeline.DefaultConfig()
 	fs.SortFlags = false
 
@@ -157,7 +184,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	di.NoOptDefVal = string(pipeline.IndexesAlways)
 	defValue(d, &cfg.EventEncoding, "event-encoding", "cometbft: how event attributes are written: auto (decided per block from the data), base64 or text",
 		in(groupDatabase, exporting, []string{cmdVerify}).oneOf(eventEncodings()...))
-	def(d, fs.StringVar, &cfg.Tables, "tables", "", "the tables to write, comma separated (blocks,transactions), or all but those given with a leading - (-logs); default all", in(groupExport, exporting))
+	def(d, fs.StringVar, &cfg.Tables, "tables", "", "the tables to write, comma separated (blocks,transactions), or all but those given with a leading - (-logs); default all", in(groupExport, exporting).tableList())
 
 	def(d, fs.IntVar, &cfg.FetchWorkers, "fetch-workers", dc.FetchWorkers, "concurrent fetches", in(groupFetch, sourcing))
 	def(d, fs.IntVar, &cfg.FetchSpan, "fetch-span", dc.FetchSpan, "heights per fetch request", in(groupFetch, sourcing))
