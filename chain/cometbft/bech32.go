@@ -71,7 +71,8 @@ func bech32Valid(s []byte) bool {
 	if p < 1 || len(s) > 90 {
 		return false
 	}
-	values := make([]byte, 0, 2*p+1+len(s)-p-1)
+	var buf [2*90 + 1]byte
+	values := buf[:0]
 	for _, c := range s[:p] {
 		values = append(values, c>>5)
 	}

@@ -1,7 +1,8 @@
 // Package cometbft is blockhaul's CometBFT (Tendermint) chain family: the
 // raw record a source stages for each height, a deterministic synthetic
 // source of such records, and the decoder that turns them into rows of the
-// blocks, transactions and events tables.
+// blocks, transactions, events, messages, commit_signatures,
+// validator_updates and consensus_param_updates tables (tables.go).
 //
 // A raw record is one JSON object holding the result of /block and the
 // result of /block_results for the same height, exactly as the node sent

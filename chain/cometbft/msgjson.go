@@ -1,9 +1,6 @@
 package cometbft
 
-import (
-	"encoding/base64"
-	"strconv"
-)
+import "strconv"
 
 // Decoded JSON of the common Cosmos SDK messages, from hand-written
 // descriptions of their protobuf fields (below) instead of the SDK's
@@ -11,9 +8,9 @@ import (
 // names (snake_case, as the SDK's REST API and amino JSON print them):
 //
 //   - every scalar field is present, with its default when the wire has
-//     none ("" for strings, "0" for 64-bit integers, false);
-//   - 64-bit integers are strings, 32-bit ones numbers, bytes base64, enums
-//     their value names (an unknown value as its number);
+//     none ("" for strings, "0" for 64-bit integers);
+//   - 64-bit integers are strings, enums their value names (an unknown
+//     value as its number);
 //   - a sub-message absent from the wire is omitted; a repeated field is
 //     always an array.
 //
@@ -27,9 +24,6 @@ const (
 	kString pbKind = iota
 	kUint64
 	kInt64
-	kUint32
-	kBool
-	kBytes
 	kEnum
 	kMessage
 )
@@ -177,7 +171,7 @@ func appendMsgJSONDepth(dst []byte, d *pbMsgDesc, b []byte, depth int) ([]byte, 
 
 func wireOf(k pbKind) int {
 	switch k {
-	case kString, kBytes, kMessage:
+	case kString, kMessage:
 		return wireBytes
 	}
 	return wireVarint
@@ -197,10 +191,6 @@ func appendValue(dst []byte, fd *pbFieldDesc, f pbField, depth int) ([]byte, boo
 	switch fd.kind {
 	case kString:
 		return appendJSONString(dst, f.bytes), true
-	case kBytes:
-		dst = append(dst, '"')
-		dst = base64.StdEncoding.AppendEncode(dst, f.bytes)
-		return append(dst, '"'), true
 	case kUint64:
 		dst = append(dst, '"')
 		dst = strconv.AppendUint(dst, f.u, 10)
@@ -209,13 +199,6 @@ func appendValue(dst []byte, fd *pbFieldDesc, f pbField, depth int) ([]byte, boo
 		dst = append(dst, '"')
 		dst = strconv.AppendInt(dst, int64(f.u), 10)
 		return append(dst, '"'), true
-	case kUint32:
-		return strconv.AppendUint(dst, uint64(uint32(f.u)), 10), true
-	case kBool:
-		if f.u != 0 {
-			return append(dst, "true"...), true
-		}
-		return append(dst, "false"...), true
 	case kEnum:
 		v := int32(f.u)
 		if v >= 0 && int(v) < len(fd.enum) {

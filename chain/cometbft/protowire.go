@@ -76,12 +76,3 @@ func (r *pbReader) next() (pbField, bool) {
 	}
 	return f, true
 }
-
-// pbValid reports whether b is a well-formed sequence of fields (not
-// whether it is any particular message).
-func pbValid(b []byte) bool {
-	r := pbReader{b: b}
-	for _, ok := r.next(); ok; _, ok = r.next() {
-	}
-	return !r.bad
-}

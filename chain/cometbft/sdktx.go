@@ -354,8 +354,10 @@ func (st *decodeState) emitSDK(rows *chain.Rows, row []any, i int, tx []byte, hv
 			continue
 		}
 		if s := msgSigner(d, m.value); len(s) > 0 {
-			if p := bech32Prefix(s); p != "" && !learned {
-				prefix, learned = p, true
+			if !learned {
+				if p := bech32Prefix(s); p != "" {
+					prefix, learned = p, true
+				}
 			}
 			if !slices.ContainsFunc(st.msgSigners, func(x []byte) bool { return bytes.Equal(x, s) }) {
 				st.msgSigners = append(st.msgSigners, s)

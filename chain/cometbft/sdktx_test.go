@@ -2,6 +2,7 @@ package cometbft
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // sdkFixture is one tx of testdata/sdk/txs.json: built and signed by
@@ -305,5 +308,40 @@ func TestDecodeRecordedSDKNode(t *testing.T) {
 	// commit is in block 30; left at 33: last in the set of 34.
 	if !reflect.DeepEqual(absent, []int64{29, 30, 31, 32, 33, 34}) {
 		t.Errorf("absent at signed heights %v", absent)
+	}
+}
+
+// TestSignersFallback: a signer whose key gives no address takes the
+// message's signer at its position, else NULL; PostgreSQL holds the NULL
+// element.
+func TestSignersFallback(t *testing.T) {
+	send := sdkFixtures(t)[0] // alice's MsgSend
+	alice := *send.Expect.SignerPubkeyAddresses[0]
+	msg := pbBytes(pbString(nil, 1, send.Expect.Messages[0].TypeURL), 2, send.Expect.Messages[0].Value)
+	unknownKey := pbBytes(nil, 1, pbBytes(pbString(nil, 1, "/cosmos.crypto.multisig.LegacyAminoPubKey"), 2, []byte{8, 1}))
+	auth := pbBytes(pbBytes(nil, 1, unknownKey), 1, unknownKey)
+	tx := pbBytes(pbBytes(nil, 1, pbBytes(nil, 1, msg)), 2, auth)
+	row, _ := decodeTxRows(t, tx)
+	got, ok := row[tSigners].([]*string)
+	if !ok || len(got) != 2 || got[0] == nil || *got[0] != alice || got[1] != nil || row[tFeePayer] != alice {
+		t.Fatalf("signers %#v, fee_payer %v", row[tSigners], row[tFeePayer])
+	}
+
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE TABLE s (signers text[])"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.CopyFrom(ctx, pgx.Identifier{"s"}, []string{"signers"}, pgx.CopyFromRows([][]any{{row[tSigners]}})); err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	var second *string
+	if err := conn.QueryRow(ctx, "SELECT signers[1], signers[2] FROM s").Scan(&first, &second); err != nil || first != alice || second != nil {
+		t.Errorf("from PostgreSQL: %q, %v, %v", first, second, err)
 	}
 }
