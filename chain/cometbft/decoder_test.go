@@ -615,9 +615,10 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, height uint64, raw []byte) {
 		rows := chain.NewRows(d.Tables())
 		rows.Row(tableBlocks)[0] = "sentinel"
+		before := rows.Lens()
 		err := d.Decode(height, raw, rows)
 		if err != nil {
-			if !reflect.DeepEqual(rows.Lens(), []int{1, 0, 0}) || rows.Table(tableBlocks)[0][0] != "sentinel" {
+			if !reflect.DeepEqual(rows.Lens(), before) || rows.Table(tableBlocks)[0][0] != "sentinel" {
 				t.Fatalf("failed Decode changed rows: %v", rows.Lens())
 			}
 			var de *DecodeError
@@ -635,11 +636,21 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("attributes %s: not valid jsonb", ev[eAttributes])
 			}
 		}
-		for _, tbl := range [][][]any{rows.Table(tableBlocks)[1:], rows.Table(tableTransactions), rows.Table(tableEvents)} {
+		for i, tb := range d.Tables() {
+			tbl := rows.Table(i)
+			if i == tableBlocks {
+				tbl = tbl[1:]
+			}
 			for _, row := range tbl {
-				for _, v := range row {
+				for c, v := range row {
 					if str, ok := v.(string); ok && (strings.ContainsRune(str, 0) || !utf8ValidString(str)) {
-						t.Fatalf("text %q is not valid for PostgreSQL", str)
+						t.Fatalf("%s.%s: text %q is not valid for PostgreSQL", tb.Name, tb.Columns[c].Name, str)
+					}
+					if js, ok := v.([]byte); ok && tb.Columns[c].Type == "jsonb" && (!json.Valid(js) || bytes.Contains(js, []byte(`\u0000`))) {
+						t.Fatalf("%s.%s: %q is not valid jsonb", tb.Name, tb.Columns[c].Name, js)
+					}
+					if v == nil && !tb.Columns[c].Null {
+						t.Fatalf("%s.%s: NULL in a NOT NULL column", tb.Name, tb.Columns[c].Name)
 					}
 				}
 			}
