@@ -113,6 +113,10 @@ func (cl *commandLine) route(args []string) ([]string, bool) {
 		// the usage alone.
 		k := slices.IndexFunc(args, isCommand)
 		if k < 0 {
+			if near := closest(strings.TrimLeft(first, "-"), []string{"version", "help"}); near != "" && !strings.Contains(first, "=") {
+				cl.problems = append(cl.problems, lineProblem("unknown flag %s: did you mean --%s?", first, near))
+				return nil, false
+			}
 			cl.problems = append(cl.problems, lineProblem("no command: %q is a flag; flags go after the command (blockhaul COMMAND [flags], COMMAND one of %s)", first, strings.Join(pipeline.Commands, ", ")))
 			return nil, false
 		}

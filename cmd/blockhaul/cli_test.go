@@ -346,9 +346,11 @@ func TestSuggestions(t *testing.T) {
 		{[]string{"verify", "--dep"}, "unknown flag --dep: did you mean --deep?"},
 		{[]string{"run", "--confirmation=3", "--rps", "NaN"}, "unknown flag --confirmation: did you mean --confirmations?"},
 		{[]string{"status", "--deep", "--rps", "NaN"}, "--deep has no effect on status (its flags: blockhaul help status)"},
+		{[]string{"completion", "bsh"}, `unknown shell "bsh": did you mean bash?`},
+		{[]string{"--versoin"}, "unknown flag --versoin: did you mean --version?"},
 	} {
 		args := tc.args
-		if args[0] != "help" {
+		if args[0] != "help" && args[0] != "completion" {
 			args = append(args, "--staging", filepath.Join(t.TempDir(), "s"))
 		}
 		code, out := blockhaul(t, args...)

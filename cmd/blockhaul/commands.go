@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -164,6 +165,29 @@ func newRoot(run func(j *jobCommand, args []string) error) (*cobra.Command, map[
 			return out, cobra.ShellCompDirectiveNoFileComp
 		},
 	})
+	// completion SHELL: cobra's, but a shell it does not know is an error
+	// (cobra prints the help and exits 0).
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		var shells []string
+		for _, sc := range c.Commands() {
+			shells = append(shells, sc.Name())
+		}
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return c.Help()
+			}
+			msg := fmt.Sprintf("completion: unknown shell %q (want one of %s)", args[0], strings.Join(shells, ", "))
+			if near := closest(args[0], shells); near != "" {
+				msg = fmt.Sprintf("completion: unknown shell %q: did you mean %s?", args[0], near)
+			}
+			return errors.New(msg)
+		}
+	}
 	root.SetHelpFunc(func(c *cobra.Command, _ []string) {
 		out := c.OutOrStdout()
 		switch j := jobs[c]; {
