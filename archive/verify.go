@@ -1,9 +1,8 @@
 package archive
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
@@ -34,6 +33,10 @@ type VerifyConfig struct {
 	// MaxListed caps how many problems of each kind the report lists (the
 	// counts are always exact). Default 1000.
 	MaxListed int
+	// Workers is how many goroutines read, decompress, rehash and decode
+	// records at once, each over its own segment of heights; the report is
+	// the same for any number. Default GOMAXPROCS.
+	Workers int
 }
 
 // Problem is one height found wrong.
@@ -108,6 +111,9 @@ func Verify(store *staging.Store, cfg VerifyConfig) (*StagingReport, error) {
 	if cfg.MaxListed <= 0 {
 		cfg.MaxListed = 1000
 	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = runtime.GOMAXPROCS(0)
+	}
 	start := time.Now()
 	r := &StagingReport{Dir: store.Dir(), Deep: cfg.Deep, Gaps: []Gap{}, Corrupt: []Problem{}, WrongHash: []Problem{}, Undecodable: []Problem{}, Breaks: []Break{}}
 	if id, ok := store.Identity(); ok {
@@ -133,68 +139,11 @@ func Verify(store *staging.Store, cfg VerifyConfig) (*StagingReport, error) {
 	}
 	r.From, r.To = &from, &to
 
-	var rows *chain.Rows
-	if cfg.Deep && cfg.Decoder != nil {
-		rows = chain.NewRows(cfg.Decoder.Tables())
-	}
-	next := from // the lowest height not yet seen
-	var prevHash []byte
-	prevOK := false // prevHash is the sound record at next-1
-	corrupt := func(list *[]Problem, count *int, h uint64, reason string) {
-		*count++
-		if len(*list) < cfg.MaxListed {
-			*list = append(*list, Problem{Height: h, Reason: reason})
-		}
-	}
-	walkErr := store.CheckRecords(from, to, cfg.Deep, func(st staging.RecordState) error {
-		if st.Height > next {
-			r.addGap(next, st.Height-1, cfg.MaxListed)
-			prevOK = false
-		}
-		next = st.Height + 1
-		if st.HasRecord {
-			r.Records++
-		}
-		if st.Err != nil {
-			corrupt(&r.Corrupt, &r.CorruptCount, st.Height, st.Err.Error())
-			prevOK = false
-			return nil
-		}
-		hdr := st.Header
-		if prevOK && !bytes.Equal(hdr.ParentHash, prevHash) {
-			r.BreakCount++
-			if len(r.Breaks) < cfg.MaxListed {
-				r.Breaks = append(r.Breaks, Break{Height: st.Height, ParentHash: bytes.Clone(hdr.ParentHash), BelowHash: bytes.Clone(prevHash), Where: "staging"})
-			}
-		}
-		prevHash, prevOK = append(prevHash[:0], hdr.Hash...), true
-		if !cfg.Deep {
-			return nil
-		}
-		if cfg.Recompute != nil {
-			got, err := cfg.Recompute(st.Raw)
-			var mm *chain.HashMismatchError
-			switch {
-			case errors.As(err, &mm):
-				corrupt(&r.WrongHash, &r.WrongHashCount, st.Height, err.Error())
-			case err != nil:
-				corrupt(&r.Undecodable, &r.UndecodableCount, st.Height, err.Error())
-			case !bytes.Equal(got, hdr.Hash):
-				corrupt(&r.WrongHash, &r.WrongHashCount, st.Height, fmt.Sprintf("staged hash %X, the record's header hashes to %X", hdr.Hash, got))
-			}
-		}
-		if rows != nil {
-			rows.Reset()
-			if err := cfg.Decoder.Decode(st.Height, st.Raw, rows); err != nil {
-				corrupt(&r.Undecodable, &r.UndecodableCount, st.Height, err.Error())
-			}
-		}
-		return nil
-	})
-	if walkErr != nil {
-		r.Unreadable = walkErr.Error()
-	} else if next <= to {
-		r.addGap(next, to, cfg.MaxListed)
+	w := &walker{r: r, cfg: cfg, next: from}
+	if err := verifySegments(store, cfg, from, to, w.observe); err != nil {
+		r.Unreadable = err.Error()
+	} else if w.next <= to {
+		r.addGap(w.next, to, cfg.MaxListed)
 	}
 	// Name the files that hold each corrupt height, where Pebble can say.
 	for _, list := range [][]Problem{r.Corrupt, r.WrongHash} {

@@ -3,6 +3,7 @@ package archive
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -256,4 +257,64 @@ func TestVerifyDamagedBlobFile(t *testing.T) {
 		t.Errorf("no file named for corrupt height %d", r.Corrupt[0].Height)
 	}
 	t.Logf("damaged blob: %d corrupt heights, first %+v, unreadable %q", r.CorruptCount, r.Corrupt[0], r.Unreadable)
+}
+
+// TestVerifyWorkersSameReport: a verify over several segments read at
+// once reports exactly what one worker does, with damage placed across
+// and at the segments' seams (a gap over one, a parent-hash break at the
+// first height of one, a wrong hash at the last height of one, a tampered
+// record at the first height of the next), deep and plain, with the lists
+// capped.
+func TestVerifyWorkersSameReport(t *testing.T) {
+	f := families()[0]
+	const to = 4 * segmentHeights
+	s := stage(t, t.TempDir(), f, 1, to)
+	blocks, err := f.src.Fetch(context.Background(), 1, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seam := uint64(3*segmentHeights + 1) // segments start at 1: [1, 1024], [1025, 2048], …
+	if err := s.Delete(seam-5, seam+5); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []uint64{2*segmentHeights + 1, segmentHeights, 2*segmentHeights + 2} {
+		if err := s.Delete(h, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wrongParent := blocks[2*segmentHeights] // height 2·1024+1, first of the third segment
+	wrongParent.ParentHash = bytes.Repeat([]byte{0xaa}, 32)
+	wrongHash := blocks[segmentHeights-1] // height 1024, last of the first
+	wrongHash.Hash = bytes.Repeat([]byte{0xbb}, 32)
+	tampered := blocks[2*segmentHeights+1] // height 2050
+	tampered.Raw = bytes.Replace(bytes.Clone(tampered.Raw), []byte(`"chain_id":"`), []byte(`"chain_id":"1`), 1)
+	putAll(t, s, wrongParent, wrongHash, tampered)
+
+	for _, deep := range []bool{false, true} {
+		for _, maxListed := range []int{0, 1} {
+			cfg := verifyCfg(t, f, deep, to)
+			cfg.MaxListed, cfg.Workers = maxListed, 1
+			one, err := Verify(s, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if one.GapCount != 1 || one.Gaps[0] != (Gap{seam - 5, seam + 5}) || one.BreakCount != 2 || (deep && one.WrongHashCount != 2) {
+				t.Fatalf("deep=%v: one worker: %s", deep, summary(one))
+			}
+			one.Duration = 0
+			for _, workers := range []int{3} {
+				cfg.Workers = workers
+				many, err := Verify(s, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				many.Duration = 0
+				a, _ := json.Marshal(one)
+				b, _ := json.Marshal(many)
+				if !bytes.Equal(a, b) {
+					t.Fatalf("deep=%v max %d: %d workers report\n%s\none worker\n%s", deep, maxListed, workers, b, a)
+				}
+			}
+		}
+	}
 }
