@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -86,10 +87,13 @@ func OpenBucket(ctx context.Context, dest string) (*blob.Bucket, error) {
 
 // SnapshotReport is what Snapshot wrote.
 type SnapshotReport struct {
-	Dest     string        `json:"dest"`
-	Files    int           `json:"files"`
-	Bytes    int64         `json:"bytes"`
-	Staged   []Gap         `json:"staged"`
+	Dest   string `json:"dest"`
+	Files  int    `json:"files"`
+	Bytes  int64  `json:"bytes"`
+	Staged []Gap  `json:"staged"`
+	// TakenBy is the PID of the process that took the checkpoint when
+	// another process held the store (SnapshotHeld); 0: this one.
+	TakenBy  int           `json:"taken_by,omitempty"`
 	Duration time.Duration `json:"duration_ns"`
 }
 
@@ -99,24 +103,46 @@ type SnapshotReport struct {
 // An earlier snapshot's manifest in the bucket is replaced only once every
 // file of the new one is there.
 func Snapshot(ctx context.Context, store *staging.Store, bucket *blob.Bucket, dest string) (*SnapshotReport, error) {
+	return snapshot(ctx, store.Dir(), bucket, dest, store.Checkpoint)
+}
+
+// SnapshotHeld is Snapshot of the store in dir while another process holds
+// it (staging.Open refused with a *staging.InUseError): that process is
+// asked, through the directory, to take the checkpoint
+// (staging.RequestCheckpoint), and has wait to answer.
+func SnapshotHeld(ctx context.Context, dir string, bucket *blob.Bucket, dest string, wait time.Duration) (*SnapshotReport, error) {
+	pid := 0
+	r, err := snapshot(ctx, dir, bucket, dest, func(cp string) (err error) {
+		pid, err = staging.RequestCheckpoint(ctx, dir, cp, wait, 50*time.Millisecond)
+		return err
+	})
+	if r != nil {
+		r.TakenBy = pid
+	}
+	return r, err
+}
+
+// snapshot has checkpoint write a checkpoint of the store in dir into a
+// new directory beside it, then uploads it.
+func snapshot(ctx context.Context, dir string, bucket *blob.Bucket, dest string, checkpoint func(string) error) (*SnapshotReport, error) {
 	start := time.Now()
 	m := Manifest{Format: 1, Created: time.Now().UTC(), Staged: []Gap{}}
-	if id, ok := store.Identity(); ok {
-		m.Family, m.ChainID = id.Family.String(), id.ChainID
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(store.Dir())), ".blockhaul-snapshot-")
+	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(dir)), ".blockhaul-snapshot-")
 	if err != nil {
 		return nil, fmt.Errorf("archive: snapshot: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	cp := filepath.Join(tmp, "store")
-	if err := store.Checkpoint(cp); err != nil {
+	if err := checkpoint(cp); err != nil {
 		return nil, err
 	}
 	// What the checkpoint holds (writes go on in the store meanwhile).
 	snap, err := staging.Open(cp, staging.Options{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("archive: snapshot: the checkpoint does not open: %w", err)
+	}
+	if id, ok := snap.Identity(); ok {
+		m.Family, m.ChainID = id.Family.String(), id.ChainID
 	}
 	staged, err := snap.Staged(0, ^uint64(0))
 	snap.Close()
@@ -179,12 +205,27 @@ func upload(ctx context.Context, bucket *blob.Bucket, path, name string) (int64,
 
 // RestoreReport is what Restore did.
 type RestoreReport struct {
-	Source   string         `json:"source"`
-	Dir      string         `json:"dir"`
-	Files    int            `json:"files"`
-	Bytes    int64          `json:"bytes"`
-	Verify   *StagingReport `json:"verify"`
-	Duration time.Duration  `json:"duration_ns"`
+	Source string         `json:"source"`
+	Dir    string         `json:"dir"`
+	Files  int            `json:"files"`
+	Bytes  int64          `json:"bytes"`
+	Verify *StagingReport `json:"verify"`
+	// NotStaged are the heights between the snapshot's staged ranges: not
+	// staged when it was taken (a fetch was filling the store), so not
+	// counted as gaps by the verify.
+	NotStaged []Gap         `json:"not_staged,omitempty"`
+	Duration  time.Duration `json:"duration_ns"`
+}
+
+// gapsBetween lists the heights between consecutive ranges.
+func gapsBetween(staged []Gap) []Gap {
+	var out []Gap
+	for i := 1; i < len(staged); i++ {
+		if staged[i].From > staged[i-1].To+1 {
+			out = append(out, Gap{From: staged[i-1].To + 1, To: staged[i].From - 1})
+		}
+	}
+	return out
 }
 
 // RestoreError is a snapshot that cannot be restored as it is: a file
@@ -260,6 +301,12 @@ func Restore(ctx context.Context, bucket *blob.Bucket, source, dir string) (*Res
 	store.Close()
 	if err != nil {
 		return nil, err
+	}
+	// A snapshot of a store being filled (a fetch fills it in any order)
+	// holds gaps; those its manifest says were not staged are not damage.
+	if gs := gapsBetween(m.Staged); rep.GapCount > 0 && slices.Equal(rep.Gaps, gs) && rep.GapCount == len(gs) {
+		r.NotStaged = rep.Gaps
+		rep.Gaps, rep.GapCount, rep.GapHeights = []Gap{}, 0, 0
 	}
 	r.Verify = rep
 	if n := rep.Problems(); n > 0 {

@@ -2,11 +2,13 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"os"
+	"time"
 
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
@@ -241,6 +243,11 @@ func Prune(ctx context.Context, cfg Config, out io.Writer) error {
 	return perr
 }
 
+// snapshotWait is how long snapshot waits for the job holding the store to
+// take its checkpoint (it looks for requests every few hundred ms; the
+// checkpoint flushes the WAL and links files).
+const snapshotWait = 2 * time.Minute
+
 // Snapshot copies a consistent state of --staging to DEST (a directory or a
 // gocloud.dev/blob URL), with a manifest of every file's SHA-256.
 func Snapshot(ctx context.Context, cfg Config, out io.Writer) error {
@@ -253,19 +260,30 @@ func Snapshot(ctx context.Context, cfg Config, out io.Writer) error {
 		return &ConfigError{Fields: []*FieldError{{Flag: "DEST", Env: "-", Msg: fmt.Sprintf("%s: %v", archive.RedactURL(dest), err)}}}
 	}
 	defer bucket.Close()
+	var r *archive.SnapshotReport
 	store, err := staging.Open(cfg.Staging, staging.Options{})
-	if err != nil {
+	var iu *staging.InUseError
+	switch {
+	case errors.As(err, &iu):
+		// A running job holds the store: it takes the checkpoint.
+		r, err = archive.SnapshotHeld(ctx, cfg.Staging, bucket, archive.RedactURL(dest), snapshotWait)
+	case err != nil:
 		return err
+	default:
+		defer store.Close()
+		r, err = archive.Snapshot(ctx, store, bucket, archive.RedactURL(dest))
 	}
-	defer store.Close()
-	r, err := archive.Snapshot(ctx, store, bucket, archive.RedactURL(dest))
 	if err != nil {
 		return err
 	}
 	if cfg.JSON {
 		return archive.WriteJSON(out, r)
 	}
-	fmt.Fprintf(out, "snapshot of %s to %s: %d files, %.1f MB, staged %v, in %.1fs\n", cfg.Staging, r.Dest, r.Files, float64(r.Bytes)/1e6, r.Staged, r.Duration.Seconds())
+	by := ""
+	if r.TakenBy != 0 {
+		by = fmt.Sprintf(" (checkpoint taken by the running job, pid %d)", r.TakenBy)
+	}
+	fmt.Fprintf(out, "snapshot of %s to %s%s: %d files, %.1f MB, staged %v, in %.1fs\n", cfg.Staging, r.Dest, by, r.Files, float64(r.Bytes)/1e6, r.Staged, r.Duration.Seconds())
 	return nil
 }
 
@@ -287,6 +305,9 @@ func Restore(ctx context.Context, cfg Config, out io.Writer) error {
 			}
 		} else {
 			fmt.Fprintf(out, "restore from %s into %s: %d files, %.1f MB\n", r.Source, r.Dir, r.Files, float64(r.Bytes)/1e6)
+			if len(r.NotStaged) > 0 {
+				fmt.Fprintf(out, "  not staged when the snapshot was taken (a job was filling the store): %d range(s), first %d-%d\n", len(r.NotStaged), r.NotStaged[0].From, r.NotStaged[0].To)
+			}
 			if r.Verify != nil {
 				VerifyReportText(out, r.Verify)
 			}

@@ -35,6 +35,9 @@ type LiveStatus struct {
 	StagedOK bool                  `json:"staged_ok"` // Staged could be read
 }
 
+// checkpointPoll is how often a running job looks for checkpoint requests.
+const checkpointPoll = 200 * time.Millisecond
+
 // startLiveStatus writes the live status file now and every interval until
 // the returned stop is called, which removes it. Writes are atomic (a
 // temporary file renamed over the old one) and best effort: a job never
@@ -78,10 +81,16 @@ func startLiveStatus(cfg *Config, store *staging.Store, m *monitor.Monitor, inte
 		defer wg.Done()
 		t := time.NewTicker(interval)
 		defer t.Stop()
+		// snapshot, run beside this job, asks it for a checkpoint through
+		// the directory.
+		cp := time.NewTicker(checkpointPoll)
+		defer cp.Stop()
 		for {
 			select {
 			case <-t.C:
 				write()
+			case <-cp.C:
+				store.ServeCheckpointRequests()
 			case <-done:
 				return
 			}
