@@ -152,75 +152,59 @@ func (r *headerRLP) hash() ([32]byte, error) {
 	return r.sum, nil
 }
 
-// appendRLPString appends v as an RLP byte string.
-func appendRLPString(b, v []byte) []byte {
-	switch {
-	case len(v) == 1 && v[0] < 0x80:
-		return append(b, v[0])
-	case len(v) <= 55:
-		b = append(b, 0x80+byte(len(v)))
-	default:
-		b = appendRLPLength(b, 0xb7, len(v))
-	}
-	return append(b, v...)
-}
-
-func appendRLPListHeader(b []byte, n int) []byte {
-	if n <= 55 {
-		return append(b, 0xc0+byte(n))
-	}
-	return appendRLPLength(b, 0xf7, n)
-}
-
-// appendRLPLength appends the long-form prefix base+len(len) and n big-endian.
-func appendRLPLength(b []byte, base byte, n int) []byte {
-	var be [8]byte
-	k := 8
-	for v := uint64(n); v > 0; v >>= 8 {
-		k--
-		be[k] = byte(v)
-	}
-	b = append(b, base+byte(8-k))
-	return append(b, be[k:]...)
-}
-
-// VerifyBlock recomputes the hash of a raw record's block as keccak256 of
-// its RLP header, whatever the fork, and returns it when it is the hash the
-// record carries. A different hash is a *chain.HashMismatchError; a record
-// that cannot be read is an error naming the field.
+// VerifyBlock checks a raw record against the commitments of its own
+// header and returns the block's hash. It recomputes, in this order:
+//
+//   - the block hash, keccak256 of the RLP header, whatever the fork;
+//   - every transaction's hash, keccak256 of its canonical encoding
+//     (legacy RLP, or the typed envelopes 0x01 to 0x04);
+//   - transactionsRoot, withdrawalsRoot (when the block has withdrawals)
+//     and receiptsRoot, each the root of the trie of the items' encodings
+//     by rlp(index) (see trie.go).
+//
+// The first value that does not match is a *chain.HashMismatchError naming
+// the height, the value ("block hash", "transaction 3 hash",
+// "transactionsRoot", ...) and both hashes. A record that cannot be read is
+// an error naming the field.
+//
+// A transaction of a type this package does not know (a rollup's deposit,
+// say) cannot be re-encoded: its hash is taken as sent, and the
+// transactions and receipts roots of its block are not checked (the block
+// hash still is).
 func VerifyBlock(raw []byte) (hash []byte, err error) {
-	s := &scanner{b: raw}
-	if err := s.beginObject(); err != nil {
+	v, _ := verifiers.Get().(*verifier)
+	if v == nil {
+		v = &verifier{}
+	}
+	defer verifiers.Put(v)
+	hash, err = v.record(raw)
+	if err != nil {
+		var hm *chain.HashMismatchError
+		if errors.As(err, &hm) {
+			return nil, err
+		}
+		if v.height >= 0 {
+			return nil, fmt.Errorf("evm: verify block %d: %w", v.height, err)
+		}
 		return nil, fmt.Errorf("evm: verify block: %w", err)
 	}
-	n := 0
-	for {
-		key, done, err := s.nextKey(&n)
-		if err != nil {
-			return nil, fmt.Errorf("evm: verify block: %w", err)
-		}
-		if done {
-			return nil, errors.New("evm: verify block: record has no block")
-		}
-		if string(key) == "block" {
-			break
-		}
-		if err := s.skip(); err != nil {
-			return nil, fmt.Errorf("evm: verify block: %w", err)
-		}
-	}
-	s.ws()
-	return VerifyHeader(s.b[s.i:])
+	return hash, nil
 }
 
-// VerifyHeader is VerifyBlock for the block object itself (a result of
-// eth_getBlockByNumber); bytes after the object are ignored.
+// VerifyHeader checks the block hash alone of a block object (a result of
+// eth_getBlockByNumber): keccak256 of its RLP header. Bytes after the
+// object are ignored.
 func VerifyHeader(block []byte) (hash []byte, err error) {
 	var r headerRLP
-	claimed, height, err := r.read(block)
+	claimed, height, err := r.read(&scanner{b: block}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("evm: verify block: %w", err)
 	}
+	return r.check(claimed, height)
+}
+
+// check compares the header's hash with the claimed one.
+func (r *headerRLP) check(claimed []byte, height uint64) ([]byte, error) {
 	sum, err := r.hash()
 	if err != nil {
 		return nil, fmt.Errorf("evm: verify block %d: %w", height, err)
@@ -232,10 +216,10 @@ func VerifyHeader(block []byte) (hash []byte, err error) {
 	return append([]byte(nil), sum[:]...), nil
 }
 
-// read fills r from a block object and returns the block's claimed hash
-// and number.
-func (r *headerRLP) read(block []byte) (claimed []byte, height uint64, err error) {
-	s := &scanner{b: block}
+// read fills r from the block object at the cursor and returns the block's
+// claimed hash and number. With c set, it also reads the block's
+// transactions and withdrawals into c; without, it skips them.
+func (r *headerRLP) read(s *scanner, c *verifier) (claimed []byte, height uint64, err error) {
 	if s.null() {
 		return nil, 0, errors.New("block is null (not found on the node?)")
 	}
@@ -264,6 +248,20 @@ func (r *headerRLP) read(block []byte) (claimed []byte, height uint64, err error
 			}
 			sawHash = true
 			continue
+		}
+		if c != nil {
+			switch string(key) {
+			case "transactions":
+				if err := c.transactions(s); err != nil {
+					return nil, 0, inField("transactions", err)
+				}
+				continue
+			case "withdrawals":
+				if err := c.withdrawals(s); err != nil {
+					return nil, 0, inField("withdrawals", err)
+				}
+				continue
+			}
 		}
 		i := headerIndex(key)
 		if i < 0 || s.null() {

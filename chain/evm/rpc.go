@@ -40,12 +40,13 @@ type RPCConfig struct {
 // transaction receipts are correct everywhere, only slower.
 //
 // Every answer is checked before it is returned: the block is the height
-// asked for, its hashes are well formed, its hash is keccak256 of its RLP
-// header (VerifyHeader; a span with a block that fails it is asked of the
-// other endpoints in turn, and when all fail it the *chain.HashMismatchError
-// names the last endpoint that sent it), it carries full transactions, and
+// asked for, its hashes are well formed, it carries full transactions,
 // there is one receipt per transaction, in order, each naming the block's
-// hash. A block the node does not have (a null result) is an immediate
+// hash, and the record is what its header commits to (VerifyBlock: the
+// block hash, every transaction's hash, the transactions, withdrawals and
+// receipts roots). A span with a block that fails VerifyBlock is asked of
+// the other endpoints in turn, and when all fail it the
+// *chain.HashMismatchError names the last endpoint that sent it. A block the node does not have (a null result) is an immediate
 // error; an answer that fails the checks is retryable, since another
 // attempt may reach a sound node.
 //
@@ -177,12 +178,15 @@ func (s *RPCSource) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, 
 
 	blocks := make([]chain.Block, n)
 	if perTx {
-		recs, err := s.txReceipts(ctx, heads)
+		recs, eps, err := s.txReceipts(ctx, heads)
 		if err != nil {
 			return nil, err
 		}
 		for i := range n {
 			blocks[i] = heads[i].chainBlock(MarshalRecordReceipts(heads[i].raw, recs[i]))
+			if err := verifyRecord(blocks[i].Raw, calls[i].Endpoint, eps[i]); err != nil {
+				return s.elsewhere(ctx, from, to, err)
+			}
 		}
 		return blocks, nil
 	}
@@ -201,8 +205,30 @@ func (s *RPCSource) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, 
 			return nil, err
 		}
 		blocks[i] = heads[i].chainBlock(MarshalRecord(heads[i].raw, rec))
+		if err := verifyRecord(blocks[i].Raw, calls[2*i].Endpoint, calls[2*i+1].Endpoint); err != nil {
+			return s.elsewhere(ctx, from, to, err)
+		}
 	}
 	return blocks, nil
+}
+
+// verifyRecord checks a record's contents against its header (VerifyBlock)
+// and names the endpoint that sent what does not match: the receipts'
+// endpoint for the receipts root, the block's for the rest.
+func verifyRecord(raw []byte, blockEndpoint, receiptsEndpoint string) *chain.HashMismatchError {
+	_, err := VerifyBlock(raw)
+	var hm *chain.HashMismatchError
+	if !errors.As(err, &hm) {
+		// The block passed parseBlock's checks and the receipts theirs: a
+		// record that cannot be read here is caught again, and named, by
+		// the loader's verification and the decoder.
+		return nil
+	}
+	hm.Endpoint = blockEndpoint
+	if hm.What == "receiptsRoot" {
+		hm.Endpoint = receiptsEndpoint
+	}
+	return hm
 }
 
 // elsewhere fetches from..to again from the endpoints that have not yet
@@ -225,14 +251,17 @@ func (s *RPCSource) elsewhere(ctx context.Context, from, to uint64, hm *chain.Ha
 
 // txReceipts fetches the receipt of every transaction of heads in one
 // batch and returns them per block, in transaction order, each checked.
-func (s *RPCSource) txReceipts(ctx context.Context, heads []blockHead) ([][]json.RawMessage, error) {
+// It also returns, per block, the endpoint that answered its first
+// receipt ("" for a block without transactions).
+func (s *RPCSource) txReceipts(ctx context.Context, heads []blockHead) ([][]json.RawMessage, []string, error) {
 	total := 0
 	for i := range heads {
 		total += len(heads[i].txs)
 	}
 	out := make([][]json.RawMessage, len(heads))
+	eps := make([]string, len(heads))
 	if total == 0 {
-		return out, nil
+		return out, eps, nil
 	}
 	results := make([]json.RawMessage, total)
 	calls := make([]jsonrpc.Call, 0, total)
@@ -243,7 +272,7 @@ func (s *RPCSource) txReceipts(ctx context.Context, heads []blockHead) ([][]json
 		}
 	}
 	if err := s.c.Batch(ctx, calls); err != nil {
-		return nil, fmt.Errorf("evm: fetch receipts of blocks %d-%d: %w", heads[0].height, heads[len(heads)-1].height, err)
+		return nil, nil, fmt.Errorf("evm: fetch receipts of blocks %d-%d: %w", heads[0].height, heads[len(heads)-1].height, err)
 	}
 	k := 0
 	for i := range heads {
@@ -253,30 +282,33 @@ func (s *RPCSource) txReceipts(ctx context.Context, heads []blockHead) ([][]json
 			c := calls[k+j]
 			if c.Err != nil {
 				if isIndexing(c.Err) {
-					return nil, &BadResponseError{Via: s.via, Method: c.Method, Height: hd.height,
+					return nil, nil, &BadResponseError{Via: s.via, Method: c.Method, Height: hd.height,
 						Reason: fmt.Sprintf("receipt of transaction %d (%s): node is still indexing transactions: %v", j, tx, c.Err)}
 				}
-				return nil, fmt.Errorf("evm: eth_getTransactionReceipt %s (block %d, transaction %d): %w", tx, hd.height, j, c.Err)
+				return nil, nil, fmt.Errorf("evm: eth_getTransactionReceipt %s (block %d, transaction %d): %w", tx, hd.height, j, c.Err)
 			}
 			if nullResult(recs[j]) {
-				return nil, &UnavailableError{Via: s.via, Height: hd.height, What: "receipts",
+				return nil, nil, &UnavailableError{Via: s.via, Height: hd.height, What: "receipts",
 					Detail: fmt.Sprintf("eth_getTransactionReceipt returned null for transaction %d (%s) (transaction index limited?)", j, tx)}
 			}
 		}
 		rs := make([]receiptRef, len(recs))
 		for j, r := range recs {
 			if err := json.Unmarshal(r, &rs[j]); err != nil {
-				return nil, &BadResponseError{Via: s.via, Method: "eth_getTransactionReceipt", Height: hd.height,
+				return nil, nil, &BadResponseError{Via: s.via, Method: "eth_getTransactionReceipt", Height: hd.height,
 					Reason: fmt.Sprintf("receipt of transaction %d: %v", j, err)}
 			}
 		}
 		if err := s.checkReceipts(hd, rs); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out[i] = recs
+		if len(hd.txs) > 0 {
+			eps[i] = calls[k].Endpoint
+		}
 		k += len(hd.txs)
 	}
-	return out, nil
+	return out, eps, nil
 }
 
 // blockHead is what the checks need of a block.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -439,4 +440,110 @@ func TestRPCSourceChecksAnswers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A node whose answers are well formed and link up, but whose contents are
+// not what the header commits to — a transaction changed, a receipt
+// changed, per block or per transaction — is refused with a named
+// mismatch: asked again of the other endpoint, which answers the true
+// block; or, when every endpoint lies, the error names the last one, the
+// height, what is wrong and both values.
+func TestRPCSourceRefusesWrongContents(t *testing.T) {
+	recorded := newGethReplay(t)
+	var rcpts4 []map[string]json.RawMessage
+	if err := json.Unmarshal(recorded.receipts[4], &rcpts4); err != nil || len(rcpts4) != 3 {
+		t.Fatalf("receipts 4: %v", err)
+	}
+	var txHash2 string
+	json.Unmarshal(rcpts4[2]["transactionHash"], &txHash2)
+	txHash2 = strings.ToLower(txHash2)
+	changeGas := func(res json.RawMessage) json.RawMessage {
+		var r map[string]json.RawMessage
+		json.Unmarshal(res, &r)
+		r["cumulativeGasUsed"] = json.RawMessage(`"0x1"`)
+		out, _ := json.Marshal(r)
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		perTx  bool
+		tamper func(method, param string, res json.RawMessage) json.RawMessage
+		what   string
+	}{
+		{name: "a transaction's value", tamper: func(m, p string, res json.RawMessage) json.RawMessage {
+			if m == "eth_getBlockByNumber" && p == "0x4" {
+				return setDigits(res, bytes.LastIndex(res, []byte(`"value":"0x`)), "123")
+			}
+			return res
+		}, what: "transaction 2 hash"},
+		{name: "a receipt's gas", tamper: func(m, p string, res json.RawMessage) json.RawMessage {
+			if m == "eth_getBlockReceipts" && p == "0x4" {
+				rs := slices.Clone(rcpts4)
+				rs[1] = nil // a map of its own, rcpts4's untouched
+				json.Unmarshal(changeGas(mustJSON(rcpts4[1])), &rs[1])
+				return mustJSON(rs)
+			}
+			return res
+		}, what: "receiptsRoot"},
+		{name: "a per-transaction receipt's gas", perTx: true, tamper: func(m, p string, res json.RawMessage) json.RawMessage {
+			if m == "eth_getTransactionReceipt" && p == txHash2 {
+				return changeGas(res)
+			}
+			return res
+		}, what: "receiptsRoot"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			liar := newGethReplay(t)
+			liar.noBlockReceipts = tc.perTx
+			liar.tamper = tc.tamper
+			bad := liar.start(t)
+			honest := newGethReplay(t)
+			honest.noBlockReceipts = tc.perTx
+			good := honest.start(t)
+
+			// Every endpoint lies: a named mismatch.
+			_, err := newGethRPCSource(t, bad.URL).Fetch(context.Background(), 3, 5)
+			var hm *chain.HashMismatchError
+			if !errors.As(err, &hm) {
+				t.Fatalf("err = %v, want a *chain.HashMismatchError", err)
+			}
+			if hm.Height != 4 || hm.What != tc.what || hm.Endpoint != jsonrpc.Redact(bad.URL) || bytes.Equal(hm.Claimed, hm.Computed) || !jsonrpc.Retryable(err) {
+				t.Fatalf("mismatch %v: want block 4, %q, endpoint %s, two values, retryable", err, tc.what, bad.URL)
+			}
+
+			// One of two lies: the other's answer, every time.
+			c, err := jsonrpc.New(jsonrpc.Config{Endpoints: []string{bad.URL, good.URL}, BaseBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			src, err := NewRPCSource(RPCConfig{Client: c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := liar.requests.Load()
+			for range 6 {
+				blocks, err := src.Fetch(context.Background(), 3, 5)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, b := range blocks {
+					if _, err := VerifyBlock(b.Raw); err != nil {
+						t.Fatalf("block %d returned: %v", b.Height, err)
+					}
+				}
+			}
+			if liar.requests.Load() == before {
+				t.Fatal("the lying endpoint was never asked")
+			}
+		})
+	}
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -80,9 +80,10 @@ func (c *SyntheticConfig) ensureDefaults() {
 // parent's hash. So a block's hash is known only once its parent's is: the
 // chain is produced in order, spans in parallel (hashchain), and a height
 // far above any produced yet costs generating the blocks below it once per
-// Synthetic. The roots, signatures and blooms in a header have the right
-// shapes but are not the real trie commitments; transaction hashes are
-// not keccak of the transactions.
+// Synthetic. Transaction hashes are keccak256 of the transactions'
+// encodings, and the transactions, receipts and withdrawals roots are the
+// roots of their tries, as VerifyBlock recomputes them; the state root,
+// signatures and blooms have the right shapes but commit to nothing.
 //
 // Synthetic is safe for concurrent use.
 type Synthetic struct {

@@ -235,6 +235,7 @@ type generator struct {
 	buf      []byte
 
 	offHash     []int                     // where the block's own hash goes (see finish)
+	offTx       []txHashAt                // where transaction hashes go (see seal)
 	offParent   int                       // where its parent's hash goes
 	spans       [len(headerFields)][2]int // header field values in the record
 	number      []byte                    // "0x..." of h
@@ -262,6 +263,7 @@ func (g *generator) record(s *Synthetic, h uint64) []byte {
 	nTx, nLogs := s.ExpectedCounts(h)
 	g.r = newRNG(s.seed, h, streamBlock)
 	g.offHash = g.offHash[:0]
+	g.offTx = g.offTx[:0]
 	g.spans = [len(headerFields)][2]int{}
 	g.number = strconv.AppendUint(append(g.number[:0], "0x"...), h, 16)
 	g.timestamp = genesisTime + blockTime*h
@@ -279,6 +281,9 @@ func (g *generator) record(s *Synthetic, h uint64) []byte {
 		b = g.writeReceipt(b, i)
 	}
 	b = append(b, "]}"...)
+	if err := g.seal(b); err != nil {
+		panic(err) // the generator's own output
+	}
 	g.buf = b
 	g.s = nil
 	return bytes.Clone(b)
@@ -727,7 +732,7 @@ func (g *generator) writeTx(b []byte, i int) []byte {
 		b = qty(b, `,"maxFeePerBlobGas":`, g.blobBaseFee*2+r.between(0, 5_000_000_000))
 	}
 	b = append(b, `,"hash":"0x`...)
-	b = append(b, t.hash[:]...)
+	b = g.txHash(b, i)
 	b = append(b, `","input":"0x`...)
 	b = g.writeInput(b, t)
 	b = qty(b, `","nonce":`, t.nonce)
@@ -897,7 +902,7 @@ func (g *generator) writeReceipt(b []byte, i int) []byte {
 		b = append(b, `,"to":null`...)
 	}
 	b = append(b, `,"transactionHash":"0x`...)
-	b = append(b, t.hash[:]...)
+	b = g.txHash(b, i)
 	b = qty(b, `","transactionIndex":`, uint64(i))
 	b = qty(b, `,"type":`, uint64(t.typ))
 	return append(b, '}')
@@ -953,7 +958,7 @@ func (g *generator) writeLog(b []byte, t *txPlan, txIndex, logIndex int, bloom *
 	}
 	b = str(b, `","blockNumber":`, g.number)
 	b = append(b, `,"transactionHash":"0x`...)
-	b = append(b, t.hash[:]...)
+	b = g.txHash(b, txIndex)
 	b = qty(b, `","transactionIndex":`, uint64(txIndex))
 	b = g.selfHash(b, `,"blockHash":`)
 	b = str(b, `,"blockTimestamp":`, g.tsHex)
@@ -990,6 +995,50 @@ const (
 func (g *generator) mark(b []byte, i int) {
 	end := len(b) - 1
 	g.spans[i] = [2]int{bytes.LastIndexByte(b[:end], '"') + 1, end}
+}
+
+// txHashAt is where the hash of transaction tx goes in the record.
+type txHashAt struct{ tx, off int }
+
+// txHash appends the placeholder of transaction i's hash, which seal
+// fills in.
+func (g *generator) txHash(b []byte, i int) []byte {
+	g.offTx = append(g.offTx, txHashAt{i, len(b)})
+	return append(b, g.txs[i].hash[:]...)
+}
+
+// seal writes into the rendered record rec what its contents commit to:
+// every transaction's hash (keccak256 of its encoding) where its
+// placeholders are, and the transactions, receipts and withdrawals roots
+// in the header (the header's own hash waits for its parent's, see
+// finish). It reads the record as VerifyBlock does.
+func (g *generator) seal(rec []byte) error {
+	v, _ := verifiers.Get().(*verifier)
+	if v == nil {
+		v = &verifier{}
+	}
+	defer verifiers.Put(v)
+	if _, _, err := v.read(rec); err != nil {
+		return fmt.Errorf("evm: synthetic block %d: %w", g.h, err)
+	}
+	if len(v.txs) != len(g.txs) || v.unknown >= 0 {
+		return fmt.Errorf("evm: synthetic block %d: %d transactions read of %d", g.h, len(v.txs), len(g.txs))
+	}
+	sums := make([][32]byte, len(v.txs))
+	for i, sp := range v.txs {
+		sums[i] = v.keccak(v.arena[sp.start:sp.end])
+	}
+	for _, at := range g.offTx {
+		hex.Encode(rec[at.off:], sums[at.tx][:])
+	}
+	for _, r := range v.roots() {
+		if !r.check {
+			return fmt.Errorf("evm: synthetic block %d: %s not rendered", g.h, headerFields[r.field].key)
+		}
+		root := v.root(r.items)
+		hex.Encode(rec[g.spans[r.field][0]+len("0x"):], root[:])
+	}
+	return nil
 }
 
 // selfHash appends key and a placeholder for the block's own hash, which

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package evm
+
+import "testing"
+
+func reportCPU(*testing.B) {}
