@@ -25,14 +25,8 @@ func BenchmarkSyntheticRecord(b *testing.B) {
 
 // BenchmarkDecode measures the exporter's CPU cost per record.
 func BenchmarkDecode(b *testing.B) {
-	s := NewSynthetic(SyntheticConfig{Seed: 1})
 	const n = 64
-	recs := make([][]byte, n)
-	var size int64
-	for i := range recs {
-		recs[i] = s.Record(uint64(i + 1))
-		size += int64(len(recs[i]))
-	}
+	recs, size := syntheticRecords(n)
 	d := NewDecoder()
 	rows := chain.NewRows(d.Tables())
 	var nrows int
@@ -133,14 +127,8 @@ func BenchmarkEncodeRows(b *testing.B) {
 // "record" every transaction hash and the three roots as well. Compare
 // with BenchmarkDecode, the exporter's cost for the same record.
 func BenchmarkVerifyBlock(b *testing.B) {
-	s := NewSynthetic(SyntheticConfig{Seed: 1})
 	const n = 64
-	recs := make([][]byte, n)
-	var size int64
-	for i := range recs {
-		recs[i] = s.Record(uint64(i + 1))
-		size += int64(len(recs[i]))
-	}
+	recs, size := syntheticRecords(n)
 	b.Run("header", func(b *testing.B) {
 		b.SetBytes(size / n)
 		i := 0
@@ -164,4 +152,16 @@ func BenchmarkVerifyBlock(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// syntheticRecords returns the records of blocks 1..n of the mainnet-density
+// synthetic chain and their total size.
+func syntheticRecords(n int) (recs [][]byte, size int64) {
+	s := NewSynthetic(SyntheticConfig{Seed: 1})
+	recs = make([][]byte, n)
+	for i := range recs {
+		recs[i] = s.Record(uint64(i + 1))
+		size += int64(len(recs[i]))
+	}
+	return recs, size
 }

@@ -101,17 +101,22 @@ func (w *rlpWriter) bytes(v []byte, n int) error {
 		w.b = appendRLPString(w.b, []byte{x<<4 | y})
 		return nil
 	}
+	if !decodeHex(w.string(l), d) {
+		return badHex(v, errHexDigit)
+	}
+	return nil
+}
+
+// string appends the header of a byte string of l > 1 bytes and room for
+// them, which it returns.
+func (w *rlpWriter) string(l int) []byte {
 	if l <= 55 {
 		w.b = append(w.b, 0x80+byte(l))
 	} else {
 		w.b = appendRLPLength(w.b, 0xb7, l)
 	}
-	start := len(w.b)
 	w.b = append(w.b, make([]byte, l)...)
-	if !decodeHex(w.b[start:], d) {
-		return badHex(v, errHexDigit)
-	}
-	return nil
+	return w.b[len(w.b)-l:]
 }
 
 // quantity appends the hex quantity v (no leading zeros needed) as a
@@ -126,14 +131,8 @@ func (w *rlpWriter) quantity(v []byte) error {
 		return nil
 	}
 	l := (len(d) + 1) / 2
-	if l <= 55 {
-		w.b = append(w.b, 0x80+byte(l))
-	} else {
-		w.b = appendRLPLength(w.b, 0xb7, l)
-	}
-	start := len(w.b)
-	w.b = append(w.b, make([]byte, l)...)
-	out := w.b[start:]
+	out := w.string(l)
+	start := len(w.b) - l
 	if len(d)%2 == 1 {
 		x := unhex[d[0]]
 		if x > 0xf {

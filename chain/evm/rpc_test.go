@@ -219,9 +219,9 @@ func (g *gethReplay) answer(out []byte, req gethRequest) []byte {
 	return fail(-32601, fmt.Sprintf("the method %s does not exist/is not available", req.Method))
 }
 
-func newGethRPCSource(t *testing.T, url string) *RPCSource {
+func newGethRPCSource(t *testing.T, urls ...string) *RPCSource {
 	t.Helper()
-	c, err := jsonrpc.New(jsonrpc.Config{Endpoints: []string{url}, BaseBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	c, err := jsonrpc.New(jsonrpc.Config{Endpoints: urls, BaseBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,15 +512,7 @@ func TestRPCSourceRefusesWrongContents(t *testing.T) {
 			}
 
 			// One of two lies: the other's answer, every time.
-			c, err := jsonrpc.New(jsonrpc.Config{Endpoints: []string{bad.URL, good.URL}, BaseBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(c.Close)
-			src, err := NewRPCSource(RPCConfig{Client: c})
-			if err != nil {
-				t.Fatal(err)
-			}
+			src := newGethRPCSource(t, bad.URL, good.URL)
 			before := liar.requests.Load()
 			for range 6 {
 				blocks, err := src.Fetch(context.Background(), 3, 5)
