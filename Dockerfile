@@ -8,7 +8,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -tags pebblegozstd -ldflags='-s -w' -o /out/blockhaul ./cmd/blockhaul
+RUN CGO_ENABLED=0 go build -buildvcs=auto -trimpath -tags pebblegozstd -ldflags='-s -w' -o /out/blockhaul ./cmd/blockhaul
 
 FROM scratch
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
