@@ -5,6 +5,8 @@ import (
 	"encoding/xml"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -134,6 +136,22 @@ func TestEvaluateTargets(t *testing.T) {
 	check("export / COPY baseline, cometbft", true, false)
 	check("peak RSS, every run", true, false)
 	check("time per block spread across sizes", true, false)
+	check("export, 2 streams / 1 stream", false, false)
+
+	for _, tc := range []struct {
+		over float64
+		pass bool
+	}{{1.31, true}, {1.19, false}} {
+		r.Streams = &StreamsResult{Chain: "cometbft", Runs: []StreamsRun{{Streams: 1, OverOne: 1}, {Streams: 2, OverOne: tc.over}}}
+		got = map[string]Target{}
+		for _, tg := range evaluateTargets(&r) {
+			got[tg.Name] = tg
+		}
+		check("export, 2 streams / 1 stream, cometbft", true, tc.pass)
+		if v := got["export, 2 streams / 1 stream, cometbft"].Value; v != tc.over {
+			t.Errorf("2 streams / 1 stream = %v, want %v", v, tc.over)
+		}
+	}
 }
 
 func TestSVGIsWellFormed(t *testing.T) {
@@ -250,5 +268,40 @@ func TestCPUUsage(t *testing.T) {
 	}
 	if u := cpuUsage(cpuSnapshot{}, b, 2); u.Known || u.Busy() {
 		t.Errorf("unknown usage: %+v", u)
+	}
+}
+
+func TestWriteDatedFilesLeavesLatestAlone(t *testing.T) {
+	dir := t.TempDir()
+	r := sampleResult()
+	r.Targets = evaluateTargets(&r)
+	if _, err := WriteFiles(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	latest, err := os.ReadFile(filepath.Join(dir, "latest.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := r
+	part.Date = r.Date.AddDate(0, 0, 1)
+	part.Processes = nil
+	paths, err := WriteDatedFiles(dir, part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := filesPrefix(part)
+	for _, p := range paths {
+		if !strings.HasPrefix(filepath.Base(p), prefix) {
+			t.Errorf("WriteDatedFiles wrote %s", p)
+		}
+	}
+	if len(paths) < 3 {
+		t.Errorf("WriteDatedFiles wrote %v", paths)
+	}
+	if now, _ := os.ReadFile(filepath.Join(dir, "latest.md")); string(now) != string(latest) {
+		t.Error("WriteDatedFiles changed latest.md")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "latest-scaling.svg")); err != nil {
+		t.Errorf("WriteDatedFiles removed the latest plots: %v", err)
 	}
 }

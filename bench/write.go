@@ -13,14 +13,27 @@ import (
 // the same again as latest.json, latest.md and latest-*.svg for the README
 // to link. It returns the paths written.
 func WriteFiles(dir string, r Result) ([]string, error) {
+	return writeFiles(dir, r, []string{filesPrefix(r), "latest"})
+}
+
+// WriteDatedFiles writes r as WriteFiles does, but only under its own
+// <date>-<host> names, leaving latest.* alone: for a run of some sections,
+// which must not replace the latest whole run.
+func WriteDatedFiles(dir string, r Result) ([]string, error) {
+	return writeFiles(dir, r, []string{filesPrefix(r)})
+}
+
+func writeFiles(dir string, r Result, prefixes []string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("bench: results directory: %w", err)
 	}
 	// A previous run's plots must not pass for this run's.
-	old, _ := filepath.Glob(filepath.Join(dir, "latest-*.svg"))
-	for _, p := range old {
-		if err := os.Remove(p); err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
+	for _, prefix := range prefixes {
+		old, _ := filepath.Glob(filepath.Join(dir, prefix+"-*.svg"))
+		for _, p := range old {
+			if err := os.Remove(p); err != nil {
+				return nil, fmt.Errorf("bench: %w", err)
+			}
 		}
 	}
 	js, err := json.MarshalIndent(r, "", "  ")
@@ -43,7 +56,7 @@ func WriteFiles(dir string, r Result) ([]string, error) {
 		written = append(written, p)
 		return nil
 	}
-	for _, prefix := range []string{filesPrefix(r), "latest"} {
+	for _, prefix := range prefixes {
 		if err := write(prefix+".json", append(js, '\n')); err != nil {
 			return written, err
 		}

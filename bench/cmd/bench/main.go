@@ -36,6 +36,7 @@ func run() error {
 	var out, sections, sizes, fetchChain, fetchSource, streamsChain, streams string
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&out, "out", "bench/results", "directory for the result files (empty: print only)")
+	latest := fs.Bool("latest", true, "also write the results as latest.* (false: only the dated files, for a run of some sections)")
 	fs.StringVar(&cfg.DatabaseURL, "db", os.Getenv("DATABASE_URL"), "PostgreSQL server URL (default $DATABASE_URL)")
 	fs.StringVar(&sections, "sections", strings.Join(bench.AllSections, ","), "sections to run, comma separated")
 	fs.Int64Var(&cfg.Seed, "seed", 1, "seed of the synthetic chains")
@@ -102,7 +103,11 @@ func run() error {
 	}
 	fmt.Println(bench.Markdown(res, ""))
 	if out != "" {
-		paths, err := bench.WriteFiles(out, res)
+		write := bench.WriteFiles
+		if !*latest {
+			write = bench.WriteDatedFiles
+		}
+		paths, err := write(out, res)
 		if err != nil {
 			return err
 		}
