@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/crashpoint"
 	"github.com/blockhaul/blockhaul/staging"
 	"golang.org/x/sync/errgroup"
 )
@@ -274,7 +275,7 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 		return nil
 	})
 	g.Go(func() error {
-		return write(store, fetched, &cfg, progress, &st)
+		return write(gctx, store, fetched, &cfg, progress, &st)
 	})
 	err = g.Wait()
 	st.Retries = retries.n.Load()
@@ -296,13 +297,16 @@ type fetchedSpan struct {
 // first error (a full disk, a damaged store) returns at once: that ends
 // the group's context, which every worker's send selects on, so no worker
 // blocks and the rest of the range is not fetched for nothing.
-func write(store *staging.Store, fetched <-chan fetchedSpan, cfg *Config, progress *Progress, st *Stats) error {
+func write(ctx context.Context, store *staging.Store, fetched <-chan fetchedSpan, cfg *Config, progress *Progress, st *Stats) error {
 	batch := store.NewBatch()
 	defer batch.Close()
 	var done []staging.Range
 	commit := func() error {
 		t0 := time.Now()
 		n, raw, size := batch.Len(), batch.RawBytes(), int64(batch.Size())
+		if err := crashpoint.Hit(ctx, crashpoint.StageCommit); err != nil {
+			return err
+		}
 		if err := batch.Commit(); err != nil {
 			return err
 		}

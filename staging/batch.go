@@ -158,16 +158,21 @@ func (bt *Batch) Commit() (err error) {
 	return nil
 }
 
-func (bt *Batch) commit() (err error) {
-	s := bt.s
-	defer s.contain("commit batch", true, &err)
-	if err := bt.b.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("staging: commit batch: %w", err)
-	}
-	// Pebble reports a failed WAL sync through Logger.Fatalf and then
-	// returns as if the batch were written.
-	return s.faults.broken()
+func (bt *Batch) commit() error {
+	return bt.s.write("commit batch", func() error {
+		if err := bt.b.Commit(pebble.NoSync); err != nil {
+			return fmt.Errorf("staging: commit batch: %w", err)
+		}
+		return nil
+	})
 }
 
-// Close releases the batch without committing what it holds.
-func (bt *Batch) Close() { bt.b.Close() }
+// Close releases the batch without committing what it holds. After a
+// commit abandoned inside a wedged Pebble (see Store.write) the batch is
+// still Pebble's and is left to it.
+func (bt *Batch) Close() {
+	if bt.s.faults.isWedged() {
+		return
+	}
+	bt.b.Close()
+}

@@ -131,6 +131,14 @@ func (f *faults) fail(err error, wedged bool) {
 	f.wedged = f.wedged || wedged
 }
 
+// abandon marks the commit pipeline stuck: a write was left waiting inside
+// Pebble (see Store.write), so Close must not wait for it.
+func (f *faults) abandon() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.wedged = true
+}
+
 // broken returns a *BrokenStoreError once a fatal failure is recorded.
 func (f *faults) broken() error {
 	f.mu.Lock()
@@ -292,6 +300,45 @@ func (s *Store) contain(op string, commit bool, errp *error) {
 		s.faults.fail(err, commit)
 	}
 	*errp = err
+}
+
+// write runs fn, a Pebble write (a batch commit, a synced set), with its
+// panics contained, and returns when fn does or when the store breaks,
+// whichever comes first. Pebble may hold a write forever behind its own
+// background work: with its memtables full it waits for a flush, and a
+// flush that fails (out of space) is retried forever, reported only to the
+// event listener. Waiting for fn then would wedge the job — the writer
+// never returns, so nothing reports the failure. Once the store is broken
+// the write is abandoned, with the store: the goroutine left inside Pebble
+// cannot be stopped and is released by the process's exit, and Close no
+// longer waits for Pebble. A write that returns is always waited for.
+func (s *Store) write(op string, fn func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		defer func() { done <- err }()
+		defer s.contain(op, true, &err)
+		err = fn()
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return err
+		}
+	case <-s.faults.failed:
+		select {
+		case err := <-done: // it returned after all
+			if err != nil {
+				return err
+			}
+		default:
+			s.faults.abandon()
+			s.opts.Logger.Error("staging: a write is stuck in Pebble behind an earlier failure; abandoning it", "dir", s.dir, "op", op)
+		}
+	}
+	// Pebble reports some failures (a failed WAL sync) through
+	// Logger.Fatalf and then returns as if the write were done.
+	return s.faults.broken()
 }
 
 // freeBytes is the space available to this process on the store's

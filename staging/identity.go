@@ -67,11 +67,12 @@ func (s *Store) setSync(k, v []byte, op string) (err error) {
 	if err := s.reserve(uint64(len(k)+len(v)), true); err != nil {
 		return err
 	}
-	defer s.contain(op, true, &err)
-	if err := s.db.Set(k, v, pebble.Sync); err != nil {
-		return fmt.Errorf("staging: %s: %w", op, err)
-	}
-	return s.faults.broken()
+	return s.write(op, func() error {
+		if err := s.db.Set(k, v, pebble.Sync); err != nil {
+			return fmt.Errorf("staging: %s: %w", op, err)
+		}
+		return nil
+	})
 }
 
 // Identity returns the chain the store holds, if it has been bound.

@@ -152,6 +152,11 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 				opts.Logger.Error("pebble background error", "component", "pebble", "err", err)
 				f.backgroundError(err)
 			},
+			// A stall that does not end is how a flush that keeps failing
+			// shows to the writer: say so when it starts.
+			WriteStallBegin: func(info pebble.WriteStallBeginInfo) {
+				opts.Logger.Warn("pebble write stall", "component", "pebble", "dir", dir, "reason", info.Reason)
+			},
 			DataCorruption: func(info pebble.DataCorruptionInfo) {
 				opts.Logger.Error("pebble: on-disk corruption", "component", "pebble", "path", info.Path, "err", info.Details)
 				f.dataCorruption(info)

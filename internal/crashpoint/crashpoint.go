@@ -1,6 +1,7 @@
-// Package crashpoint names the moments of an export at which a crash is
-// worth testing, and lets a test act there: fail the operation, cancel its
-// context, or kill the process.
+// Package crashpoint names the moments of a job (an export's batch, a
+// fetch's staging commit) at which a crash or a failure is worth testing,
+// and lets a test act there: fail the operation, cancel its context, or
+// kill the process.
 //
 // The engines call Hit at each point; with no hook installed it costs one
 // atomic load. In-process tests install a hook with Set. Tests of the built
@@ -29,8 +30,8 @@ import (
 // Point is a named moment of an export.
 type Point string
 
-// The points. Each is hit once per batch (or per index build), in this order
-// within a batch.
+// The points. Each of an export's is hit once per batch (or per index
+// build), in this order within a batch; StageCommit once per staging commit.
 const (
 	// AfterCopy: every table's COPY of the batch has been sent inside its
 	// transaction; the checkpoint is not yet saved.
@@ -44,10 +45,14 @@ const (
 	// and the CREATE INDEX is about to be sent. A hook that kills the
 	// client a moment later leaves the server building it.
 	MidIndexBuild Point = "mid-index-build"
+	// StageCommit: fetch's writer is about to commit a staging batch. An
+	// error returned here is the commit's error (a full disk, a damaged
+	// store), met by the writer exactly where staging would return it.
+	StageCommit Point = "stage-commit"
 )
 
 // Points lists every point, for tests that walk them all.
-var Points = []Point{AfterCopy, BeforeCommit, AfterCommit, MidIndexBuild}
+var Points = []Point{AfterCopy, BeforeCommit, AfterCommit, MidIndexBuild, StageCommit}
 
 // Hook acts at a point. A non-nil error is returned by the engine as if
 // the operation at that point had failed (the transaction, if any, is
