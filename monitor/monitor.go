@@ -304,6 +304,18 @@ func (m *Monitor) ExportPlanned(next uint64) {
 // per table in SetTables order, the commit's duration, and whether the batch
 // was merged after colliding with rows already present.
 func (m *Monitor) Exported(from, to uint64, rows []int, commit time.Duration, conflicted bool) {
+	m.exported(from, to, rows, commit, conflicted, true)
+}
+
+// BackfillExported records a batch committed by a backfill that runs beside
+// the head stream in the same job: it counts in the job's blocks, rows,
+// batches and conflicts, but the last exported height and the lag stay the
+// head's.
+func (m *Monitor) BackfillExported(from, to uint64, rows []int, commit time.Duration, conflicted bool) {
+	m.exported(from, to, rows, commit, conflicted, false)
+}
+
+func (m *Monitor) exported(from, to uint64, rows []int, commit time.Duration, conflicted, head bool) {
 	blocks := uint64(0)
 	if to >= from {
 		blocks = to - from + 1
@@ -311,7 +323,9 @@ func (m *Monitor) Exported(from, to uint64, rows []int, commit time.Duration, co
 	m.met.exported.Add(float64(blocks))
 	m.met.batches.Inc()
 	m.met.exportCommit.Observe(commit.Seconds())
-	m.met.last.Set(float64(to))
+	if head {
+		m.met.last.Set(float64(to))
+	}
 	if conflicted {
 		m.met.conflicts.Inc()
 	}
@@ -338,7 +352,7 @@ func (m *Monitor) Exported(from, to uint64, rows []int, commit time.Duration, co
 	if conflicted {
 		m.st.conflicts++
 	}
-	if !m.st.lastValid || to > m.st.last {
+	if head && (!m.st.lastValid || to > m.st.last) {
 		m.st.last, m.st.lastValid = to, true
 	}
 	m.st.exportLast = m.now()

@@ -96,7 +96,12 @@ type Config struct {
 	Confirmations uint64        // --confirmations: follow exports blocks at least this far below the tip
 	PollInterval  time.Duration // --poll-interval: follow's tip polling
 	ReorgWindow   uint64        // --reorg-window: exported heights follow may roll back on a reorg
-	DeferIndexes  IndexMode     // --defer-indexes: auto, always or never
+	// BackfillFrom: follow also fills [BackfillFrom, where the head stream
+	// started) beside the head, as a backfill named --alias (default: from
+	// its range) over the same staging store (--backfill-from).
+	BackfillFrom    uint64
+	BackfillFromSet bool
+	DeferIndexes    IndexMode // --defer-indexes: auto, always or never
 
 	EventEncoding cometbft.EventEncoding // --event-encoding: cometbft attributes auto, base64 or text
 
@@ -359,6 +364,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RPCTimeout <= 0 {
 		bad("rpc-timeout", "must be positive, got %s", c.RPCTimeout)
+	}
+	if c.BackfillFromSet && c.Command != CmdFollow {
+		bad("backfill-from", "only follow runs a backfill beside the head stream; for a backfill alone: run --from %d --to H", c.BackfillFrom)
 	}
 	if c.Command == CmdFollow && c.PollInterval <= 0 {
 		bad("poll-interval", "must be positive, got %s", c.PollInterval)

@@ -13,6 +13,7 @@ import (
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
 )
 
 // ReorgError reports a chain reorganisation deeper than the head stream may
@@ -39,6 +40,9 @@ func (e *ReorgError) Error() string {
 // exported and within --reorg-window, from PostgreSQL together with the
 // cursor, then fetched again. With --to it stops once that height is
 // exported; otherwise it runs until signalled.
+//
+// With --backfill-from the job also runs a backfill beside the head (see
+// runBackfill); the first failure of either ends both.
 func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
 	dec, src, db, err := openExportJob(ctx, cfg, tip, log, c)
 	if err != nil {
@@ -46,6 +50,22 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 	}
 	defer closeSource(src)
 	defer db.Close(context.WithoutCancel(ctx))
+	if !cfg.BackfillFromSet {
+		return followHead(ctx, cfg, store, src, db, dec, log, sum, c)
+	}
+	bf, err := planBackfill(ctx, cfg, db, src)
+	if err != nil {
+		return err
+	}
+	sum.Backfill = bf
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return runBackfill(gctx, cfg, store, src, dec, bf, log, c) })
+	g.Go(func() error { return followHead(gctx, cfg, store, src, db, dec, log, sum, c) })
+	return g.Wait()
+}
+
+// followHead is the head stream's loop.
+func followHead(ctx context.Context, cfg *Config, store *staging.Store, src loader.Source, db *export.Session, dec export.Decoder, log *slog.Logger, sum *Summary, c *counters) error {
 	head := export.Stream{Head: true, From: cfg.From}
 	// One progress line per interval says what the stream does; the
 	// engines' lines of every poll are debug output.

@@ -74,6 +74,9 @@ type Summary struct {
 	Export   export.Result
 	Complete bool
 	Reorgs   uint64 // reorganisations the head stream repaired
+	// Backfill is follow's backfill beside the head (--backfill-from), if
+	// any: Complete is the head's, and the job is complete when both are.
+	Backfill *BackfillSummary
 	// IndexesPending names the deferred indexes the job left unbuilt (it
 	// was stopped or failed while building them): the range's rows are all
 	// in PostgreSQL but the job is not done.
@@ -200,6 +203,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	if ferr := store.Flush(); ferr != nil && err == nil {
 		err = ferr
 	}
+	if sum.Backfill != nil && !sum.Backfill.Complete {
+		sum.Complete = false
+	}
 	ms := m.Summary()
 	ms.Command, ms.Complete = cfg.Command, sum.Complete && len(sum.IndexesPending) == 0
 	ms.WriteText(out)
@@ -208,6 +214,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	}
 	if sum.Reorgs > 0 {
 		fmt.Fprintf(out, "  reorgs repaired: %d\n", sum.Reorgs)
+	}
+	if sum.Backfill != nil {
+		writeBackfill(out, sum.Backfill)
 	}
 	fmt.Fprintf(out, "  staging: %s, %.1f MB on disk\n", store.Dir(), float64(store.DiskUsage())/1e6)
 	if err == nil && !sum.Complete {
@@ -594,30 +603,9 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 	if err != nil {
 		return err
 	}
-	next := cur.Next(cfg.From)
-	progress := loader.NewProgress(next, cfg.To)
-	ecfg.Available = progress.Wait
-	gate := newLeadGate(fetchLead(cfg), next)
-	onBatch := ecfg.OnBatch
-	ecfg.OnBatch = func(b export.BatchStats) {
-		onBatch(b)
-		gate.advance(b.To)
-	}
-	lcfg := loaderConfig(cfg, log, c)
-	lcfg.Gate = gate.wait
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		st, err := loader.Fetch(gctx, src, store, next, cfg.To, lcfg, progress)
-		sum.Fetch = st
-		return err
-	})
-	g.Go(func() error {
-		res, err := export.Run(gctx, db, store, dec, ecfg)
-		sum.Export = res
-		sum.Complete = res.Complete
-		return err
-	})
-	if err := g.Wait(); err != nil {
+	st, res, err := fetchAndExport(ctx, cfg, store, src, db, dec, ecfg, cur.Next(cfg.From), log, c)
+	sum.Fetch, sum.Export, sum.Complete = st, res, res.Complete
+	if err != nil {
 		return err
 	}
 	if err := finishIndexes(ctx, cfg, db, sum, log); err != nil {
@@ -625,6 +613,39 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 	}
 	analyzeFilled(ctx, cfg, db, sum, log)
 	return nil
+}
+
+// fetchAndExport stages [next, ecfg.Stream.To] from src while it exports
+// that stream over db, export following the contiguous staged prefix and
+// fetch held within the lead of what export has committed. It is run's
+// core, and the core of a backfill beside the head stream.
+func fetchAndExport(ctx context.Context, cfg *Config, store *staging.Store, src loader.Source, db *export.Session, dec export.Decoder, ecfg export.Config, next uint64, log *slog.Logger, c *counters) (loader.Stats, export.Result, error) {
+	to := ecfg.Stream.To
+	progress := loader.NewProgress(next, to)
+	ecfg.Available = progress.Wait
+	gate := newLeadGate(fetchLead(cfg), next)
+	onBatch := ecfg.OnBatch
+	ecfg.OnBatch = func(b export.BatchStats) {
+		if onBatch != nil {
+			onBatch(b)
+		}
+		gate.advance(b.To)
+	}
+	lcfg := loaderConfig(cfg, log, c)
+	lcfg.Gate = gate.wait
+	var st loader.Stats
+	var res export.Result
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		st, err = loader.Fetch(gctx, src, store, next, to, lcfg, progress)
+		return err
+	})
+	g.Go(func() (err error) {
+		res, err = export.Run(gctx, db, store, dec, ecfg)
+		return err
+	})
+	err := g.Wait()
+	return st, res, err
 }
 
 // analyzeFilled runs ANALYZE on the tables a completed bounded run or

@@ -168,7 +168,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.Uint64Var, &cfg.From, "from", dc.From, "first height (inclusive)", in(groupRange, ranged))
 	to := def(d, fs.Uint64Var, &cfg.To, "to", 0, "last height (inclusive); default: the chain tip (fetch, run) or the staged prefix (export)", in(groupRange, ranged))
 	to.DefValue = "" // not 0, which is no valid end of a range from 1
-	def(d, fs.StringVar, &cfg.Alias, "alias", "", "name of this backfill (default: range-FROM-TO)", in(groupRange, []string{cmdRun, cmdExport}))
+	def(d, fs.StringVar, &cfg.Alias, "alias", "", "name of this backfill (default: range-FROM-TO)", in(groupRange, []string{cmdRun, cmdExport, cmdFollow}))
 
 	def(d, fs.StringVar, &cfg.Staging, "staging", dc.Staging, "staging directory", in(groupStaging, without(every, cmdChecksum)))
 	def(d, fs.StringVar, &cfg.MergeFrom, "merge-from", "", "merge: the staging directory to copy blocks from", in(groupStaging, []string{cmdMerge}))
@@ -199,6 +199,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.Uint64Var, &cfg.Confirmations, "confirmations", 0, "follow: export only blocks at least this many below the tip", in(groupFollow, []string{cmdFollow}))
 	def(d, fs.DurationVar, &cfg.PollInterval, "poll-interval", dc.PollInterval, "follow: how often to poll the chain tip", in(groupFollow, []string{cmdFollow}))
 	def(d, fs.Uint64Var, &cfg.ReorgWindow, "reorg-window", dc.ReorgWindow, "follow: how many exported heights a reorg may roll back before halting", in(groupFollow, []string{cmdFollow}))
+	def(d, fs.Uint64Var, &cfg.BackfillFrom, "backfill-from", 0, "follow: also fill from this height up to where the head stream started, beside it, as a backfill named --alias", in(groupFollow, []string{cmdFollow}))
 
 	def(d, fs.BoolVar, &cfg.JSON, "json", false, "print the report as JSON", in(groupReport, reporting))
 	def(d, fs.StringVar, &cfg.Against, "against", "", "checksum: DSN of a second database to compare with (exit 4 when they differ)", in(groupReport, []string{cmdChecksum}))

@@ -45,6 +45,7 @@ func run(args []string) int {
 	cfg.Command = cl.cmd
 	cfg.ToSet = cl.fs.Changed("to")
 	cfg.FromSet = cl.fs.Changed("from")
+	cfg.BackfillFromSet = cl.fs.Changed("backfill-from")
 	cfg.BelowSet = cl.fs.Changed("below")
 	cfg.EnsureDefaults()
 	problems := cl.problems

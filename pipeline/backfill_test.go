@@ -1,0 +1,231 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/blockhaul/blockhaul/internal/crashpoint"
+	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/jackc/pgx/v5"
+)
+
+// streamRows reads the head's checkpoint row and every backfill row.
+func streamRows(t *testing.T, dsn string) (head string, backfills []string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := conn.QueryRow(ctx, `SELECT coalesce((SELECT format('start %s height %s', start_height, height)
+	FROM cometbft.blockhaul_checkpoints WHERE stream = 'head'), 'none')`).Scan(&head); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.Query(ctx, `SELECT format('%s %s-%s last %s %s', alias, range_start, range_end, last_height, status)
+	FROM cometbft.blockhaul_backfills ORDER BY alias`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		backfills = append(backfills, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return head, backfills
+}
+
+// everyHeightOnce fails unless cometbft.blocks holds each height of
+// [1, to] exactly once.
+func everyHeightOnce(t *testing.T, dsn string, to int64) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n, distinct, lo, hi int64
+	if err := conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT height), coalesce(min(height), 0), coalesce(max(height), 0) FROM cometbft.blocks`).Scan(&n, &distinct, &lo, &hi); err != nil {
+		t.Fatal(err)
+	}
+	if n != to || distinct != to || lo != 1 || hi != to {
+		t.Fatalf("blocks: %d rows, %d heights, %d-%d; want every height of 1-%d once", n, distinct, lo, hi, to)
+	}
+}
+
+// follow --backfill-from runs the head stream and a backfill of the heights
+// below where the head started in one process over one staging store: the
+// head keeps its checkpoint (start and height its own), the backfill has
+// its own row, complete; a range already exported by another backfill is
+// merged, not duplicated; the tables are those of one plain load.
+func TestFollowWithBackfillInOneProcess(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	stg := filepath.Join(t.TempDir(), "s")
+	// Tip 700, +25 a poll, no fork; the head starts at 401 and stops at
+	// 900 (--to): it waits for the chain beside the backfill.
+	fc := newForkChain(700, 25, ^uint64(0), 0)
+	// Another backfill already loaded 351-420, across where the head
+	// starts: the overlap the two streams share with it is merged.
+	early := testConfig(CmdRun, dsn, filepath.Join(t.TempDir(), "early"), nil, 351, 420)
+	early.Source, early.Alias = tipView{fc}, "early"
+	if _, err := Run(context.Background(), early, io.Discard, quiet); err != nil {
+		t.Fatalf("earlier backfill: %v", err)
+	}
+
+	cfg := testConfig(CmdFollow, dsn, stg, fc, 401, 900)
+	cfg.BackfillFrom, cfg.BackfillFromSet = 1, true
+	var out bytes.Buffer
+	sum, err := Run(context.Background(), cfg, &out, quiet)
+	if err != nil {
+		t.Fatalf("follow with backfill: %v\n%s", err, out.String())
+	}
+	if !sum.Complete || sum.Backfill == nil || !sum.Backfill.Complete {
+		t.Fatalf("complete %v, backfill %+v", sum.Complete, sum.Backfill)
+	}
+	if !strings.Contains(out.String(), "backfill range-1-400 (1-400): 400 blocks exported, complete") {
+		t.Fatalf("summary does not report the backfill:\n%s", out.String())
+	}
+	head, bfs := streamRows(t, dsn)
+	if head != "start 401 height 900" {
+		t.Fatalf("head checkpoint %q, want start 401 height 900", head)
+	}
+	if want := []string{"early 351-420 last 420 complete", "range-1-400 1-400 last 400 complete"}; fmt.Sprint(bfs) != fmt.Sprint(want) {
+		t.Fatalf("backfill rows %q, want %q", bfs, want)
+	}
+	if sum.Backfill.Export.Conflicts == 0 && sum.Export.Conflicts == 0 {
+		t.Fatal("no batch met the earlier backfill's rows: the overlap did not happen")
+	}
+	everyHeightOnce(t, dsn, 900)
+	if got, want := fingerprint(t, dsn), plainLoad(t, 900); got != want {
+		t.Fatalf("contents differ from one plain load:\n%s\nwant\n%s", got, want)
+	}
+
+	// Run again with the same flags: the backfill is a no-op, the head
+	// complete at once.
+	fc2 := newForkChain(1000, 0, ^uint64(0), 0)
+	cfg.Source = fc2
+	if sum, err := Run(context.Background(), cfg, io.Discard, quiet); err != nil || !sum.Complete || !sum.Backfill.Complete || sum.Backfill.Export.Blocks != 0 {
+		t.Fatalf("second run: %v, complete %v, backfill %+v", err, sum.Complete, sum.Backfill)
+	}
+}
+
+// A backfill that has nothing below the head to fill is refused, naming
+// the flag, before anything runs; --backfill-from belongs to follow.
+func TestBackfillFromRefusals(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	fc := newForkChain(700, 0, ^uint64(0), 0)
+	cfg := testConfig(CmdFollow, dsn, filepath.Join(t.TempDir(), "s"), fc, 401, 500)
+	cfg.BackfillFrom, cfg.BackfillFromSet = 401, true
+	_, err := Run(context.Background(), cfg, io.Discard, quiet)
+	if ExitCode(err) != ExitConfig || !strings.Contains(err.Error(), "--backfill-from") || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("backfill from the head's start: %v (exit %d), want exit 2 naming --backfill-from", err, ExitCode(err))
+	}
+	if head, _ := streamRows(t, dsn); head != "none" {
+		t.Fatalf("a refused job moved the head: %s", head)
+	}
+	cfg.Command = CmdRun
+	cfg.BackfillFrom = 1
+	if _, err := Run(context.Background(), cfg, io.Discard, quiet); ExitCode(err) != ExitConfig || !strings.Contains(err.Error(), "--backfill-from") {
+		t.Fatalf("run --backfill-from: %v, want exit 2 naming the flag", err)
+	}
+}
+
+// A job killed part way (here: failed right after a batch commit, before
+// its staging mirror, as a SIGKILL leaves it) resumes both streams each
+// from its own cursor: the same tables as one plain load, the head's
+// checkpoint its own, the backfill's row complete. The crash point counts
+// the commits of both streams; every third one up to the sixth failure
+// ends the job.
+func TestFollowWithBackfillResumesAfterKill(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	stg := filepath.Join(t.TempDir(), "s")
+	fc := newForkChain(1200, 0, ^uint64(0), 0)
+	cfg := testConfig(CmdFollow, dsn, stg, fc, 601, 1100)
+	cfg.BackfillFrom, cfg.BackfillFromSet = 1, true
+	errKill := errors.New("killed after commit")
+	var hits, kills atomic.Int64
+	restore := crashpoint.Set(func(_ context.Context, p crashpoint.Point) error {
+		if p == crashpoint.AfterCommit && hits.Add(1)%3 == 0 && kills.Load() < 6 {
+			kills.Add(1)
+			return errKill
+		}
+		return nil
+	})
+	defer restore()
+	runs := 0
+	for ; runs < 20; runs++ {
+		sum, err := Run(context.Background(), cfg, io.Discard, quiet)
+		if err == nil {
+			if !sum.Complete || !sum.Backfill.Complete {
+				t.Fatalf("run %d ended without error but incomplete: head %v backfill %+v", runs, sum.Complete, sum.Backfill)
+			}
+			break
+		}
+		if !errors.Is(err, errKill) {
+			t.Fatalf("run %d: %v", runs, err)
+		}
+		// Never a checkpoint ahead of its rows.
+		head, bfs := streamRows(t, dsn)
+		checkCheckpointsBehindRows(t, dsn)
+		t.Logf("killed (run %d): head %s; backfills %q", runs, head, bfs)
+	}
+	restore()
+	if kills.Load() != 6 || runs != 6 {
+		t.Fatalf("%d kills over %d runs, want 6 kills, each followed by a resume", kills.Load(), runs)
+	}
+	head, bfs := streamRows(t, dsn)
+	if head != "start 601 height 1100" || fmt.Sprint(bfs) != "[range-1-600 1-600 last 600 complete]" {
+		t.Fatalf("after the resumes: head %q, backfills %q", head, bfs)
+	}
+	everyHeightOnce(t, dsn, 1100)
+	if got, want := fingerprint(t, dsn), plainLoad(t, 1100); got != want {
+		t.Fatalf("contents differ from one plain load:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// checkCheckpointsBehindRows fails when a stream's cursor names a height
+// whose block row is not in PostgreSQL.
+func checkCheckpointsBehindRows(t *testing.T, dsn string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var missing int
+	if err := conn.QueryRow(ctx, `SELECT
+	(SELECT count(*) FROM cometbft.blockhaul_checkpoints c WHERE c.height IS NOT NULL AND NOT EXISTS (SELECT 1 FROM cometbft.blocks b WHERE b.height = c.height)) +
+	(SELECT count(*) FROM cometbft.blockhaul_backfills f WHERE f.last_height IS NOT NULL AND NOT EXISTS (SELECT 1 FROM cometbft.blocks b WHERE b.height = f.last_height))`).Scan(&missing); err != nil {
+		t.Fatal(err)
+	}
+	if missing > 0 {
+		t.Fatalf("%d cursors name a height whose rows are not in PostgreSQL", missing)
+	}
+}
+
+// plainLoad loads [1, to] of the unforked chain of newForkChain with one
+// run into a fresh database and returns its fingerprint.
+func plainLoad(t *testing.T, to uint64) string {
+	t.Helper()
+	dsn := pgtest.NewDatabase(t)
+	cfg := testConfig(CmdRun, dsn, filepath.Join(t.TempDir(), "ref"), nil, 1, to)
+	cfg.Source = tipView{newForkChain(to+1000, 0, ^uint64(0), 0)}
+	if _, err := Run(context.Background(), cfg, io.Discard, quiet); err != nil {
+		t.Fatalf("reference run: %v", err)
+	}
+	return fingerprint(t, dsn)
+}
