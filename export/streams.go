@@ -65,7 +65,9 @@ func (e *SeamError) Error() string {
 // between sub-ranges are checked against staging's headers before anything
 // is committed. The backfill's own row is registered with the whole range
 // and marked complete, at the range's last block, only once every
-// sub-range is. One session is Run itself. Resume with the same number of
+// sub-range is. One session is Run itself. With cfg.RunPart set, each
+// sub-range is exported through it rather than by Run directly (run stages
+// each sub-range beside its export that way). Resume with the same number of
 // streams: another number names other sub-ranges, which start over (their
 // rows merge with those already present).
 func RunStreams(ctx context.Context, sessions []*Session, store *staging.Store, dec Decoder, cfg Config) (Result, error) {
@@ -148,7 +150,11 @@ func RunStreams(ctx context.Context, sessions []*Session, store *staging.Store, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = Run(sctx, sessions[i], store, dec, pc)
+			if cfg.RunPart != nil {
+				results[i], errs[i] = cfg.RunPart(sctx, i, sessions[i], pc)
+			} else {
+				results[i], errs[i] = Run(sctx, sessions[i], store, dec, pc)
+			}
 			if errs[i] != nil {
 				cancel() // one stream's failure stops the others
 			}

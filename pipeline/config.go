@@ -86,8 +86,9 @@ type Config struct {
 	RPCTimeout   time.Duration // --rpc-timeout
 	SyncCommit   bool          // --sync-commit
 
-	// ExportStreams: export splits the range into this many sub-ranges
-	// exported at once over as many connections (--export-streams).
+	// ExportStreams: export and run split the range into this many
+	// sub-ranges exported at once over as many connections
+	// (--export-streams); run also fetches each beside its export.
 	ExportStreams int
 
 	PGRetries      int           // --pg-retries: retries of a transient database fault, since the last committed batch
@@ -347,8 +348,8 @@ func (c *Config) Validate() error {
 	}
 	if c.ExportStreams <= 0 || c.ExportStreams > MaxExportStreams {
 		bad("export-streams", "want 1 to %d, got %d", MaxExportStreams, c.ExportStreams)
-	} else if c.ExportStreams > 1 && c.Command != CmdExport {
-		bad("export-streams", "only export splits a range into streams (it needs the whole range staged); %s exports with one: fetch, then export --export-streams %d", c.Command, c.ExportStreams)
+	} else if c.ExportStreams > 1 && c.Command != CmdExport && c.Command != CmdRun {
+		bad("export-streams", "only export and run split a bounded range into streams; %s exports with one", c.Command)
 	}
 	if c.PGRetries < 0 || c.PGRetries > 1000 {
 		bad("pg-retries", "must be between 0 and 1000, got %d", c.PGRetries)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/blockhaul/blockhaul/archive"
@@ -453,14 +454,10 @@ func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() 
 	if err := prepareIndexes(ctx, cfg, db, dec, log); err != nil {
 		return err
 	}
-	sessions := []*export.Session{db}
-	for range cfg.ExportStreams - 1 {
-		s, err := dialSession(ctx, cfg, log, c)
-		if err != nil {
-			return err
-		}
-		defer s.Close(context.WithoutCancel(ctx))
-		sessions = append(sessions, s)
+	sessions, closeSessions, err := streamSessions(ctx, cfg, db, log, c)
+	defer closeSessions()
+	if err != nil {
+		return err
 	}
 	res, err := export.RunStreams(ctx, sessions, store, dec, exportConfig(cfg, log, c))
 	sum.Export = res
@@ -473,6 +470,25 @@ func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() 
 	}
 	analyzeFilled(ctx, cfg, db, sum, log)
 	return nil
+}
+
+// streamSessions returns db and --export-streams - 1 more sessions, and a
+// function that closes the ones it dialled.
+func streamSessions(ctx context.Context, cfg *Config, db *export.Session, log *slog.Logger, c *counters) ([]*export.Session, func(), error) {
+	sessions := []*export.Session{db}
+	closeAll := func() {
+		for _, s := range sessions[1:] {
+			s.Close(context.WithoutCancel(ctx))
+		}
+	}
+	for range cfg.ExportStreams - 1 {
+		s, err := dialSession(ctx, cfg, log, c)
+		if err != nil {
+			return sessions, closeAll, err
+		}
+		sessions = append(sessions, s)
+	}
+	return sessions, closeAll, nil
 }
 
 // prepareIndexes creates the schema and decides, once for the invocation,
@@ -603,8 +619,14 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 	if err != nil {
 		return err
 	}
-	st, res, err := fetchAndExport(ctx, cfg, store, src, db, dec, ecfg, cur.Next(cfg.From), log, c)
-	sum.Fetch, sum.Export, sum.Complete = st, res, res.Complete
+	if cfg.ExportStreams > 1 {
+		err = fetchAndExportStreams(ctx, cfg, store, src, db, dec, ecfg, log, sum, c)
+	} else {
+		var st loader.Stats
+		var res export.Result
+		st, res, err = fetchAndExport(ctx, cfg, store, src, db, dec, ecfg, cur.Next(cfg.From), log, c)
+		sum.Fetch, sum.Export, sum.Complete = st, res, res.Complete
+	}
 	if err != nil {
 		return err
 	}
@@ -646,6 +668,53 @@ func fetchAndExport(ctx context.Context, cfg *Config, store *staging.Store, src 
 	})
 	err := g.Wait()
 	return st, res, err
+}
+
+// fetchAndExportStreams is run with --export-streams N: the range is split
+// as export splits it (export.RunStreams: one backfill row per sub-range,
+// the seams checked against staging before anything commits), and each
+// sub-range is fetched beside its own export, as fetchAndExport does a
+// whole range, with an Nth of the fetch workers. The blocks on both sides
+// of every seam are staged first, so that the seams can be checked before
+// any sub-range starts.
+func fetchAndExportStreams(ctx context.Context, cfg *Config, store *staging.Store, src loader.Source, db *export.Session, dec export.Decoder, ecfg export.Config, log *slog.Logger, sum *Summary, c *counters) error {
+	parts := export.SplitRange(cfg.From, cfg.To, cfg.ExportStreams)
+	var mu sync.Mutex // guards sum.Fetch
+	addStats := func(st loader.Stats) {
+		mu.Lock()
+		defer mu.Unlock()
+		addFetch(&sum.Fetch, st)
+	}
+	lcfg := loaderConfig(cfg, log, c)
+	for _, p := range parts[1:] {
+		st, err := loader.Fetch(ctx, src, store, p[0]-1, p[0], lcfg, nil)
+		addStats(st)
+		if err != nil {
+			return err
+		}
+	}
+	sessions, closeSessions, err := streamSessions(ctx, cfg, db, log, c)
+	defer closeSessions()
+	if err != nil {
+		return err
+	}
+	pcfg := *cfg
+	pcfg.FetchWorkers = max(1, cfg.FetchWorkers/len(parts))
+	ecfg.RunPart = func(ctx context.Context, i int, sess *export.Session, part export.Config) (export.Result, error) {
+		cur, err := loadCursor(ctx, sess, cfg.Schema, part.Stream)
+		if err != nil {
+			return export.Result{}, err
+		}
+		if next := cur.Next(part.Stream.From); next <= part.Stream.To {
+			st, res, err := fetchAndExport(ctx, &pcfg, store, src, sess, dec, part, next, log.With("part", i+1, "of", len(parts)), c)
+			addStats(st)
+			return res, err
+		}
+		return export.Run(ctx, sess, store, dec, part) // complete already
+	}
+	res, err := export.RunStreams(ctx, sessions, store, dec, ecfg)
+	sum.Export, sum.Complete = res, res.Complete
+	return err
 }
 
 // analyzeFilled runs ANALYZE on the tables a completed bounded run or

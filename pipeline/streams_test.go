@@ -12,7 +12,7 @@ import (
 
 // TestExportStreamsMatchOneStream: export --export-streams 3 of a staged
 // range writes the tables a one-stream export writes, completes the
-// backfill's row and builds the deferred indexes; run refuses streams.
+// backfill's row and builds the deferred indexes; follow refuses streams.
 func TestExportStreamsMatchOneStream(t *testing.T) {
 	stg := filepath.Join(t.TempDir(), "s")
 	one, three := pgtest.NewDatabase(t), pgtest.NewDatabase(t)
@@ -52,11 +52,11 @@ func TestExportStreamsMatchOneStream(t *testing.T) {
 		t.Fatalf("%d deferred indexes left unbuilt", pending)
 	}
 
-	cfg = testConfig(CmdRun, three, stg, nil, 1, 300)
+	cfg = testConfig(CmdFollow, three, stg, nil, 1, 300)
 	cfg.ExportStreams = 2
 	err = run(t, cfg)
 	if ExitCode(err) != ExitConfig || !strings.Contains(err.Error(), "export-streams") {
-		t.Fatalf("run --export-streams 2: exit %d (%v), want %d naming --export-streams", ExitCode(err), err, ExitConfig)
+		t.Fatalf("follow --export-streams 2: exit %d (%v), want %d naming --export-streams", ExitCode(err), err, ExitConfig)
 	}
 }
 

@@ -194,7 +194,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.Uint64Var, &cfg.ShardChunk, "shard-chunk", dc.ShardChunk, "fetch: shard slices start and end on multiples of this many heights", in(groupFetch, []string{cmdFetch}))
 
 	def(d, fs.IntVar, &cfg.BatchBlocks, "batch-blocks", dc.BatchBlocks, "blocks per export transaction", in(groupExport, exporting))
-	def(d, fs.IntVar, &cfg.ExportStreams, "export-streams", dc.ExportStreams, "export: split the range into this many contiguous sub-ranges exported at once over as many connections (resume with the same number)", in(groupExport, []string{cmdExport}))
+	def(d, fs.IntVar, &cfg.ExportStreams, "export-streams", dc.ExportStreams, "export, run: split the range into this many contiguous sub-ranges exported at once over as many connections (resume with the same number)", in(groupExport, []string{cmdExport, cmdRun}))
 
 	def(d, fs.Uint64Var, &cfg.Confirmations, "confirmations", 0, "follow: export only blocks at least this many below the tip", in(groupFollow, []string{cmdFollow}))
 	def(d, fs.DurationVar, &cfg.PollInterval, "poll-interval", dc.PollInterval, "follow: how often to poll the chain tip", in(groupFollow, []string{cmdFollow}))
