@@ -8,23 +8,16 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 
-	"github.com/blockhaul/blockhaul/internal/crashpoint"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // streamRows reads the head's checkpoint row and every backfill row.
 func streamRows(t *testing.T, dsn string) (head string, backfills []string) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgConn(t, dsn)
 	if err := conn.QueryRow(ctx, `SELECT coalesce((SELECT format('start %s height %s', start_height, height)
 	FROM cometbft.blockhaul_checkpoints WHERE stream = 'head'), 'none')`).Scan(&head); err != nil {
 		t.Fatal(err)
@@ -52,11 +45,7 @@ func streamRows(t *testing.T, dsn string) (head string, backfills []string) {
 func everyHeightOnce(t *testing.T, dsn string, to int64) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgConn(t, dsn)
 	var n, distinct, lo, hi int64
 	if err := conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT height), coalesce(min(height), 0), coalesce(max(height), 0) FROM cometbft.blocks`).Scan(&n, &distinct, &lo, &hi); err != nil {
 		t.Fatal(err)
@@ -155,15 +144,7 @@ func TestFollowWithBackfillResumesAfterKill(t *testing.T) {
 	fc := newForkChain(1200, 0, ^uint64(0), 0)
 	cfg := testConfig(CmdFollow, dsn, stg, fc, 601, 1100)
 	cfg.BackfillFrom, cfg.BackfillFromSet = 1, true
-	errKill := errors.New("killed after commit")
-	var hits, kills atomic.Int64
-	restore := crashpoint.Set(func(_ context.Context, p crashpoint.Point) error {
-		if p == crashpoint.AfterCommit && hits.Add(1)%3 == 0 && kills.Load() < 6 {
-			kills.Add(1)
-			return errKill
-		}
-		return nil
-	})
+	kills, restore := killAfterCommits(3, 6)
 	defer restore()
 	runs := 0
 	for ; runs < 20; runs++ {
@@ -174,7 +155,7 @@ func TestFollowWithBackfillResumesAfterKill(t *testing.T) {
 			}
 			break
 		}
-		if !errors.Is(err, errKill) {
+		if !errors.Is(err, errKilled) {
 			t.Fatalf("run %d: %v", runs, err)
 		}
 		// Never a checkpoint ahead of its rows.
@@ -201,11 +182,7 @@ func TestFollowWithBackfillResumesAfterKill(t *testing.T) {
 func checkCheckpointsBehindRows(t *testing.T, dsn string) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgConn(t, dsn)
 	var missing int
 	if err := conn.QueryRow(ctx, `SELECT
 	(SELECT count(*) FROM cometbft.blockhaul_checkpoints c WHERE c.height IS NOT NULL AND NOT EXISTS (SELECT 1 FROM cometbft.blocks b WHERE b.height = c.height)) +

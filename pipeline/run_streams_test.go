@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 
-	"github.com/blockhaul/blockhaul/internal/crashpoint"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 )
 
@@ -30,15 +28,7 @@ func TestRunWithExportStreamsResumesToOneStreamTables(t *testing.T) {
 	three := pgtest.NewDatabase(t)
 	cfg := testConfig(CmdRun, three, filepath.Join(t.TempDir(), "three"), nil, 1, to)
 	cfg.ExportStreams = 3
-	errKill := errors.New("killed after commit")
-	var hits, kills atomic.Int64
-	restore := crashpoint.Set(func(_ context.Context, p crashpoint.Point) error {
-		if p == crashpoint.AfterCommit && hits.Add(1)%4 == 0 && kills.Load() < 4 {
-			kills.Add(1)
-			return errKill
-		}
-		return nil
-	})
+	kills, restore := killAfterCommits(4, 4)
 	defer restore()
 	var sum Summary
 	runs := 0
@@ -49,7 +39,7 @@ func TestRunWithExportStreamsResumesToOneStreamTables(t *testing.T) {
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, errKill) {
+		if !errors.Is(err, errKilled) {
 			t.Fatalf("run %d: %v", runs, err)
 		}
 		checkCheckpointsBehindRows(t, three)

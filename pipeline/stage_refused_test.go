@@ -14,7 +14,6 @@ import (
 	"github.com/blockhaul/blockhaul/internal/crashpoint"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/staging"
-	"github.com/jackc/pgx/v5"
 )
 
 // A staging write refused part way through run (the free-space reserve, a
@@ -83,11 +82,7 @@ func TestRunEndsWhenStagingRefusesAWrite(t *testing.T) {
 func loadTestCursor(t *testing.T, dsn string, s export.Stream) export.Cursor {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgConn(t, dsn)
 	cur, err := export.LoadCursor(ctx, conn, "cometbft", s)
 	if err != nil {
 		t.Fatal(err)
@@ -100,11 +95,7 @@ func loadTestCursor(t *testing.T, dsn string, s export.Stream) export.Cursor {
 func maxHeight(t *testing.T, dsn string) uint64 {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgConn(t, dsn)
 	var h int64
 	if err := conn.QueryRow(ctx, `SELECT COALESCE(max(height), 0) FROM cometbft.blocks`).Scan(&h); err != nil {
 		if strings.Contains(err.Error(), "does not exist") {
