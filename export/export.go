@@ -117,10 +117,11 @@ func (c *Config) Validate() error {
 
 // batch is a decoded batch on its way from the reader to the writer.
 type batch struct {
-	from, to uint64
-	lastHash []byte
-	rows     *chain.Rows
-	decode   time.Duration
+	from, to  uint64
+	firstHash []byte // the hash of block from (a replay checks it)
+	lastHash  []byte
+	rows      *chain.Rows
+	decode    time.Duration
 }
 
 // Run exports the stream's remaining range from store into the database
@@ -334,6 +335,7 @@ func readBatch(store *staging.Store, dec Decoder, from, to uint64, maxRows int, 
 	defer it.Close()
 	it.ReuseBuffer()
 	want := from
+	var first []byte
 	for it.Next() {
 		blk := it.Block()
 		if blk.Height != want {
@@ -346,6 +348,9 @@ func readBatch(store *staging.Store, dec Decoder, from, to uint64, maxRows int, 
 		}
 		if err := dec.Decode(blk.Height, blk.Raw, rows); err != nil {
 			return batch{}, &DecodeError{Height: blk.Height, Err: err}
+		}
+		if first == nil {
+			first = blk.Hash
 		}
 		prev, prevSrc = blk.Hash, "staging"
 		want++
@@ -368,7 +373,7 @@ func readBatch(store *staging.Store, dec Decoder, from, to uint64, maxRows int, 
 	if want != to+1 {
 		return batch{}, &GapError{Height: want}
 	}
-	return batch{from: from, to: to, lastHash: prev, rows: rows}, nil
+	return batch{from: from, to: to, firstHash: first, lastHash: prev, rows: rows}, nil
 }
 
 // TargetName identifies an export target without credentials: the

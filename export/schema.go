@@ -127,7 +127,7 @@ func EnsureSchema(ctx context.Context, conn *pgx.Conn, schema string, tables []c
 			}
 		}
 		stmts = append(stmts, ownTablesSQL(qs)...)
-		stmts = append(stmts, deferredSQL(qs), versionSQL(qs))
+		stmts = append(stmts, deferredSQL(qs), versionSQL(qs), replaySQL(qs))
 		for _, s := range stmts {
 			if _, err := tx.Exec(ctx, s); err != nil {
 				return fmt.Errorf("export: create schema %s: %w\n%s", schema, err, s)

@@ -106,8 +106,9 @@ type Config struct {
 
 	EventEncoding cometbft.EventEncoding // --event-encoding: cometbft attributes auto, base64 or text
 
-	Tables string // --tables: the tables run, export and follow write (see export.ParseTables); empty: all
-	// SelectedTables is what Validate read --tables as: the
+	Tables string   // --tables: the tables run, export and follow write (see export.ParseTables); empty: all
+	Replay []string // --replay: export writes these tables again in place from staging (pipeline/replay.go)
+	// SelectedTables is what Validate read --tables or --replay as: the
 	// tables the job writes, nil for all of them.
 	SelectedTables []string
 

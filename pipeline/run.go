@@ -48,13 +48,14 @@ func ExitCode(err error) int {
 	var dec *export.DecodeError
 	var alias *export.AliasRangeError
 	var shape *export.ShapeError
+	var replayRange *export.ReplayRangeError
 	var inv *loader.InvalidBlockError
 	var archived *archive.DataError
 	var refused *archive.PruneRefusedError
 	var noRoom *archive.NoRoomError
 	var lie *chain.HashMismatchError
 	switch {
-	case errors.As(err, &refused), errors.As(err, &noRoom), errors.As(err, &ce), errors.As(err, &alias), errors.As(err, &shape):
+	case errors.As(err, &refused), errors.As(err, &noRoom), errors.As(err, &ce), errors.As(err, &alias), errors.As(err, &shape), errors.As(err, &replayRange):
 		return ExitConfig
 	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &damaged), errors.As(err, &wrong), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv), errors.As(err, &reorg), errors.As(err, &archived), errors.As(err, &lie):
 		return ExitData
@@ -423,6 +424,9 @@ func loadCursor(ctx context.Context, db *export.Session, schema string, s export
 
 // runExport exports [from, to] from staging alone; it never builds a source.
 func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
+	if len(cfg.Replay) > 0 {
+		return runReplay(ctx, cfg, store, log, sum, c)
+	}
 	dec, err := newDecoder(cfg)
 	if err != nil {
 		return err

@@ -2,16 +2,17 @@ package pipeline
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/blockhaul/blockhaul/export"
 )
 
-// validateTables reads --tables against the chain family's
+// validateTables reads --tables and --replay against the chain family's
 // tables into SelectedTables: an unknown name is refused naming it and the
 // valid ones.
 func (c *Config) validateTables() []*FieldError {
 	c.SelectedTables = nil
-	if c.Tables == "" {
+	if c.Tables == "" && len(c.Replay) == 0 {
 		return nil
 	}
 	var fs []*FieldError
@@ -30,6 +31,25 @@ func (c *Config) validateTables() []*FieldError {
 			bad("tables", err.Error())
 		} else {
 			c.SelectedTables = names
+		}
+	}
+	if len(c.Replay) == 0 {
+		return fs
+	}
+	switch {
+	case c.Command != CmdExport:
+		bad("replay", "only export replays tables (blockhaul export --replay TABLE)")
+	case c.Tables != "":
+		bad("replay", "names the tables it writes: leave out --tables")
+	default:
+		names, err := export.ParseTables(strings.Join(c.Replay, ","), all)
+		if err != nil {
+			bad("replay", err.Error())
+			break
+		}
+		c.SelectedTables = names
+		if c.ExportStreams > 1 {
+			bad("export-streams", "a replay is one stream; leave out --export-streams")
 		}
 	}
 	return fs

@@ -166,3 +166,40 @@ func TestTablesRefusedNamingTheValidOnes(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayRefusedOutsideExport: --replay belongs to export alone, names
+// known tables, and replaces --tables and --export-streams.
+func TestReplayRefusedOutsideExport(t *testing.T) {
+	for _, c := range []struct {
+		cmd, tables string
+		replay      []string
+		streams     int
+		want        []string
+	}{
+		{CmdRun, "", []string{"events"}, 1, []string{"--replay", "only export replays"}},
+		{CmdExport, "", []string{"eventz"}, 1, []string{"--replay", `unknown table "eventz"`, "blocks, transactions, events"}},
+		{CmdExport, "blocks", []string{"events"}, 1, []string{"--replay", "leave out --tables"}},
+		{CmdExport, "", []string{"events"}, 2, []string{"--export-streams", "a replay is one stream"}},
+	} {
+		cfg := testConfig(c.cmd, "postgres://127.0.0.1/x", "s", nil, 1, 10)
+		cfg.Tables, cfg.Replay, cfg.ExportStreams = c.tables, c.replay, c.streams
+		cfg.EnsureDefaults()
+		err := cfg.Validate()
+		var ce *ConfigError
+		if !errors.As(err, &ce) {
+			t.Errorf("%s --replay=%v: got %v, want a configuration error", c.cmd, c.replay, err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s --replay=%v: %q does not say %q", c.cmd, c.replay, err, w)
+			}
+		}
+	}
+	cfg := testConfig(CmdExport, "postgres://127.0.0.1/x", "s", nil, 1, 10)
+	cfg.Replay = []string{"events", "transactions"}
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil || strings.Join(cfg.SelectedTables, ",") != "transactions,events" {
+		t.Errorf("export --replay events,transactions: %v, selected %v", err, cfg.SelectedTables)
+	}
+}

@@ -185,6 +185,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	defValue(d, &cfg.EventEncoding, "event-encoding", "cometbft: how event attributes are written: auto (decided per block from the data), base64 or text",
 		in(groupDatabase, exporting, []string{cmdVerify}).oneOf(eventEncodings()...))
 	def(d, fs.StringVar, &cfg.Tables, "tables", "", "the tables to write, comma separated (blocks,transactions), or all but those given with a leading - (-logs); default all", in(groupExport, exporting).tableList())
+	def(d, fs.StringSliceVar, &cfg.Replay, "replay", nil, "export: write these tables again in place from staging, over the heights the checkpoints cover (or --from/--to within them), beside a running follow", in(groupExport, []string{cmdExport}).tableList())
 
 	def(d, fs.IntVar, &cfg.FetchWorkers, "fetch-workers", dc.FetchWorkers, "concurrent fetches", in(groupFetch, sourcing))
 	def(d, fs.IntVar, &cfg.FetchSpan, "fetch-span", dc.FetchSpan, "heights per fetch request", in(groupFetch, sourcing))
