@@ -83,6 +83,15 @@ type Result struct {
 	Duration  time.Duration
 }
 
+// add counts a committed batch of tables.
+func (r *Result) add(st BatchStats, tables []chain.Table) {
+	r.Blocks += st.To - st.From + 1
+	r.Batches++
+	for i, t := range tables {
+		r.Rows[t.Name] += uint64(st.Rows[i])
+	}
+}
+
 func (c *Config) ensureDefaults() {
 	if c.BatchBlocks == 0 {
 		c.BatchBlocks = 500
@@ -245,11 +254,7 @@ func runOnce(ctx context.Context, sess *Session, conn *pgx.Conn, store *staging.
 				return err
 			}
 			sess.Progressed()
-			res.Blocks += b.to - b.from + 1
-			res.Batches++
-			for i, t := range tables {
-				res.Rows[t.Name] += uint64(st.Rows[i])
-			}
+			res.add(st, tables)
 			if st.Conflicted {
 				res.Conflicts++
 			}

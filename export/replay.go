@@ -2,6 +2,7 @@ package export
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -179,11 +180,7 @@ func replayOnce(ctx context.Context, sess *Session, conn *pgx.Conn, store *stagi
 				return err
 			}
 			sess.Progressed()
-			res.Blocks += b.To - b.From + 1
-			res.Batches++
-			for i, t := range tables {
-				res.Rows[t.Name] += uint64(b.Rows[i])
-			}
+			res.add(b, tables)
 			res.Last = Cursor{Height: b.To, Valid: true}
 			if err := crashpoint.Hit(ctx, crashpoint.AfterCommit); err != nil {
 				return err
@@ -450,15 +447,7 @@ UNION ALL SELECT range_start, last_height FROM %[1]s.%[3]s WHERE last_height >= 
 
 // mergeRanges sorts rs and joins those that overlap or touch.
 func mergeRanges(rs []staging.Range) []staging.Range {
-	slices.SortFunc(rs, func(a, b staging.Range) int {
-		switch {
-		case a.From < b.From:
-			return -1
-		case a.From > b.From:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(rs, func(a, b staging.Range) int { return cmp.Compare(a.From, b.From) })
 	var out []staging.Range
 	for _, r := range rs {
 		if n := len(out); n > 0 && (r.From <= out[n-1].To || r.From == out[n-1].To+1) {
