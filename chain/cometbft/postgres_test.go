@@ -132,7 +132,7 @@ func TestTablesInPostgres(t *testing.T) {
 		{"SELECT count(*) FROM S.commit_signatures WHERE (block_id_flag = 1) <> (validator_address IS NULL AND timestamp IS NULL)", 0},
 		{"SELECT count(*) FROM S.commit_signatures WHERE height = $1 AND block_id_flag = 1 AND validator_index = 1", 1},
 		{"SELECT count(*) FROM S.consensus_param_updates WHERE params->'block'->>'max_gas' = '75000000'", n},
-		{"SELECT count(*) FROM S.validator_updates", 0},
+		{"SELECT count(*) FROM S.validator_updates", n / validatorUpdatesEvery},
 		// Every synthetic tx is an SDK tx; the fixture's two are not.
 		{"SELECT count(*) FROM S.transactions WHERE signers IS NULL AND memo IS NULL AND fee IS NULL", int64(len(fixtureTxs))},
 		{"SELECT count(*) FROM S.messages m LEFT JOIN S.transactions x USING (height, tx_index) WHERE x.hash IS NULL", 0},

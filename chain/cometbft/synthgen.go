@@ -531,8 +531,9 @@ func (g *generator) blockEvents(h uint64) {
 
 // validatorUpdatesEvery is how often the synthetic chain's application
 // changes a validator's power (as staking does at the end of a block where
-// a delegation moved it): every that many heights, one validator in turn.
-const validatorUpdatesEvery = 1000
+// a delegation moved it; on a busy chain, most blocks): every that many
+// heights, one validator in turn.
+const validatorUpdatesEvery = 100
 
 // validatorUpdates renders block_results.validator_updates of height h as
 // a 0.38 node prints it; null at most heights.

@@ -284,7 +284,7 @@ func TestValidatorAddressVectors(t *testing.T) {
 func TestSyntheticValidatorUpdates(t *testing.T) {
 	d := NewDecoder()
 	s := NewSynthetic(SyntheticConfig{Seed: 3})
-	for _, h := range []uint64{999, 1000, 2000} {
+	for _, h := range []uint64{validatorUpdatesEvery - 1, validatorUpdatesEvery, 20 * validatorUpdatesEvery} {
 		raw := s.appendUnchained(nil, h, [32]byte{1})
 		rows := chain.NewRows(d.Tables())
 		if err := d.Decode(h, raw, rows); err != nil {
