@@ -61,7 +61,11 @@ func newBareSource(cfg *Config, tip func() uint64, log *slog.Logger) (loader.Sou
 		}
 		return cometbft.NewSynthetic(scfg), nil
 	case chain.FamilyEVM:
-		return evm.NewSynthetic(evm.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: tip, TxPerBlock: cfg.SyntheticTxs, LogsPerBlock: cfg.SyntheticTxs * 400 / 150}), nil
+		ecfg := evm.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: tip, TxPerBlock: cfg.SyntheticTxs, LogsPerBlock: cfg.SyntheticTxs * 400 / 150}
+		if cfg.SyntheticReorgEvery > 0 {
+			return evm.NewReorgingSynthetic(ecfg, cfg.syntheticReorgs()), nil
+		}
+		return evm.NewSynthetic(ecfg), nil
 	}
 	return nil, fmt.Errorf("no source for chain %s", fam)
 }

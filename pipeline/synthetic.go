@@ -4,8 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/blockhaul/blockhaul/chain"
-	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/internal/synthreorg"
 )
 
 // MaxSyntheticBlockTime bounds --synthetic-block-time.
@@ -37,8 +36,8 @@ func syntheticTipFunc(cfg *Config) func() uint64 {
 	}
 }
 
-func (c *Config) syntheticReorgs() cometbft.SyntheticReorgs {
-	return cometbft.SyntheticReorgs{Every: c.SyntheticReorgEvery, Depth: c.SyntheticReorgDepth}
+func (c *Config) syntheticReorgs() synthreorg.Reorgs {
+	return synthreorg.Reorgs{Every: c.SyntheticReorgEvery, Depth: c.SyntheticReorgDepth}
 }
 
 // validateSynthetic checks the flags of a growing, reorganising synthetic
@@ -54,11 +53,8 @@ func (c *Config) validateSynthetic() []*FieldError {
 	if c.SyntheticReorgEvery == 0 {
 		return fs
 	}
-	if f, err := chain.ParseFamily(c.Chain); err == nil && f != chain.FamilyCometBFT {
-		bad("synthetic-reorg-every", "only the cometbft synthetic chain reorganises (not %s)", f)
-	}
-	if c.SyntheticReorgDepth < 1 || c.SyntheticReorgDepth > cometbft.MaxReorgDepth {
-		bad("synthetic-reorg-depth", "want 1 to %d, got %d", cometbft.MaxReorgDepth, c.SyntheticReorgDepth)
+	if c.SyntheticReorgDepth < 1 || c.SyntheticReorgDepth > synthreorg.MaxDepth {
+		bad("synthetic-reorg-depth", "want 1 to %d, got %d", synthreorg.MaxDepth, c.SyntheticReorgDepth)
 	} else if c.SyntheticReorgEvery < c.SyntheticReorgDepth+2 {
 		bad("synthetic-reorg-every", "want at least --synthetic-reorg-depth plus 2 (%d), got %d", c.SyntheticReorgDepth+2, c.SyntheticReorgEvery)
 	}

@@ -81,6 +81,44 @@ func TestFollowSyntheticBlockTimeAndReorgs(t *testing.T) {
 	}
 }
 
+// The same on the EVM synthetic chain (from genesis).
+func TestFollowSyntheticReorgsEVM(t *testing.T) {
+	const to = 120 // reorgs at tips 60 … 120 replace exported heights; the next, at 140, none below 120
+	evmTables := map[string]string{"blocks": "number", "transactions": "block_number, transaction_index", "logs": "block_number, log_index"}
+	dsn := pgtest.NewDatabase(t)
+	cfg := testConfig(CmdFollow, dsn, filepath.Join(t.TempDir(), "follow"), nil, 0, to)
+	cfg.Chain, cfg.SyntheticTxs = "evm", 10
+	cfg.SyntheticTip = 50
+	cfg.SyntheticBlockTime = time.Second
+	cfg.Clock = tickClock(cfg.SyntheticBlockTime)
+	cfg.SyntheticReorgEvery, cfg.SyntheticReorgDepth = 20, 3
+	cfg.PollInterval = time.Millisecond
+	sum, err := Run(context.Background(), cfg, io.Discard, quiet)
+	if err != nil {
+		t.Fatalf("follow: %v", err)
+	}
+	t.Logf("%d reorgs repaired", sum.Reorgs)
+	if sum.Reorgs < 2 || sum.Reorgs > 4 {
+		// Of the chain's 4, one that comes before follow exported the
+		// heights it replaces replaces nothing exported.
+		t.Errorf("follow repaired %d reorgs, want 2 to the chain's 4", sum.Reorgs)
+	}
+	ref := pgtest.NewDatabase(t)
+	rcfg := testConfig(CmdRun, ref, filepath.Join(t.TempDir(), "ref"), nil, 0, to)
+	rcfg.Chain, rcfg.SyntheticTxs = "evm", 10
+	rcfg.SyntheticTip = to
+	rcfg.SyntheticReorgEvery, rcfg.SyntheticReorgDepth = 20, 3
+	if _, err := Run(context.Background(), rcfg, io.Discard, quiet); err != nil {
+		t.Fatalf("reference run: %v", err)
+	}
+	got, want := pgtest.Fingerprint(t, dsn, "evm", evmTables), pgtest.Fingerprint(t, ref, "evm", evmTables)
+	for table := range evmTables {
+		if got[table] != want[table] {
+			t.Errorf("after follow, %s: %s; the chain's: %s", table, got[table], want[table])
+		}
+	}
+}
+
 func TestSyntheticFlagsValidated(t *testing.T) {
 	for _, tc := range []struct {
 		mod  func(*Config)
@@ -89,7 +127,7 @@ func TestSyntheticFlagsValidated(t *testing.T) {
 		{func(c *Config) { c.SyntheticBlockTime = -time.Second }, "synthetic-block-time"},
 		{func(c *Config) { c.SyntheticReorgEvery = 4; c.SyntheticReorgDepth = 3 }, "synthetic-reorg-every"},
 		{func(c *Config) { c.SyntheticReorgEvery = 40; c.SyntheticReorgDepth = 0 }, "synthetic-reorg-depth"},
-		{func(c *Config) { c.SyntheticReorgEvery = 40; c.Chain = "evm" }, "synthetic-reorg-every"},
+		{func(c *Config) { c.SyntheticReorgEvery = 40; c.SyntheticReorgDepth = 39; c.Chain = "evm" }, "synthetic-reorg-every"},
 	} {
 		cfg := DefaultConfig()
 		cfg.Command, cfg.PG = CmdFollow, "postgres://127.0.0.1:1/x"

@@ -5,6 +5,8 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+
+	"github.com/blockhaul/blockhaul/internal/synthreorg"
 )
 
 // TestReorgingSynthetic: at any tip the chain links from block 1 to the
@@ -50,8 +52,8 @@ func TestReorgingSynthetic(t *testing.T) {
 	// A far tip in one go, then history again: branches evicted are made
 	// again from their fork parents, the same blocks.
 	far := chainAt(t, 400)
-	if n := len(c.branches); n > liveBranches {
-		t.Errorf("%d branches kept, want at most %d", n, liveBranches)
+	if n := c.Kept(); n > synthreorg.LiveBranches {
+		t.Errorf("%d branches kept, want at most %d", n, synthreorg.LiveBranches)
 	}
 	fresh := NewReorgingSynthetic(SyntheticConfig{Seed: 5, Tip: tip.Load}, r)
 	for _, h := range []uint64{1, 57, 100, 397, 400} {

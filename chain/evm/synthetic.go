@@ -42,6 +42,16 @@ type SyntheticConfig struct {
 	// Tip, if set, is consulted by every Tip call, so a test can move the
 	// head. Default: a fixed DefaultSyntheticTip.
 	Tip func() uint64
+	// Fork, if set, makes this chain a fork of another: its block Fork.At
+	// names Fork.Parent (the other chain's block At-1) as its parent, and
+	// it has no blocks below At (see internal/synthreorg).
+	Fork *SyntheticFork
+}
+
+// SyntheticFork is where a synthetic chain branches off another.
+type SyntheticFork struct {
+	At     uint64 // first height of the fork (≥ 1)
+	Parent []byte // the 32-byte hash of the other chain's block At-1
 }
 
 // Validate reports every invalid field at once.
@@ -54,6 +64,9 @@ func (c SyntheticConfig) Validate() error {
 	}
 	check("TxPerBlock", c.TxPerBlock)
 	check("LogsPerBlock", c.LogsPerBlock)
+	if c.Fork != nil && (c.Fork.At < 1 || len(c.Fork.Parent) != 32) {
+		errs = append(errs, fmt.Errorf("evm: synthetic Fork: want At ≥ 1 and a 32-byte Parent, got %d and %d bytes", c.Fork.At, len(c.Fork.Parent)))
+	}
 	return errors.Join(errs...)
 }
 
@@ -94,6 +107,10 @@ type Synthetic struct {
 
 	hashes *hashchain.Chain
 	walkMu sync.Mutex // one walk at a time (see hashOf)
+	// first is the lowest height (0, or a fork's At); base the hash its
+	// first block names as parent (zero for genesis).
+	first uint64
+	base  [32]byte
 }
 
 // NewSynthetic returns a synthetic chain. cfg's zero fields take their
@@ -116,6 +133,9 @@ func NewSynthetic(cfg SyntheticConfig) *Synthetic {
 	s := &Synthetic{cfg: cfg, seed: seed}
 	s.pools = newPools(s.seed)
 	s.hashes = hashchain.New()
+	if f := cfg.Fork; f != nil && f.At >= 1 && len(f.Parent) == 32 {
+		s.first, s.base = f.At, [32]byte(f.Parent)
+	}
 	return s
 }
 
@@ -144,6 +164,9 @@ func (s *Synthetic) tip() uint64 {
 func (s *Synthetic) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, error) {
 	if from > to {
 		return nil, fmt.Errorf("evm: synthetic fetch %d-%d: empty range", from, to)
+	}
+	if from < s.first {
+		return nil, fmt.Errorf("evm: synthetic fetch %d-%d: this fork starts at %d", from, to, s.first)
 	}
 	if tip := s.tip(); to > tip {
 		return nil, fmt.Errorf("evm: synthetic fetch %d-%d: beyond tip %d", from, to, tip)
@@ -226,6 +249,9 @@ func (s *Synthetic) BlockHash(h uint64) []byte {
 // waits for it), or produced here by walking from the highest known height
 // below it.
 func (s *Synthetic) hashOf(ctx context.Context, h uint64) ([32]byte, error) {
+	if h < s.first {
+		return s.base, nil // a fork's parent (h = At-1)
+	}
 	for {
 		if v, ok := s.hashes.Get(h); ok {
 			return v, nil
@@ -247,8 +273,8 @@ func (s *Synthetic) hashOf(ctx context.Context, h uint64) ([32]byte, error) {
 		s.walkMu.Unlock()
 	}
 	defer s.walkMu.Unlock()
-	from, parent := uint64(0), [32]byte{}
-	if k, v, ok := s.hashes.Nearest(0, h); ok {
+	from, parent := s.first, s.base
+	if k, v, ok := s.hashes.Nearest(s.first, h); ok {
 		from, parent = k+1, v
 	}
 	g := s.generator()

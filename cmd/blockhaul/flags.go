@@ -162,7 +162,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.Float64Var, &cfg.SyntheticTxs, "synthetic-txs", 0, "mean transactions per synthetic block (0: the family's mainnet-like default: cometbft 4.5, evm 150 with 400 logs)", in(groupSource, sourcing))
 	def(d, fs.BoolVar, &cfg.SyntheticSteady, "synthetic-steady", false, "every synthetic block at the mean density (cometbft: no quiet stretches or bursts)", in(groupSource, sourcing))
 	def(d, fs.DurationVar, &cfg.SyntheticBlockTime, "synthetic-block-time", 0, "the synthetic chain grows by one block each this long, from --synthetic-tip (else --from) when the job starts (0: a fixed tip)", in(groupSource, sourcing))
-	def(d, fs.Uint64Var, &cfg.SyntheticReorgEvery, "synthetic-reorg-every", 0, "cometbft: the synthetic chain reorganises each time its tip reaches a multiple of this, replacing the --synthetic-reorg-depth blocks below it (0: never)", in(groupSource, sourcing))
+	def(d, fs.Uint64Var, &cfg.SyntheticReorgEvery, "synthetic-reorg-every", 0, "the synthetic chain reorganises each time its tip reaches a multiple of this, replacing the --synthetic-reorg-depth blocks below it (0: never)", in(groupSource, sourcing))
 	def(d, fs.Uint64Var, &cfg.SyntheticReorgDepth, "synthetic-reorg-depth", dc.SyntheticReorgDepth, "blocks each synthetic reorg replaces", in(groupSource, sourcing))
 
 	def(d, fs.Uint64Var, &cfg.From, "from", dc.From, "first height (inclusive)", in(groupRange, ranged))
