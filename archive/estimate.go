@@ -48,6 +48,7 @@ type EstimateReport struct {
 	ExportSeconds  float64 `json:"export_seconds"`
 	Rates          Rates   `json:"rates"`
 	StagingSource  string  `json:"staging_source"` // "measured" or "default"
+	TimeSource     string  `json:"time_source"`    // where the fetch and export rates come from
 	DBSource       string  `json:"db_source"`
 	StagingFree    uint64  `json:"staging_free"`
 	StagingHasRoom bool    `json:"staging_has_room"`
@@ -69,10 +70,10 @@ func (e *NoRoomError) Error() string {
 // (not in the blocks table on conn; nil conn: all), the bytes each store
 // will grow by and the time each phase takes — from this store's and this
 // database's own bytes per block where they hold at least 1,000 blocks,
-// else from DefaultRates; times always from DefaultRates (no job records
-// its rates yet) — and whether the staging filesystem has room
-// (*NoRoomError when not).
-func Estimate(ctx context.Context, fam chain.Family, store *staging.Store, dir string, conn *pgx.Conn, schema string, blocks chain.Table, tables []chain.Table, from, to uint64) (*EstimateReport, error) {
+// else from DefaultRates; times at the rates of times (BenchTimeRates: a
+// benchmark of this machine, else the defaults; nil: the defaults) — and
+// whether the staging filesystem has room (*NoRoomError when not).
+func Estimate(ctx context.Context, fam chain.Family, store *staging.Store, dir string, conn *pgx.Conn, schema string, blocks chain.Table, tables []chain.Table, from, to uint64, times *TimeRates) (*EstimateReport, error) {
 	if to < from {
 		return nil, fmt.Errorf("archive: estimate: range end %d is below its start %d", to, from)
 	}
@@ -127,6 +128,10 @@ func Estimate(ctx context.Context, fam chain.Family, store *staging.Store, dir s
 			}
 		}
 	}
+	if times == nil {
+		times = &TimeRates{FetchBlocksPerSec: rates.FetchBlocksPerSec, ExportBlocksPerSec: rates.ExportBlocksPerSec, Source: "default rates"}
+	}
+	rates.FetchBlocksPerSec, rates.ExportBlocksPerSec, r.TimeSource = times.FetchBlocksPerSec, times.ExportBlocksPerSec, times.Source
 	r.Rates = rates
 	r.StagingBytes = float64(r.ToFetch) * rates.StagingBytesPerBlock
 	r.DBBytes = float64(r.ToExport) * rates.DBBytesPerBlock
@@ -168,10 +173,11 @@ func freeBytes(dir string) (uint64, error) {
 // WriteText writes the estimate for a terminal.
 func (r *EstimateReport) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "estimate %s heights %d-%d\n", r.Family, r.From, r.To)
-	fmt.Fprintf(w, "  fetch:   %d heights, ~%.1f MB staged (%.0f B/block, %s), ~%s at %.0f blocks/s (default)\n",
+	fmt.Fprintf(w, "  fetch:   %d heights, ~%.1f MB staged (%.0f B/block, %s), ~%s at %.0f blocks/s\n",
 		r.ToFetch, r.StagingBytes/1e6, r.Rates.StagingBytesPerBlock, r.StagingSource, dur(r.FetchSeconds), r.Rates.FetchBlocksPerSec)
-	fmt.Fprintf(w, "  export:  %d heights, ~%.1f MB in PostgreSQL (%.0f B/block, %s), ~%s at %.0f blocks/s (default)\n",
+	fmt.Fprintf(w, "  export:  %d heights, ~%.1f MB in PostgreSQL (%.0f B/block, %s), ~%s at %.0f blocks/s\n",
 		r.ToExport, r.DBBytes/1e6, r.Rates.DBBytesPerBlock, r.DBSource, dur(r.ExportSeconds), r.Rates.ExportBlocksPerSec)
+	fmt.Fprintf(w, "  times:   %s\n", r.TimeSource)
 	room := "room enough"
 	if !r.StagingHasRoom {
 		room = "NOT ENOUGH ROOM"

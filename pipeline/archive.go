@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/blockhaul/blockhaul/archive"
@@ -321,6 +322,11 @@ func VerifyReportText(out io.Writer, s *archive.StagingReport) {
 	archive.VerifyReport{Staging: s}.WriteText(out)
 }
 
+// benchResult is the bench result estimate reads its rates from, under
+// the working directory (a checkout of the repository, where `make bench`
+// writes it); estimate says when it is absent or of another machine.
+var benchResult = filepath.Join("bench", "results", "latest.json")
+
 // Estimate prints what a job over --from..--to would fetch, export, store
 // and take, before anything is fetched or written; no room on the staging
 // filesystem is a *archive.NoRoomError (exit 2).
@@ -352,7 +358,8 @@ func Estimate(ctx context.Context, cfg Config, out io.Writer) error {
 		defer conn.Close(context.WithoutCancel(ctx))
 	}
 	tables := dec.Tables()
-	r, err := archive.Estimate(ctx, dec.Family(), store, cfg.Staging, conn, cfg.Schema, tables[0], tables, cfg.From, cfg.To)
+	times := archive.BenchTimeRates(benchResult, dec.Family())
+	r, err := archive.Estimate(ctx, dec.Family(), store, cfg.Staging, conn, cfg.Schema, tables[0], tables, cfg.From, cfg.To, &times)
 	if r != nil {
 		if cfg.JSON {
 			if jerr := archive.WriteJSON(out, r); jerr != nil && err == nil {

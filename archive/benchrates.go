@@ -1,0 +1,84 @@
+package archive
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+
+	"github.com/blockhaul/blockhaul/chain"
+)
+
+// TimeRates are the rates an estimate's times come from, and where those
+// come from.
+type TimeRates struct {
+	FetchBlocksPerSec  float64
+	ExportBlocksPerSec float64
+	Source             string // for the report: what measured them, or why they are defaults
+}
+
+// benchResult is the part of a bench result (bench.Result, as written to
+// bench/results/*.json) an estimate reads.
+type benchResult struct {
+	Date    string `json:"date"`
+	Machine struct {
+		Host string `json:"host"`
+		CPUs int    `json:"cpus"`
+	} `json:"machine"`
+	Densities []struct {
+		Name   string `json:"name"`
+		Ingest struct {
+			BlocksPerS float64 `json:"blocks_per_s"`
+		} `json:"ingest"`
+		Export struct {
+			BlocksPerS float64 `json:"blocks_per_s"`
+		} `json:"export"`
+	} `json:"densities"`
+	Fetch *struct {
+		Chain     string `json:"chain"`
+		Blockhaul struct {
+			BlocksPerS float64 `json:"blocks_per_s"`
+		} `json:"blockhaul"`
+	} `json:"fetch"`
+}
+
+// BenchTimeRates reads the fetch and export rates of fam from the bench
+// result at path when it was measured on this machine (same host name and
+// CPU count): export from the family's export run, fetch from the fetch
+// run against a local server where it was of this family, else from the
+// staging ingest. Otherwise it returns DefaultRates' times with a Source
+// that says why they are defaults.
+func BenchTimeRates(path string, fam chain.Family) TimeRates {
+	d := DefaultRates(fam)
+	def := func(why string) TimeRates {
+		return TimeRates{FetchBlocksPerSec: d.FetchBlocksPerSec, ExportBlocksPerSec: d.ExportBlocksPerSec, Source: "default rates (" + why + ")"}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return def(fmt.Sprintf("no benchmark result of this machine: %v", err))
+	}
+	var r benchResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		return def(fmt.Sprintf("benchmark result %s unreadable: %v", path, err))
+	}
+	host, _ := os.Hostname()
+	if r.Machine.Host != host || r.Machine.CPUs != runtime.NumCPU() {
+		return def(fmt.Sprintf("the benchmark result %s is of host %q with %d CPUs, this is %q with %d", path, r.Machine.Host, r.Machine.CPUs, host, runtime.NumCPU()))
+	}
+	for _, dn := range r.Densities {
+		if dn.Name != fam.String() || dn.Export.BlocksPerS <= 0 {
+			continue
+		}
+		t := TimeRates{ExportBlocksPerSec: dn.Export.BlocksPerS, FetchBlocksPerSec: dn.Ingest.BlocksPerS}
+		what := "staging ingest"
+		if r.Fetch != nil && r.Fetch.Chain == fam.String() && r.Fetch.Blockhaul.BlocksPerS > 0 {
+			t.FetchBlocksPerSec, what = r.Fetch.Blockhaul.BlocksPerS, "fetch from a local server"
+		}
+		if t.FetchBlocksPerSec <= 0 {
+			t.FetchBlocksPerSec, what = d.FetchBlocksPerSec, "default"
+		}
+		t.Source = fmt.Sprintf("measured on this machine by the benchmark of %s (%s; fetch: %s, export: export run)", r.Date, path, what)
+		return t
+	}
+	return def(fmt.Sprintf("the benchmark result %s has no %s export run", path, fam))
+}

@@ -1,0 +1,45 @@
+package archive
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/blockhaul/blockhaul/chain"
+)
+
+// TestBenchTimeRates: a bench result of this machine gives its rates and
+// says so; one of another machine, or none, gives the defaults and says
+// why.
+func TestBenchTimeRates(t *testing.T) {
+	host, _ := os.Hostname()
+	dir := t.TempDir()
+	write := func(name, host string) string {
+		p := filepath.Join(dir, name)
+		js := fmt.Sprintf(`{"date":"2026-11-30T02:36:24Z","machine":{"host":%q,"cpus":%d},
+"densities":[{"name":"cometbft","ingest":{"blocks_per_s":10765},"export":{"blocks_per_s":1480.5}},{"name":"evm","ingest":{"blocks_per_s":711},"export":{"blocks_per_s":155}}],
+"fetch":{"chain":"cometbft","blockhaul":{"blocks_per_s":6548}}}`, host, runtime.NumCPU())
+		if err := os.WriteFile(p, []byte(js), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	here := write("here.json", host)
+	if r := BenchTimeRates(here, chain.FamilyCometBFT); r.FetchBlocksPerSec != 6548 || r.ExportBlocksPerSec != 1480.5 || !strings.Contains(r.Source, "measured on this machine") {
+		t.Fatalf("cometbft: %+v", r)
+	}
+	if r := BenchTimeRates(here, chain.FamilyEVM); r.FetchBlocksPerSec != 711 || r.ExportBlocksPerSec != 155 || !strings.Contains(r.Source, "staging ingest") {
+		t.Fatalf("evm: %+v", r)
+	}
+	d := DefaultRates(chain.FamilyCometBFT)
+	other := write("other.json", host+"-elsewhere")
+	if r := BenchTimeRates(other, chain.FamilyCometBFT); r.FetchBlocksPerSec != d.FetchBlocksPerSec || !strings.Contains(r.Source, "default rates") || !strings.Contains(r.Source, "-elsewhere") {
+		t.Fatalf("another machine's result: %+v", r)
+	}
+	if r := BenchTimeRates(filepath.Join(dir, "none.json"), chain.FamilyCometBFT); r.ExportBlocksPerSec != d.ExportBlocksPerSec || !strings.Contains(r.Source, "no benchmark result") {
+		t.Fatalf("no result: %+v", r)
+	}
+}
