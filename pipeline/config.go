@@ -19,6 +19,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/evm"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/loader"
@@ -253,6 +254,12 @@ func (c *Config) EnsureDefaults() {
 		if f, err := chain.ParseFamily(c.Chain); err == nil {
 			c.Schema, c.SchemaDefaulted = f.String(), true
 		}
+	}
+	// A range starts at the chain's first block unless --from says
+	// otherwise: an EVM chain's is its genesis block (DefaultConfig's From
+	// is CometBFT's first height).
+	if f, err := chain.ParseFamily(c.Chain); err == nil && f == chain.FamilyEVM && !c.FromSet && c.From == DefaultConfig().From {
+		c.From = evm.GenesisHeight
 	}
 	if c.Staging == "" {
 		c.Staging = "blockhaul-staging"

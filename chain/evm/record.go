@@ -18,6 +18,13 @@ import (
 	"fmt"
 )
 
+// GenesisHeight is the height of an EVM chain's first block, its genesis:
+// a range starts there unless it says otherwise. The genesis block has no
+// transactions; its state root commits to the genesis allocations and,
+// on a chain with Shanghai active from genesis, its withdrawals root is the
+// empty trie's. It is verified and exported like every other block.
+const GenesisHeight = 0
+
 // MarshalRecord builds the raw record of one block from the result of
 // eth_getBlockByNumber (with full transactions) and the result of
 // eth_getBlockReceipts (a JSON array). Both are embedded unchanged; a nil
