@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/jackc/pgx/v5"
@@ -40,12 +41,13 @@ const (
 	fastBytes            // bytea: []byte; text: string or []byte
 	fastJSONB            // jsonb: []byte or string holding JSON text
 	fastNumeric          // numeric: int64 (EVM quantities mostly fit)
+	fastTimestamptz      // timestamptz: time.Time (every child row's block_time)
 )
 
 var fastKinds = map[uint32]fastKind{
 	pgtype.Int8OID: fastInt8, pgtype.Int4OID: fastInt4, pgtype.Int2OID: fastInt2,
 	pgtype.ByteaOID: fastBytes, pgtype.TextOID: fastBytes, pgtype.JSONBOID: fastJSONB,
-	pgtype.NumericOID: fastNumeric,
+	pgtype.NumericOID: fastNumeric, pgtype.TimestamptzOID: fastTimestamptz,
 }
 
 // copyPlan writes the rows of one table into one target with COPY ... FROM
@@ -226,6 +228,11 @@ func (p *copyPlan) appendRow(buf []byte, row []any) ([]byte, error) {
 				buf = appendNumeric(buf, x)
 				continue
 			}
+		case fastTimestamptz:
+			if x, ok := v.(time.Time); ok {
+				buf = appendTimestamptz(buf, x)
+				continue
+			}
 		}
 		var err error
 		if buf, err = p.appendValue(buf, c, v); err != nil {
@@ -277,6 +284,19 @@ func appendJSONB[T []byte | string](buf []byte, js T) []byte {
 	buf = binary.BigEndian.AppendUint32(buf, uint32(len(js)+1))
 	buf = append(buf, 1)
 	return append(buf, js...)
+}
+
+// microsFromUnixEpochToY2K is PostgreSQL's epoch, 2000-01-01 UTC, in
+// microseconds since the Unix epoch.
+const microsFromUnixEpochToY2K = 946_684_800 * 1_000_000
+
+// appendTimestamptz writes t as a binary timestamptz field: microseconds
+// since 2000-01-01 UTC, truncated as pgx truncates them (its encoder costs
+// a plan lookup per value, and every child row carries its block's time).
+func appendTimestamptz(buf []byte, t time.Time) []byte {
+	buf = binary.BigEndian.AppendUint32(buf, 8)
+	micros := t.Unix()*1_000_000 + int64(t.Nanosecond())/1000 - microsFromUnixEpochToY2K
+	return binary.BigEndian.AppendUint64(buf, uint64(micros))
 }
 
 // appendNumeric writes x as a binary numeric field: digit count, weight,
