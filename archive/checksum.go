@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/big"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
@@ -109,7 +110,20 @@ type Digest struct {
 // to PostgreSQL and to this digest. The hash functions are those hash
 // partitioning relies on, stable across major versions on one
 // architecture.
-const rowHash = "hashtextextended(hash_record_extended(t, 0)::text, 0)"
+//
+// The row is the table's columns as the decoder defines them, in its order
+// (ROW(t.a, t.b, …)), not the stored row: a table an older blockhaul
+// created and a newer one brought up to date holds its later columns at
+// the end, and a replayed table of that shape must digest as a fresh one
+// does. For a table created with the decoder's columns the two are the same
+// value.
+func rowHash(t chain.Table) string {
+	cols := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		cols[i] = "t." + chain.QuoteIdent(c.Name)
+	}
+	return "hashtextextended(hash_record_extended(ROW(" + strings.Join(cols, ", ") + "), 0)::text, 0)"
+}
 
 // Checksum digests every row of cfg.Tables in cfg.Schema, per table and per
 // chunk of heights, inside PostgreSQL: one pass over each table (a
@@ -179,7 +193,7 @@ func checksumTable(ctx context.Context, tx pgx.Tx, qs string, t chain.Table, cfg
 		args = append(args, int64(cfg.From), int64(cfg.To))
 	}
 	q := fmt.Sprintf("SELECT %s / $1 AS chunk, count(*), sum(%s)::text FROM %s.%s AS t%s GROUP BY 1",
-		hc, rowHash, qs, chain.QuoteIdent(t.Name), where)
+		hc, rowHash(t), qs, chain.QuoteIdent(t.Name), where)
 	rows, err := tx.Query(ctx, q, args...)
 	if err != nil {
 		return td, fmt.Errorf("archive: checksum %s: %w", t.Name, err)
@@ -397,7 +411,7 @@ type heightDigest struct {
 func heightDigests(ctx context.Context, conn *pgx.Conn, schema string, t chain.Table, from, to uint64) (map[uint64]heightDigest, error) {
 	hc := chain.QuoteIdent(t.HeightColumn)
 	q := fmt.Sprintf("SELECT %s, count(*), sum(%s)::text FROM %s.%s AS t WHERE %s BETWEEN $1 AND $2 GROUP BY 1",
-		hc, rowHash, chain.QuoteIdent(schema), chain.QuoteIdent(t.Name), hc)
+		hc, rowHash(t), chain.QuoteIdent(schema), chain.QuoteIdent(t.Name), hc)
 	out := map[uint64]heightDigest{}
 	err := pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if err := checksumSettings(ctx, tx); err != nil {
