@@ -136,15 +136,27 @@ func TestTablesInPostgres(t *testing.T) {
 	}
 
 	var hashes [][]byte
-	var blobGasPrice, maxFee pgtype.Numeric
-	err = conn.QueryRow(ctx, `SELECT blob_versioned_hashes, blob_gas_price, max_fee_per_gas FROM `+schema+`.transactions
-		WHERE block_number = $1 AND transaction_index = $2`, blob[colTxBlockNumber], blob[colTxIndex]).Scan(&hashes, &blobGasPrice, &maxFee)
+	var blobGasPrice, maxFee, maxBlobFee pgtype.Numeric
+	var blobGasUsed int64
+	err = conn.QueryRow(ctx, `SELECT blob_versioned_hashes, blob_gas_price, max_fee_per_gas, max_fee_per_blob_gas, blob_gas_used FROM `+schema+`.transactions
+		WHERE block_number = $1 AND transaction_index = $2`, blob[colTxBlockNumber], blob[colTxIndex]).Scan(&hashes, &blobGasPrice, &maxFee, &maxBlobFee, &blobGasUsed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := blob[colTxBlobHashes].([][]byte)
 	if len(hashes) != len(want) || string(hashes[0]) != string(want[0]) || !blobGasPrice.Valid || !maxFee.Valid {
 		t.Fatalf("blob tx read back: %d hashes (want %d), blob gas price %v, max fee %v", len(hashes), len(want), blobGasPrice, maxFee)
+	}
+	if blobGasUsed != blob[colTxBlobGasUsed].(int64) || blobGasUsed != int64(len(want))*blobGas ||
+		int8Of(maxBlobFee) != numericValue(blob[colTxMaxFeePerBlobGas]) || int8Of(blobGasPrice) != numericValue(blob[colTxBlobGasPrice]) {
+		t.Fatalf("blob tx read back: blob gas used %d (decoded %v, %d hashes), max fee per blob gas %d (decoded %v), blob gas price %d (decoded %v)",
+			blobGasUsed, blob[colTxBlobGasUsed], len(want), int8Of(maxBlobFee), blob[colTxMaxFeePerBlobGas], int8Of(blobGasPrice), blob[colTxBlobGasPrice])
+	}
+	// Transactions of other types have none of the blob fields.
+	var blobless int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.transactions WHERE type <> 3 AND (blob_versioned_hashes IS NOT NULL
+		OR max_fee_per_blob_gas IS NOT NULL OR blob_gas_used IS NOT NULL OR blob_gas_price IS NOT NULL)`).Scan(&blobless); err != nil || blobless != 0 {
+		t.Fatalf("%d non-blob transactions with blob fields (%v)", blobless, err)
 	}
 
 	var nullTo, nullMaxFee, legacy int
@@ -165,4 +177,26 @@ func TestTablesInPostgres(t *testing.T) {
 	if epoch != genesisTime+5*blockTime {
 		t.Fatalf("block 5 timestamp %d", epoch)
 	}
+}
+
+// numericValue is a decoded numeric that fits int64 (the synthetic blob
+// fees do).
+func numericValue(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case pgtype.Numeric:
+		return x.Int.Int64()
+	}
+	return -1
+}
+
+// int8Of is a numeric read back from PostgreSQL as an int64 (-2 when it is
+// NULL or does not fit).
+func int8Of(n pgtype.Numeric) int64 {
+	v, err := n.Int64Value()
+	if err != nil || !v.Valid {
+		return -2
+	}
+	return v.Int64
 }
