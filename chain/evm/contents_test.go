@@ -251,3 +251,32 @@ func setDigits(raw []byte, i int, digits string) []byte {
 	k := j + bytes.IndexByte(raw[j:], '"')
 	return append(append(append([]byte(nil), raw[:j]...), digits...), raw[k:]...)
 }
+
+// TestVerifyBlockGethSetCode verifies a whole block of a real geth 1.17
+// --dev node holding an EIP-7702 set-code transaction beside an EIP-1559
+// one (testdata/geth-dev-setcode): both hashes, the transactions root, and
+// the receipts root over a type-4 receipt.
+func TestVerifyBlockGethSetCode(t *testing.T) {
+	result := func(name string) json.RawMessage { return rpcResultIn(t, "testdata/geth-dev-setcode", name) }
+	raw := MarshalRecord(result("block_13.json"), result("receipts_13.json"))
+	v := &verifier{}
+	hash, err := v.record(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, _, _ := BlockIdentity(raw)
+	if !bytes.Equal(hash, want) || len(v.txs) != 2 || v.txTypes[0] != 4 || len(v.rcpts) != 2 {
+		t.Fatalf("hash %x (node %x), %d transactions of types %v, %d receipts", hash, want, len(v.txs), v.txTypes, len(v.rcpts))
+	}
+	for _, r := range v.roots() {
+		if !r.check {
+			t.Errorf("%s not checked", headerFields[r.field].key)
+		}
+	}
+	// The authorization is part of the hash.
+	bad := bytes.Replace(raw, []byte(`"nonce":"0x5"`), []byte(`"nonce":"0x6"`), 1)
+	var hm *chain.HashMismatchError
+	if _, err := VerifyBlock(bad); !errors.As(err, &hm) || hm.What != "transaction 0 hash" {
+		t.Fatalf("authorization nonce changed: %v, want transaction 0's hash mismatch", err)
+	}
+}

@@ -19,7 +19,13 @@ const gethDir = "testdata/geth-dev"
 // rpcResult reads the result of a recorded JSON-RPC response.
 func rpcResult(t testing.TB, name string) json.RawMessage {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(gethDir, name))
+	return rpcResultIn(t, gethDir, name)
+}
+
+// rpcResultIn is rpcResult for a response recorded in another folder.
+func rpcResultIn(t testing.TB, dir, name string) json.RawMessage {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
 		t.Fatal(err)
 	}
