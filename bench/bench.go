@@ -41,11 +41,13 @@ const (
 	SectionFetch    = "fetch"    // fetch vs the minimal client
 	SectionProcess  = "process"  // memory and scaling of a blockhaul process
 	SectionStreams  = "streams"  // export with 1, 2, 4 streams of one staged range, beside the baseline
+	// SectionHeadBackfill: the head and a backfill in one process vs two.
+	SectionHeadBackfill = "headbackfill"
 )
 
 // AllSections is the default selection, in the order of the report (the
 // process section runs first; see Run).
-var AllSections = []string{SectionCometBFT, SectionEVM, SectionStreams, SectionFetch, SectionProcess}
+var AllSections = []string{SectionCometBFT, SectionEVM, SectionStreams, SectionFetch, SectionProcess, SectionHeadBackfill}
 
 // Densities of the two workloads: a Cosmos Hub-like chain and an Ethereum
 // mainnet-like one.
@@ -113,6 +115,11 @@ type Config struct {
 	// ProjectCores is the database server the streams section projects
 	// its rates to (one stream per core). Default 16; negative: none.
 	ProjectCores int
+	// HeadBackfillBlocks is the range of the headbackfill section, in
+	// CometBFT blocks: the head stream exports its upper half, the
+	// backfill the lower. Default 20,000.
+	HeadBackfillBlocks uint64
+
 	// StateInterval is the period of the pg_stat_activity samples of the
 	// streams section's backends. Default 100ms.
 	StateInterval time.Duration
@@ -189,6 +196,9 @@ func (c *Config) EnsureDefaults() {
 	if c.ProjectCores == 0 {
 		c.ProjectCores = 16
 	}
+	if c.HeadBackfillBlocks == 0 {
+		c.HeadBackfillBlocks = 20_000
+	}
 	if c.StateInterval == 0 {
 		c.StateInterval = 100 * time.Millisecond
 	}
@@ -245,6 +255,9 @@ func (c *Config) Validate() error {
 			break
 		}
 	}
+	if c.HeadBackfillBlocks == 1 {
+		bad("head and backfill blocks must be at least 2, got %d", c.HeadBackfillBlocks)
+	}
 	if c.StateInterval < 0 {
 		bad("state interval must be positive, got %s", c.StateInterval)
 	}
@@ -282,6 +295,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// process that started it (see peakRSS).
 	if cfg.runs(SectionProcess) {
 		if res.Processes, err = runProcesses(ctx, &cfg); err != nil {
+			return res, err
+		}
+	}
+	if cfg.runs(SectionHeadBackfill) {
+		if res.HeadBackfill, err = runHeadBackfill(ctx, &cfg); err != nil {
 			return res, err
 		}
 	}

@@ -19,17 +19,18 @@ import (
 // blocks each.
 func smallConfig(t testing.TB) Config {
 	return Config{
-		DatabaseURL:    pgtest.BaseURL(),
-		CometBFTBlocks: 300,
-		EVMBlocks:      30,
-		BatchBlocks:    100,
-		FetchBlocks:    300,
-		FetchWorkers:   4,
-		FetchSpan:      8,
-		FetchSource:    RPCSource(chain.FamilyCometBFT, 4),
-		RangeSizes:     []uint64{200, 400, 600},
-		StateInterval:  5 * time.Millisecond,
-		WorkDir:        t.TempDir(),
+		DatabaseURL:        pgtest.BaseURL(),
+		CometBFTBlocks:     300,
+		EVMBlocks:          30,
+		BatchBlocks:        100,
+		FetchBlocks:        300,
+		FetchWorkers:       4,
+		FetchSpan:          8,
+		FetchSource:        RPCSource(chain.FamilyCometBFT, 4),
+		RangeSizes:         []uint64{200, 400, 600},
+		StateInterval:      5 * time.Millisecond,
+		HeadBackfillBlocks: 400,
+		WorkDir:            t.TempDir(),
 	}
 }
 
@@ -107,6 +108,21 @@ func TestRunSmall(t *testing.T) {
 		}
 	}
 	checkStreams(t, res)
+	if h := res.HeadBackfill; h == nil {
+		t.Error("no head and backfill section")
+	} else {
+		if h.Blocks != 400 || h.HeadFrom != 201 || h.Rows < 400 || h.OneProcess.Rows != h.Rows || h.TwoProcesses.Rows != h.Rows {
+			t.Errorf("head and backfill: %+v", h)
+		}
+		for _, w := range []HeadBackfillRun{h.OneProcess, h.TwoProcesses} {
+			if w.Seconds <= 0 || w.CPUSeconds <= 0 || len(w.AllSeconds) != 2 || w.Seconds != slices.Min(w.AllSeconds) {
+				t.Errorf("head and backfill run %+v", w)
+			}
+		}
+		if h.OneProcess.Processes != 1 || h.TwoProcesses.Processes != 2 || math.Abs(h.TwoOverOne-h.TwoProcesses.Seconds/h.OneProcess.Seconds) > 1e-9 {
+			t.Errorf("head and backfill: %+v", h)
+		}
+	}
 	if len(res.Targets) != 11 {
 		t.Errorf("targets: %d, want 11", len(res.Targets))
 	}
@@ -134,7 +150,7 @@ func TestRunSmall(t *testing.T) {
 		}
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "latest.md"))
-	for _, want := range []string{"blockhaul µs/row", "### Export streams", "| export, 4 streams |", "Projection for a 16-core database server running 16 streams"} {
+	for _, want := range []string{"blockhaul µs/row", "### The head and a backfill: one process vs two", "### Export streams", "| export, 4 streams |", "Projection for a 16-core database server running 16 streams"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("latest.md lacks %q:\n%s", want, md)
 		}

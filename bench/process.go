@@ -21,17 +21,11 @@ import (
 // is steady (every range has the same density), so that time per block
 // shows how the tool scales, not which stretches of the chain a range holds.
 func runProcesses(ctx context.Context, cfg *Config) ([]ProcessRun, error) {
-	bin := cfg.Blockhaul
-	if bin == "" {
-		dir, err := os.MkdirTemp(cfg.WorkDir, "blockhaul-bench-bin-")
-		if err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
-		}
-		defer os.RemoveAll(dir)
-		if bin, err = buildBlockhaul(ctx, dir); err != nil {
-			return nil, err
-		}
+	bin, cleanup, err := blockhaulBinary(ctx, cfg)
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
 	sizes := slices.Clone(cfg.RangeSizes)
 	slices.Sort(sizes)
 	// Every size runs Rounds times, the sizes taking turns, so that a slow
@@ -64,6 +58,23 @@ func bestProcess(have, run ProcessRun) ProcessRun {
 	}
 	run.AllSeconds, run.PeakRSSBytes = all, peak
 	return run
+}
+
+// blockhaulBinary is Config.Blockhaul, or else one built from this module
+// into a temporary directory that cleanup removes.
+func blockhaulBinary(ctx context.Context, cfg *Config) (bin string, cleanup func(), err error) {
+	if cfg.Blockhaul != "" {
+		return cfg.Blockhaul, func() {}, nil
+	}
+	dir, err := os.MkdirTemp(cfg.WorkDir, "blockhaul-bench-bin-")
+	if err != nil {
+		return "", nil, fmt.Errorf("bench: %w", err)
+	}
+	if bin, err = buildBlockhaul(ctx, dir); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return bin, func() { os.RemoveAll(dir) }, nil
 }
 
 // buildBlockhaul builds the blockhaul command of this module into dir.

@@ -111,6 +111,20 @@ func Markdown(r Result, images string) string {
 		}
 	}
 
+	if h := r.HeadBackfill; h != nil {
+		fmt.Fprintf(&b, "\n### The head and a backfill: one process vs two (CometBFT, %s blocks, %s rows)\n\n", fmtNum(float64(h.Blocks)), fmtNum(float64(h.Rows)))
+		fmt.Fprintf(&b, "The head stream exports [%s, %s], the backfill [1, %s], into one fresh database with its indexes in place: `follow --backfill-from 1` (one staging store) against `follow` and `run` at once (a staging directory each). Each way ran %d times, alternating; the fastest counts.\n\n",
+			fmtNum(float64(h.HeadFrom)), fmtNum(float64(h.Blocks)), fmtNum(float64(h.HeadFrom-1)), r.Settings.Rounds)
+		b.WriteString("| way | processes | seconds | CPU seconds | peak RSS (sum) |\n|---|---:|---:|---:|---:|\n")
+		for _, w := range []struct {
+			name string
+			run  HeadBackfillRun
+		}{{"one process (`follow --backfill-from`)", h.OneProcess}, {"two processes (`follow` + `run`)", h.TwoProcesses}} {
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", w.name, w.run.Processes, fmtNum(w.run.Seconds), fmtNum(w.run.CPUSeconds), fmtBytes(uint64(w.run.PeakRSSBytes)))
+		}
+		fmt.Fprintf(&b, "\nTwo processes / one process, time: **%s**\n", fmtNum(h.TwoOverOne))
+	}
+
 	if len(r.Processes) > 0 {
 		b.WriteString("\n### Memory and scaling (`blockhaul run`, CometBFT density, a process of its own)\n\n")
 		fmt.Fprintf(&b, "Each size is a prefix of one steady-density chain (`--synthetic-steady`: no quiet stretches or bursts, so every range has the same rows per block), run with the defaults into a fresh database: secondary indexes are deferred and built at the end, inside the time shown. Each size ran %d times, the sizes taking turns; the fastest run counts, with the highest peak RSS of its runs.\n\n", r.Settings.Rounds)

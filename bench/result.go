@@ -17,8 +17,10 @@ type Result struct {
 	Streams   *StreamsResult  `json:"streams,omitempty"`
 	Fetch     *FetchResult    `json:"fetch,omitempty"`
 	Processes []ProcessRun    `json:"processes,omitempty"`
-	Targets   []Target        `json:"targets"`
-	Seconds   float64         `json:"seconds"`
+	// HeadBackfill is the head and a backfill in one process vs two.
+	HeadBackfill *HeadBackfillResult `json:"head_backfill,omitempty"`
+	Targets      []Target            `json:"targets"`
+	Seconds      float64             `json:"seconds"`
 }
 
 // Settings are the Config values a result depends on.
@@ -41,6 +43,7 @@ type Settings struct {
 	StreamCounts   []int    `json:"stream_counts,omitempty"`
 	ProjectCores   int      `json:"project_cores,omitempty"`
 	StateMillis    int64    `json:"state_ms,omitempty"`
+	HeadBackfill   uint64   `json:"head_backfill_blocks,omitempty"`
 }
 
 func settingsOf(c *Config) Settings {
@@ -51,7 +54,7 @@ func settingsOf(c *Config) Settings {
 		FetchBlocks: c.FetchBlocks, FetchWorkers: c.FetchWorkers, FetchSpan: c.FetchSpan,
 		RangeSizes: c.RangeSizes, SampleMillis: c.SampleInterval.Milliseconds(),
 		StreamsChain: c.StreamsChain.String(), StreamsBlocks: c.StreamsBlocks, StreamCounts: c.StreamCounts,
-		ProjectCores: c.ProjectCores, StateMillis: c.StateInterval.Milliseconds(),
+		ProjectCores: c.ProjectCores, StateMillis: c.StateInterval.Milliseconds(), HeadBackfill: c.HeadBackfillBlocks,
 	}
 }
 
@@ -158,6 +161,31 @@ type Projection struct {
 	CPURowsPerSec    float64 `json:"cpu_rows_per_s"`
 	CPUOverOneStream float64 `json:"cpu_over_one_stream"`
 	BlockhaulCores   float64 `json:"blockhaul_cores"`
+}
+
+// HeadBackfillResult is [1, Blocks] loaded as a head stream from HeadFrom
+// and a backfill below it, in one process and in two at once.
+type HeadBackfillResult struct {
+	Blocks       uint64          `json:"blocks"`
+	HeadFrom     uint64          `json:"head_from"`
+	Rows         uint64          `json:"rows"`
+	OneProcess   HeadBackfillRun `json:"one_process"`
+	TwoProcesses HeadBackfillRun `json:"two_processes"`
+	// TwoOverOne is the two processes' time over the one process's: above
+	// 1, one process is faster.
+	TwoOverOne float64 `json:"two_over_one"`
+}
+
+// HeadBackfillRun is one way of running the head and the backfill: the
+// wall time until every process exited, their CPU time (user+sys) and the
+// sum of their peak RSS, of the fastest round.
+type HeadBackfillRun struct {
+	Processes    int       `json:"processes"`
+	Seconds      float64   `json:"seconds"`
+	CPUSeconds   float64   `json:"cpu_s"`
+	PeakRSSBytes int64     `json:"peak_rss_bytes"`
+	Rows         uint64    `json:"rows"`
+	AllSeconds   []float64 `json:"all_seconds"`
 }
 
 // ProcessRun is one `blockhaul run` process over a range of synthetic

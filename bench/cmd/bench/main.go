@@ -50,6 +50,7 @@ func run() error {
 	fs.Uint64Var(&cfg.StreamsBlocks, "streams-blocks", 0, "blocks staged and exported by the streams section (default: that family's blocks)")
 	fs.StringVar(&streams, "streams", "1,2,4", "export stream counts of the streams section")
 	fs.IntVar(&cfg.ProjectCores, "project-cores", 16, "cores of the database server the streams section projects to (negative: none)")
+	fs.Uint64Var(&cfg.HeadBackfillBlocks, "headbackfill-blocks", 20_000, "CometBFT blocks of the headbackfill section (head: the upper half, backfill: the lower)")
 	fs.StringVar(&fetchChain, "fetch-chain", "cometbft", "chain family the fetch server serves")
 	fs.Uint64Var(&cfg.FetchBlocks, "fetch-blocks", 20_000, "blocks the fetch server serves")
 	fs.IntVar(&cfg.FetchWorkers, "fetch-workers", 8, "concurrent requests of both fetch clients")
