@@ -21,6 +21,9 @@ type Index struct {
 	Name    string // unqualified index name, unique within the schema
 	Columns string // the parenthesised part, e.g. "(hash)" or "USING gin (attributes)"
 	Unique  bool
+	// Minimal marks an index of the minimal set (--indexes minimal): the
+	// lookups by hash. Every index is in the default set.
+	Minimal bool
 }
 
 // Table describes one export table: its columns in COPY order, primary key

@@ -40,6 +40,9 @@ type Config struct {
 	SyncCommit bool
 	// SkipIndexes leaves secondary indexes uncreated (deferred index builds).
 	SkipIndexes bool
+	// Indexes is which secondary indexes the schema gets (--indexes). The
+	// zero value is the default set.
+	Indexes IndexSet
 	// Available, if set, is called before each batch with the batch's last
 	// height and blocks until staging's contiguous prefix reaches it or can
 	// grow no further; it returns the prefix's last height. Nil means the
@@ -174,7 +177,7 @@ func Run(ctx context.Context, sess *Session, store *staging.Store, dec Decoder, 
 // checkpoint and exports from there, adding what it commits to res.
 func runOnce(ctx context.Context, sess *Session, conn *pgx.Conn, store *staging.Store, dec Decoder, cfg *Config, res *Result, first bool) error {
 	tables := dec.Tables()
-	if err := EnsureSchema(ctx, conn, cfg.Schema, tables, cfg.SkipIndexes, cfg.Logger); err != nil {
+	if err := EnsureSchema(ctx, conn, cfg.Schema, cfg.Indexes.Select(tables), cfg.SkipIndexes, cfg.Logger); err != nil {
 		return err
 	}
 	cp, err := newCopier(ctx, conn, cfg.Schema, tables)

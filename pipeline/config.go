@@ -103,7 +103,8 @@ type Config struct {
 	// its range) over the same staging store (--backfill-from).
 	BackfillFrom    uint64
 	BackfillFromSet bool
-	DeferIndexes    IndexMode // --defer-indexes: auto, always or never
+	DeferIndexes    IndexMode       // --defer-indexes: auto, always or never
+	Indexes         export.IndexSet // --indexes: default, minimal, none or a list of index names
 
 	EventEncoding cometbft.EventEncoding // --event-encoding: cometbft attributes auto, base64 or text
 
@@ -292,6 +293,11 @@ func (c *Config) Validate() error {
 	case IndexesAuto, IndexesAlways, IndexesNever, "":
 	default:
 		bad("defer-indexes", "want auto, always or never, got %q", c.DeferIndexes)
+	}
+	if dec, err := newDecoder(c); err == nil {
+		if err := c.Indexes.Check(dec.Tables()); err != nil {
+			bad("indexes", "%v", err)
+		}
 	}
 	if c.ToSet && c.To < c.From {
 		bad("to", "%d is below --from %d", c.To, c.From)

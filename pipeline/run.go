@@ -346,6 +346,7 @@ func exportConfig(cfg *Config, log *slog.Logger, c *counters) export.Config {
 	return export.Config{
 		Schema:      cfg.Schema,
 		SkipIndexes: cfg.DeferIndexes == IndexesAlways,
+		Indexes:     cfg.Indexes,
 		Stream:      export.Stream{Alias: alias, From: cfg.From, To: cfg.To},
 		BatchBlocks: cfg.BatchBlocks,
 		SyncCommit:  cfg.SyncCommit,
@@ -517,12 +518,13 @@ func prepareIndexesOn(ctx context.Context, cfg *Config, conn *pgx.Conn, dec expo
 	} else {
 		cfg.DeferIndexes = IndexesNever
 	}
-	if err := export.EnsureSchema(ctx, conn, cfg.Schema, dec.Tables(), deferring, log); err != nil {
+	tables := cfg.Indexes.Select(dec.Tables())
+	if err := export.EnsureSchema(ctx, conn, cfg.Schema, tables, deferring, log); err != nil {
 		return err
 	}
 	if deferring {
 		log.Info("filling without secondary indexes", "reason", why)
-		return export.DeferIndexes(ctx, conn, cfg.Schema, dec.Tables(), log)
+		return export.DeferIndexes(ctx, conn, cfg.Schema, tables, log)
 	}
 	_, err = export.RestoreIndexes(ctx, conn, cfg.Schema, log)
 	return err

@@ -127,9 +127,9 @@ const (
 //	[["spender","cosmos1…",true],["amount","5000uatom",true]]
 //
 // Each key stays with its value, and containment finds events by attribute:
-// attributes @> '[["sender","cosmos1…"]]', which a GIN (jsonb_path_ops)
-// index can serve; none is created here, it would be the largest index of
-// the schema. Containment ignores order inside the pair; a->>0 = 'sender'
+// attributes @> '[["sender","cosmos1…"]]', which the GIN (jsonb_path_ops)
+// index events_attributes_idx serves (the largest index of the schema:
+// --indexes minimal leaves it out). Containment ignores order inside the pair; a->>0 = 'sender'
 // AND a->>1 = '…' over jsonb_array_elements is the exact test. BenchmarkAttributesCopy chose
 // this form over {"key","value","index"} objects (about 30% slower to COPY,
 // 25% larger) and over key/value/index text[]/boolean[] columns (within 10%
@@ -163,7 +163,7 @@ var tables = []chain.Table{
 		},
 		PrimaryKey:   []string{"height"},
 		HeightColumn: "height",
-		Indexes:      []chain.Index{{Name: "blocks_hash_idx", Columns: "(hash)"}},
+		Indexes:      []chain.Index{{Name: "blocks_hash_idx", Columns: "(hash)", Minimal: true}},
 	},
 	{
 		Name: "transactions",
@@ -193,7 +193,13 @@ var tables = []chain.Table{
 		},
 		PrimaryKey:   []string{"height", "tx_index"},
 		HeightColumn: "height",
-		Indexes:      []chain.Index{{Name: "transactions_hash_idx", Columns: "(hash)"}},
+		Indexes: []chain.Index{
+			{Name: "transactions_hash_idx", Columns: "(hash)", Minimal: true},
+			// Failed transactions are few: a partial index finds them
+			// over any time range.
+			{Name: "transactions_failed_idx", Columns: "(block_time) WHERE code <> 0"},
+			{Name: "transactions_block_time_idx", Columns: "USING brin (block_time)"},
+		},
 	},
 	{
 		Name: "events",
@@ -212,7 +218,12 @@ var tables = []chain.Table{
 		},
 		PrimaryKey:   []string{"height", "event_index"},
 		HeightColumn: "height",
-		Indexes:      []chain.Index{{Name: "events_type_idx", Columns: "(type)"}},
+		Indexes: []chain.Index{
+			{Name: "events_type_idx", Columns: "(type)"},
+			// Containment of [key, value] pairs: attributes @> '[["sender","cosmos1…"]]'.
+			{Name: "events_attributes_idx", Columns: "USING gin (attributes jsonb_path_ops)"},
+			{Name: "events_block_time_idx", Columns: "USING brin (block_time)"},
+		},
 	},
 	{
 		// The signatures of block.last_commit: the votes that committed the

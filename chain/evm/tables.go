@@ -162,7 +162,7 @@ func Tables() []chain.Table {
 			colBlockRequestsHash:     null(bytea("requests_hash")),
 			colBlockTotalDifficulty:  since(2, null(numeric("total_difficulty"))), // where the node gives it (pre-merge clients)
 		},
-		Indexes: []chain.Index{{Name: "blocks_hash_idx", Columns: "(hash)"}},
+		Indexes: []chain.Index{{Name: "blocks_hash_idx", Columns: "(hash)", Minimal: true}},
 	}
 	txs := chain.Table{
 		Name:         "transactions",
@@ -202,7 +202,13 @@ func Tables() []chain.Table {
 			colTxAuthorizationList: {Name: "authorization_list", Type: "jsonb", Null: true, Since: 4}, // EIP-7702
 			colTxLogsBloom:         since(4, null(bytea("logs_bloom"))),                               // the receipt's
 		},
-		Indexes: []chain.Index{{Name: "transactions_hash_idx", Columns: "(hash)"}},
+		Indexes: []chain.Index{
+			{Name: "transactions_hash_idx", Columns: "(hash)", Minimal: true},
+			// An address's transactions, newest first, without a sort.
+			{Name: "transactions_from_idx", Columns: "(from_address, block_number)"},
+			{Name: "transactions_to_idx", Columns: "(to_address, block_number)"},
+			{Name: "transactions_block_time_idx", Columns: "USING brin (block_time)"},
+		},
 	}
 	logs := chain.Table{
 		Name:         "logs",
@@ -222,8 +228,13 @@ func Tables() []chain.Table {
 			colLogData:        bytea("data"),
 		},
 		Indexes: []chain.Index{
-			{Name: "logs_address_idx", Columns: "(address)"},
+			{Name: "logs_address_idx", Columns: "(address, topic0)"}, // a contract's events, of one kind
 			{Name: "logs_topic0_idx", Columns: "(topic0)"},
+			// Indexed event arguments: ERC-20/721 Transfer and Approval
+			// carry from/owner in topic1 and to/spender in topic2.
+			{Name: "logs_topic1_idx", Columns: "(topic1)"},
+			{Name: "logs_topic2_idx", Columns: "(topic2)"},
+			{Name: "logs_block_time_idx", Columns: "USING brin (block_time)"},
 		},
 	}
 	// Withdrawals from the beacon chain (Shanghai on), one row per entry of
@@ -240,6 +251,7 @@ func Tables() []chain.Table {
 			colWdAddress:        bytea("address"),
 			colWdAmount:         bigint("amount"), // gwei
 		},
+		Indexes: []chain.Index{{Name: "withdrawals_address_idx", Columns: "(address)"}},
 	}
 	return []chain.Table{TableBlocks: blocks, TableTransactions: txs, TableLogs: logs, TableWithdrawals: withdrawals}
 }

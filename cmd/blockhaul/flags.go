@@ -182,6 +182,8 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	di := defValue(d, &cfg.DeferIndexes, "defer-indexes", "drop secondary indexes for the fill and build them when the range completes: auto (when the tables are empty), always (the flag alone) or never",
 		in(groupDatabase, exporting).oneOf(string(pipeline.IndexesAuto), string(pipeline.IndexesAlways), string(pipeline.IndexesNever)))
 	di.NoOptDefVal = string(pipeline.IndexesAlways)
+	defValue(d, &cfg.Indexes, "indexes", "secondary indexes to create: default (the README's set), minimal (lookups by hash), none, or index names separated by commas",
+		in(groupDatabase, exporting).oneOf("default", "minimal", "none"))
 	defValue(d, &cfg.EventEncoding, "event-encoding", "cometbft: how event attributes are written: auto (decided per block from the data), base64 or text",
 		in(groupDatabase, exporting, []string{cmdVerify}).oneOf(eventEncodings()...))
 	def(d, fs.StringVar, &cfg.Tables, "tables", "", "the tables to write, comma separated (blocks,transactions), or all but those given with a leading - (-logs); default all", in(groupExport, exporting).tableList())
