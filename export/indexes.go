@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/internal/crashpoint"
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
 )
 
 // deferredTable records the definitions of secondary indexes dropped for a
@@ -70,47 +72,134 @@ func (e *IndexesPendingError) Error() string {
 }
 func (e *IndexesPendingError) Unwrap() error { return e.Err }
 
-// RestoreIndexes builds every index recorded as deferred and forgets it,
-// logging each build time. It is idempotent: with nothing recorded it does
-// nothing. It returns the number of indexes built; when a build fails, the
+// BuildOptions says how BuildIndexes builds the deferred indexes.
+type BuildOptions struct {
+	// Workers is how many indexes are built at once, the first on the
+	// caller's connection and each other on one of its own from Dial.
+	// Default 1; without Dial, 1.
+	Workers int
+	// Dial opens the connections of the workers beyond the first.
+	Dial func(ctx context.Context) (*pgx.Conn, error)
+	// MaintenanceWorkers, when above 0, is each build's
+	// max_parallel_maintenance_workers: the parallel workers PostgreSQL may
+	// use for one B-tree build (it builds GIN and BRIN indexes alone before
+	// version 17/18). 0 keeps the server's setting (2 by default).
+	MaintenanceWorkers int
+	// Logger receives each build's time. Default: discard.
+	Logger *slog.Logger
+}
+
+// DefaultIndexWorkers is how many deferred indexes are built at once by
+// default: the builds of different tables overlap, and the largest table's
+// indexes, started first, bound the time.
+const DefaultIndexWorkers = 4
+
+// RestoreIndexes builds every index recorded as deferred, one at a time on
+// conn; see BuildIndexes.
+func RestoreIndexes(ctx context.Context, conn *pgx.Conn, schema string, log *slog.Logger) (int, error) {
+	return BuildIndexes(ctx, conn, schema, BuildOptions{Workers: 1, Logger: log})
+}
+
+// BuildIndexes builds every index recorded as deferred and forgets it,
+// up to opts.Workers at once, largest table first, logging each build
+// time. It is idempotent: with nothing recorded it does nothing. It returns
+// the number of indexes built; when a build fails, the others stop and the
 // error is an *IndexesPendingError naming the indexes still unbuilt.
 //
-// Each index is built in a transaction of its own that holds the schema's
-// DDL lock and deletes the index's record: the build and the bookkeeping
-// commit together or not at all. A process killed mid-build leaves its
-// backend building (PostgreSQL notices the lost client only when it next
-// writes to it); that backend still holds the lock, so the next run waits
-// for it, finds its work rolled back, and builds the index itself, instead
-// of racing it to the catalog.
-func RestoreIndexes(ctx context.Context, conn *pgx.Conn, schema string, log *slog.Logger) (int, error) {
+// Each index is built in a transaction of its own that deletes the index's
+// record, so the build and the bookkeeping commit together or not at all,
+// and that holds two advisory locks: the schema's DDL lock, shared (builds
+// run beside each other, never beside a process creating the schema or
+// dropping its indexes, which take it exclusively), and the index's own,
+// exclusive. Two processes finishing at once thus never build one index
+// twice: the second waits for the first and finds its record gone. A
+// process killed mid-build leaves its backend building (PostgreSQL notices
+// the lost client only when it next writes to it); that backend still
+// holds the index's lock, so the next run waits for it, finds its work
+// rolled back, and builds the index itself, instead of racing it to the
+// catalog.
+func BuildIndexes(ctx context.Context, conn *pgx.Conn, schema string, opts BuildOptions) (int, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	qs := chain.QuoteIdent(schema)
 	if exists, err := tableExists(ctx, conn, qs+"."+deferredTable); err != nil || !exists {
 		return 0, err
 	}
 	names, err := PendingIndexes(ctx, conn, schema)
-	if err != nil {
+	if err != nil || len(names) == 0 {
 		return 0, err
 	}
-	built := 0
-	for i, name := range names {
-		t0 := time.Now()
-		table, did, err := buildDeferred(ctx, conn, schema, name)
-		if err != nil {
-			return built, &IndexesPendingError{Schema: schema, Pending: names[i:], Err: err}
+	workers := max(1, min(opts.Workers, len(names)))
+	if opts.Dial == nil {
+		workers = 1
+	}
+	var (
+		mu    sync.Mutex
+		done  = map[string]bool{}
+		built int
+	)
+	queue := make(chan string)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(queue)
+		for _, name := range names {
+			select {
+			case queue <- name:
+			case <-gctx.Done():
+				return nil
+			}
 		}
-		if did {
-			built++
-			log.Info("index built", "index", name, "table", table, "duration", time.Since(t0).Round(time.Millisecond))
+		return nil
+	})
+	for w := range workers {
+		g.Go(func() error {
+			c := conn
+			if w > 0 {
+				var err error
+				if c, err = opts.Dial(gctx); err != nil {
+					return fmt.Errorf("export: connect for index builds: %w", err)
+				}
+				defer c.Close(context.WithoutCancel(ctx))
+			}
+			for name := range queue {
+				t0 := time.Now()
+				table, did, err := buildDeferred(gctx, c, schema, name, opts.MaintenanceWorkers)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				done[name] = true
+				if did {
+					built++
+				}
+				mu.Unlock()
+				if did {
+					log.Info("index built", "index", name, "table", table, "duration", time.Since(t0).Round(time.Millisecond))
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		var pending []string
+		for _, name := range names {
+			if !done[name] {
+				pending = append(pending, name)
+			}
 		}
+		return built, &IndexesPendingError{Schema: schema, Pending: pending, Err: err}
 	}
 	return built, nil
 }
 
 // PendingIndexes lists the deferred indexes of schema not built yet, in the
-// order RestoreIndexes builds them.
+// order BuildIndexes starts them: largest table first.
 func PendingIndexes(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {
 	qs := chain.QuoteIdent(schema)
-	rows, err := conn.Query(ctx, fmt.Sprintf("SELECT index_name FROM %s.%s ORDER BY table_name, index_name", qs, deferredTable))
+	rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT index_name FROM %s.%s
+ORDER BY coalesce(pg_relation_size(to_regclass(quote_ident($1) || '.' || quote_ident(table_name))), 0) DESC, table_name, index_name`, qs, deferredTable), schema)
 	if err != nil {
 		return nil, fmt.Errorf("export: read deferred indexes: %w", err)
 	}
@@ -121,13 +210,25 @@ func PendingIndexes(ctx context.Context, conn *pgx.Conn, schema string) ([]strin
 	return names, nil
 }
 
+// lockIndexBuild takes, until tx ends, the locks of one index build: the
+// schema's DDL lock shared (see lockSchema) and the index's own.
+func lockIndexBuild(ctx context.Context, tx pgx.Tx, schema, name string) error {
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock_shared(hashtext('blockhaul:' || $1))", schema); err != nil {
+		return fmt.Errorf("export: lock schema %s: %w", schema, err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('blockhaul:' || $1), hashtext($2))", schema, name); err != nil {
+		return fmt.Errorf("export: lock index %s: %w", name, err)
+	}
+	return nil
+}
+
 // buildDeferred builds one deferred index and deletes its record, in one
-// transaction under the schema's DDL lock. It builds nothing when another
-// process built it while this one waited for the lock.
-func buildDeferred(ctx context.Context, conn *pgx.Conn, schema, name string) (table string, built bool, err error) {
+// transaction under lockIndexBuild. It builds nothing when another process
+// built it while this one waited for the lock.
+func buildDeferred(ctx context.Context, conn *pgx.Conn, schema, name string, maintenanceWorkers int) (table string, built bool, err error) {
 	qs := chain.QuoteIdent(schema)
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if err := lockSchema(ctx, tx, schema); err != nil {
+		if err := lockIndexBuild(ctx, tx, schema, name); err != nil {
 			return err
 		}
 		var def string
@@ -149,6 +250,11 @@ func buildDeferred(ctx context.Context, conn *pgx.Conn, schema, name string) (ta
 		if invalid {
 			if _, err := tx.Exec(ctx, fmt.Sprintf("DROP INDEX %s.%s", qs, chain.QuoteIdent(name))); err != nil {
 				return fmt.Errorf("export: drop invalid index %s: %w", name, err)
+			}
+		}
+		if maintenanceWorkers > 0 {
+			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL max_parallel_maintenance_workers = %d", maintenanceWorkers)); err != nil {
+				return fmt.Errorf("export: build index %s: %w", name, err)
 			}
 		}
 		if err := crashpoint.Hit(ctx, crashpoint.MidIndexBuild); err != nil {

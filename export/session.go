@@ -86,6 +86,10 @@ func Fixed(conn *pgx.Conn) *Session {
 // Do reconnects). An operation that must survive faults runs through Do.
 func (s *Session) Conn() *pgx.Conn { return s.conn }
 
+// Dialer returns how the session connects (nil for a Fixed session), for
+// work that needs connections of its own beside it (parallel index builds).
+func (s *Session) Dialer() func(ctx context.Context) (*pgx.Conn, error) { return s.dial }
+
 // Close closes the current connection.
 func (s *Session) Close(ctx context.Context) {
 	if s.conn != nil {

@@ -105,6 +105,7 @@ type Config struct {
 	BackfillFromSet bool
 	DeferIndexes    IndexMode       // --defer-indexes: auto, always or never
 	Indexes         export.IndexSet // --indexes: default, minimal, none or a list of index names
+	IndexWorkers    int             // --index-workers: deferred indexes built at once
 
 	EventEncoding cometbft.EventEncoding // --event-encoding: cometbft attributes auto, base64 or text
 
@@ -209,6 +210,7 @@ const (
 	MaxSyntheticTxs = 10_000  // mean transactions per synthetic block
 	MaxRPS          = 1e6     // requests per second per endpoint
 	MaxAliasLen     = 128     // bytes of a backfill alias
+	MaxIndexWorkers = 64      // deferred indexes built at once (connections)
 )
 
 // MaxExportStreams bounds --export-streams (connections of one export).
@@ -235,6 +237,7 @@ func DefaultConfig() Config {
 		Chunk:               10_000,
 		ShardChunk:          DefaultShardChunk,
 		DeferIndexes:        IndexesAuto,
+		IndexWorkers:        export.DefaultIndexWorkers,
 		LogFormat:           "text",
 		LogLevel:            "info",
 		Progress:            10 * time.Second,
@@ -298,6 +301,9 @@ func (c *Config) Validate() error {
 		if err := c.Indexes.Check(dec.Tables()); err != nil {
 			bad("indexes", "%v", err)
 		}
+	}
+	if c.IndexWorkers < 1 || c.IndexWorkers > MaxIndexWorkers {
+		bad("index-workers", "want 1 to %d, got %d", MaxIndexWorkers, c.IndexWorkers)
 	}
 	if c.ToSet && c.To < c.From {
 		bad("to", "%d is below --from %d", c.To, c.From)

@@ -504,11 +504,18 @@ func prepareIndexes(ctx context.Context, cfg *Config, db *export.Session, dec ex
 	mode := cfg.DeferIndexes
 	return db.Do(ctx, "prepare schema "+cfg.Schema, func(ctx context.Context, conn *pgx.Conn) error {
 		cfg.DeferIndexes = mode // as given, on every attempt
-		return prepareIndexesOn(ctx, cfg, conn, dec, log)
+		return prepareIndexesOn(ctx, cfg, conn, dec, indexBuildOptions(cfg, db, log))
 	})
 }
 
-func prepareIndexesOn(ctx context.Context, cfg *Config, conn *pgx.Conn, dec export.Decoder, log *slog.Logger) error {
+// indexBuildOptions is how the job builds deferred indexes: --index-workers
+// at once, the connections beyond the session's own dialled as it dials.
+func indexBuildOptions(cfg *Config, db *export.Session, log *slog.Logger) export.BuildOptions {
+	return export.BuildOptions{Workers: cfg.IndexWorkers, Dial: db.Dialer(), Logger: log}
+}
+
+func prepareIndexesOn(ctx context.Context, cfg *Config, conn *pgx.Conn, dec export.Decoder, bo export.BuildOptions) error {
+	log := bo.Logger
 	deferring, why, err := resolveIndexMode(ctx, cfg, conn, dec)
 	if err != nil {
 		return err
@@ -526,7 +533,7 @@ func prepareIndexesOn(ctx context.Context, cfg *Config, conn *pgx.Conn, dec expo
 		log.Info("filling without secondary indexes", "reason", why)
 		return export.DeferIndexes(ctx, conn, cfg.Schema, tables, log)
 	}
-	_, err = export.RestoreIndexes(ctx, conn, cfg.Schema, log)
+	_, err = export.BuildIndexes(ctx, conn, cfg.Schema, bo)
 	return err
 }
 
@@ -560,7 +567,7 @@ func finishIndexes(ctx context.Context, cfg *Config, db *export.Session, sum *Su
 		return nil
 	}
 	err := db.Do(ctx, "build deferred indexes", func(ctx context.Context, conn *pgx.Conn) error {
-		_, err := export.RestoreIndexes(ctx, conn, cfg.Schema, log)
+		_, err := export.BuildIndexes(ctx, conn, cfg.Schema, indexBuildOptions(cfg, db, log))
 		return err
 	})
 	var pe *export.IndexesPendingError

@@ -184,6 +184,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	di.NoOptDefVal = string(pipeline.IndexesAlways)
 	defValue(d, &cfg.Indexes, "indexes", "secondary indexes to create: default (the README's set), minimal (lookups by hash), none, or index names separated by commas",
 		in(groupDatabase, exporting).oneOf("default", "minimal", "none"))
+	def(d, fs.IntVar, &cfg.IndexWorkers, "index-workers", dc.IndexWorkers, "deferred indexes built at once when a fill completes, each on a connection of its own (1: one after another)", in(groupDatabase, exporting))
 	defValue(d, &cfg.EventEncoding, "event-encoding", "cometbft: how event attributes are written: auto (decided per block from the data), base64 or text",
 		in(groupDatabase, exporting, []string{cmdVerify}).oneOf(eventEncodings()...))
 	def(d, fs.StringVar, &cfg.Tables, "tables", "", "the tables to write, comma separated (blocks,transactions), or all but those given with a leading - (-logs); default all", in(groupExport, exporting).tableList())

@@ -1,0 +1,202 @@
+package export
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/jackc/pgx/v5"
+)
+
+// gatedIndexTables are two tables with three deferred indexes whose builds
+// each stop at an advisory lock (key 4242) until the test releases it, so
+// that a test can see how many builds run at once.
+func gatedIndexTables(t *testing.T, e *env) {
+	t.Helper()
+	if _, err := e.conn.Exec(e.ctx, `CREATE FUNCTION public.gated(text) RETURNS text IMMUTABLE LANGUAGE plpgsql AS
+$$ BEGIN PERFORM pg_advisory_lock_shared(4242); PERFORM pg_advisory_unlock_shared(4242); RETURN $1; END $$`); err != nil {
+		t.Fatal(err)
+	}
+	cols := []chain.Column{{Name: "height", Type: "bigint"}, {Name: "note", Type: "text"}}
+	tables := []chain.Table{
+		{Name: "notes", HeightColumn: "height", PrimaryKey: []string{"height"}, Columns: cols,
+			Indexes: []chain.Index{{Name: "notes_a_idx", Columns: "((public.gated(note)))"}, {Name: "notes_b_idx", Columns: "((public.gated(note || 'b')))"}}},
+		{Name: "memos", HeightColumn: "height", PrimaryKey: []string{"height"}, Columns: cols,
+			Indexes: []chain.Index{{Name: "memos_a_idx", Columns: "((public.gated(note)))"}}},
+	}
+	if err := EnsureSchema(e.ctx, e.conn, "chain x", tables, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range []string{"notes", "memos"} {
+		if _, err := e.conn.Exec(e.ctx, `INSERT INTO "chain x".`+tb+` SELECT h, 'n' || h FROM generate_series(1, 20) h`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := DeferIndexes(e.ctx, e.conn, "chain x", tables, quietLog); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// holdGate takes the gate's lock on a connection of its own and returns a
+// function that waits until n index builds are blocked at it (or fails the
+// test after a bound), and one that releases it.
+func holdGate(t *testing.T, e *env) (waitFor func(n int) int, release func()) {
+	t.Helper()
+	gate, err := pgx.Connect(e.ctx, e.conn.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gate.Close(context.Background()) })
+	if _, err := gate.Exec(e.ctx, "SELECT pg_advisory_lock(4242)"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor = func(n int) int {
+		deadline := time.Now().Add(30 * time.Second)
+		var blocked int
+		for time.Now().Before(deadline) {
+			if err := gate.QueryRow(e.ctx, `SELECT count(*) FROM pg_stat_activity
+	WHERE datname = current_database() AND query LIKE 'CREATE INDEX%' AND wait_event_type = 'Lock' AND wait_event = 'advisory'`).Scan(&blocked); err != nil {
+				t.Error(err)
+				return blocked
+			}
+			if blocked >= n {
+				return blocked
+			}
+			time.Sleep(10 * time.Millisecond) // polling the server's activity view; nothing to wait on
+		}
+		return blocked
+	}
+	release = func() {
+		if _, err := gate.Exec(e.ctx, "SELECT pg_advisory_unlock(4242)"); err != nil {
+			t.Error(err)
+		}
+	}
+	return waitFor, release
+}
+
+func checkBuilt(t *testing.T, e *env, want int) {
+	t.Helper()
+	var valid, pending int
+	if err := e.conn.QueryRow(e.ctx, `SELECT (SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+	JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'chain x' AND c.relname LIKE '%_idx' AND i.indisvalid),
+	(SELECT count(*) FROM "chain x".blockhaul_deferred_indexes)`).Scan(&valid, &pending); err != nil {
+		t.Fatal(err)
+	}
+	if valid != want || pending != 0 {
+		t.Fatalf("%d valid indexes (want %d), %d pending (want 0)", valid, want, pending)
+	}
+}
+
+// With Workers 3, the three deferred indexes build at once; with 1, one
+// at a time.
+func TestIndexBuildsRunInParallel(t *testing.T) {
+	for _, workers := range []int{1, 3} {
+		e := newEnv(t)
+		gatedIndexTables(t, e)
+		waitFor, release := holdGate(t, e)
+		builder, err := pgx.Connect(e.ctx, e.conn.Config().ConnString())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer builder.Close(context.Background())
+		var n int
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			n, err = BuildIndexes(e.ctx, builder, "chain x", BuildOptions{Workers: workers, Dial: dialer(e.conn.Config().ConnString()), Logger: quietLog})
+		}()
+		blocked := waitFor(workers)
+		if workers == 1 {
+			// Nothing else could start: check that nothing did.
+			var building int
+			if err := e.conn.QueryRow(e.ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'CREATE INDEX%'`).Scan(&building); err != nil {
+				t.Fatal(err)
+			}
+			if building != 1 {
+				t.Errorf("workers 1: %d builds at once", building)
+			}
+		}
+		release()
+		<-done
+		if err != nil || n != 3 {
+			t.Fatalf("workers %d: built %d, %v; want 3", workers, n, err)
+		}
+		if blocked != workers {
+			t.Fatalf("workers %d: %d builds ran at once", workers, blocked)
+		}
+		checkBuilt(t, e, 3)
+	}
+}
+
+// Two processes finishing at once (each building in parallel) build each
+// index once between them, and neither fails.
+func TestConcurrentParallelBuildsBuildEachIndexOnce(t *testing.T) {
+	e := newEnv(t)
+	gatedIndexTables(t, e)
+	waitFor, release := holdGate(t, e)
+	var wg sync.WaitGroup
+	built := make([]int, 2)
+	errs := make([]error, 2)
+	for i := range 2 {
+		conn, err := pgx.Connect(e.ctx, e.conn.Config().ConnString())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			built[i], errs[i] = BuildIndexes(e.ctx, conn, "chain x", BuildOptions{Workers: 2, Dial: dialer(e.conn.Config().ConnString()), Logger: quietLog})
+		}()
+	}
+	// Both start with the same two indexes (largest table first): two
+	// builds block at the gate, the other two workers wait for the index
+	// locks those hold.
+	if got := waitFor(2); got != 2 {
+		t.Fatalf("%d builds at the gate, want 2", got)
+	}
+	release()
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("concurrent builds failed: %v, %v", errs[0], errs[1])
+	}
+	if built[0]+built[1] != 3 {
+		t.Fatalf("built %d + %d indexes, want 3 in all", built[0], built[1])
+	}
+	checkBuilt(t, e, 3)
+}
+
+// A build under way holds the schema's DDL lock shared: a process that
+// creates the schema or drops its indexes waits for it.
+func TestIndexBuildHoldsOffSchemaDDL(t *testing.T) {
+	e := newEnv(t)
+	gatedIndexTables(t, e)
+	waitFor, release := holdGate(t, e)
+	done := make(chan error, 1)
+	go func() {
+		_, err := BuildIndexes(e.ctx, e.conn, "chain x", BuildOptions{Workers: 1, Logger: quietLog})
+		done <- err
+	}()
+	if waitFor(1) != 1 {
+		t.Fatal("the build did not reach the gate")
+	}
+	other, err := pgx.Connect(e.ctx, e.conn.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	var got bool
+	err = pgx.BeginFunc(e.ctx, other, func(tx pgx.Tx) error {
+		return tx.QueryRow(e.ctx, "SELECT pg_try_advisory_xact_lock(hashtext('blockhaul:' || $1))", "chain x").Scan(&got)
+	})
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err != nil || got {
+		t.Fatalf("the schema's DDL lock was free during a build (%v, %v)", got, err)
+	}
+	checkBuilt(t, e, 3)
+}
