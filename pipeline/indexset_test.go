@@ -1,11 +1,17 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
@@ -83,5 +89,117 @@ func allCometBFTIndexes() []string {
 		}
 	}
 	slices.Sort(names)
+	return names
+}
+
+// failingSource is a synthetic chain whose fetch fails, not transiently, at
+// and above failAt.
+type failingSource struct {
+	*countingSource
+	failAt uint64
+}
+
+func (s *failingSource) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, error) {
+	if to >= s.failAt {
+		return nil, errors.New("node lost its disk")
+	}
+	return s.countingSource.Fetch(ctx, from, to)
+}
+
+// A fill that fails part way (exit 1, not a signal) rebuilds the indexes
+// it dropped before it exits, so that the rows it did export are
+// queryable, and says so; the next run completes the range (issue 12: a
+// failed export left its indexes dropped).
+func TestFailedFillRebuildsItsDroppedIndexes(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	stg := filepath.Join(t.TempDir(), "s")
+	cfg := testConfig(CmdRun, dsn, stg, nil, 1, 400)
+	cfg.FetchWorkers = 1
+	cfg.Source = &failingSource{countingSource: newCounting(1000), failAt: 250}
+	var out bytes.Buffer
+	sum, err := Run(context.Background(), cfg, &out, quiet)
+	if err == nil || ExitCode(err) != ExitFailed || !strings.Contains(err.Error(), "node lost its disk") {
+		t.Fatalf("the failing run: %v (exit %d), want exit 1 naming the source's error", err, ExitCode(err))
+	}
+	if sum.Export.Blocks == 0 {
+		t.Fatal("the run exported nothing before it failed: the test does not reproduce a part-way failure")
+	}
+	want := cometbftIndexes
+	if got := secondaryIndexes(t, dsn, "cometbft"); len(got) != want {
+		t.Fatalf("after the failed fill: secondary indexes %v, want all %d", got, want)
+	}
+	if pending := pendingIndexes(t, dsn); len(pending) != 0 {
+		t.Fatalf("after the failed fill: %v still recorded as deferred", pending)
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("indexes: %d dropped for the fill, rebuilt after it failed", want)) {
+		t.Fatalf("the summary does not say the indexes were rebuilt:\n%s", out.String())
+	}
+	cfg.Source = newCounting(1000)
+	if _, err := Run(context.Background(), cfg, io.Discard, quiet); err != nil {
+		t.Fatalf("the next run: %v", err)
+	}
+	if got := secondaryIndexes(t, dsn, "cometbft"); len(got) != want {
+		t.Fatalf("after the next run: secondary indexes %v, want all %d", got, want)
+	}
+}
+
+// A fill stopped by a signal keeps its indexes deferred (the resume goes on
+// filling without them) and its summary and status name them as pending;
+// the run that completes the range builds them.
+func TestInterruptedFillReportsPendingIndexes(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	stg := filepath.Join(t.TempDir(), "s")
+	cfg := testConfig(CmdRun, dsn, stg, nil, 1, 400)
+	cfg.FetchWorkers = 1
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src := newCounting(1000)
+	src.onFetch = func(from uint64) {
+		if from >= 250 {
+			cancel()
+		}
+	}
+	cfg.Source = src
+	var out bytes.Buffer
+	_, err := Run(ctx, cfg, &out, quiet)
+	if ExitCode(err) != ExitInterrupted {
+		t.Fatalf("the interrupted run: %v (exit %d), want exit 3", err, ExitCode(err))
+	}
+	want := cometbftIndexes
+	if got := secondaryIndexes(t, dsn, "cometbft"); len(got) != 0 {
+		t.Fatalf("after the interrupted fill: secondary indexes %v, want none (still deferred)", got)
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("indexes: %d deferred, not built yet: ", want)) {
+		t.Fatalf("the summary does not name the pending indexes:\n%s", out.String())
+	}
+	st := cfg
+	st.Command = CmdStatus
+	var status bytes.Buffer
+	if _, err := Run(context.Background(), st, &status, quiet); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(status.String(), fmt.Sprintf("indexes: %d deferred, not built yet: ", want)) || !strings.Contains(status.String(), "events_attributes_idx") {
+		t.Fatalf("status does not name the pending indexes:\n%s", status.String())
+	}
+	cfg.Source = newCounting(1000)
+	if _, err := Run(context.Background(), cfg, io.Discard, quiet); err != nil {
+		t.Fatalf("the resume: %v", err)
+	}
+	if got := secondaryIndexes(t, dsn, "cometbft"); len(got) != want {
+		t.Fatalf("after the resume: secondary indexes %v, want all %d", got, want)
+	}
+}
+
+func pendingIndexes(t *testing.T, dsn string) []string {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	names, err := export.PendingIndexes(context.Background(), conn, "cometbft")
+	if err != nil {
+		t.Fatal(err)
+	}
 	return names
 }

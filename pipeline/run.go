@@ -83,6 +83,9 @@ type Summary struct {
 	// was stopped or failed while building them): the range's rows are all
 	// in PostgreSQL but the job is not done.
 	IndexesPending []string
+	// IndexesRebuilt counts the deferred indexes a failed fill built again
+	// before it exited.
+	IndexesRebuilt int
 	Duration       time.Duration
 }
 
@@ -213,6 +216,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	ms.WriteText(out)
 	if len(sum.IndexesPending) > 0 {
 		fmt.Fprintf(out, "  indexes: %d deferred, not built yet: %s (the next run builds them)\n", len(sum.IndexesPending), strings.Join(sum.IndexesPending, ", "))
+	}
+	if sum.IndexesRebuilt > 0 {
+		fmt.Fprintf(out, "  indexes: %d dropped for the fill, rebuilt after it failed\n", sum.IndexesRebuilt)
 	}
 	if sum.Reorgs > 0 {
 		fmt.Fprintf(out, "  reorgs repaired: %d\n", sum.Reorgs)
@@ -468,6 +474,7 @@ func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() 
 	sum.Export = res
 	sum.Complete = res.Complete
 	if err != nil {
+		settleIndexes(ctx, cfg, db, sum, log, err)
 		return err
 	}
 	if err := finishIndexes(ctx, cfg, db, sum, log); err != nil {
@@ -641,6 +648,7 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 		sum.Fetch, sum.Export, sum.Complete = st, res, res.Complete
 	}
 	if err != nil {
+		settleIndexes(ctx, cfg, db, sum, log, err)
 		return err
 	}
 	if err := finishIndexes(ctx, cfg, db, sum, log); err != nil {

@@ -6,9 +6,11 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/staging"
 )
 
@@ -171,5 +173,17 @@ func pgStatus(ctx context.Context, cfg Config, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "  backfill %-18s %d-%d at %s, %s (updated %s)\n", a, from, to, last, st, at)
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if deferred, err := export.IndexesDeferred(ctx, conn, cfg.Schema); err != nil {
+		return err
+	} else if deferred {
+		pending, err := export.PendingIndexes(ctx, conn, cfg.Schema)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "  indexes: %d deferred, not built yet: %s (the next run builds them)\n", len(pending), strings.Join(pending, ", "))
+	}
+	return nil
 }
