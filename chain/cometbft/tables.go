@@ -300,6 +300,9 @@ var tables = []chain.Table{
 		},
 		PrimaryKey:   []string{"height", "tx_index", "msg_index"},
 		HeightColumn: "height",
-		Indexes:      []chain.Index{{Name: "messages_type_url_idx", Columns: "(type_url)"}},
+		Indexes: []chain.Index{
+			{Name: "messages_type_url_idx", Columns: "(type_url)"},
+			{Name: "messages_block_time_idx", Columns: "USING brin (block_time)"},
+		},
 	},
 }

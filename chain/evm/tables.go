@@ -162,7 +162,10 @@ func Tables() []chain.Table {
 			colBlockRequestsHash:     null(bytea("requests_hash")),
 			colBlockTotalDifficulty:  since(2, null(numeric("total_difficulty"))), // where the node gives it (pre-merge clients)
 		},
-		Indexes: []chain.Index{{Name: "blocks_hash_idx", Columns: "(hash)", Minimal: true}},
+		Indexes: []chain.Index{
+			{Name: "blocks_hash_idx", Columns: "(hash)", Minimal: true},
+			{Name: "blocks_timestamp_idx", Columns: "USING brin (timestamp)"},
+		},
 	}
 	txs := chain.Table{
 		Name:         "transactions",
@@ -207,6 +210,9 @@ func Tables() []chain.Table {
 			// An address's transactions, newest first, without a sort.
 			{Name: "transactions_from_idx", Columns: "(from_address, block_number)"},
 			{Name: "transactions_to_idx", Columns: "(to_address, block_number)"},
+			// Failed transactions are few: a partial index finds them
+			// over any time range.
+			{Name: "transactions_failed_idx", Columns: "(block_time) WHERE status = 0"},
 			{Name: "transactions_block_time_idx", Columns: "USING brin (block_time)"},
 		},
 	}
@@ -228,7 +234,7 @@ func Tables() []chain.Table {
 			colLogData:        bytea("data"),
 		},
 		Indexes: []chain.Index{
-			{Name: "logs_address_idx", Columns: "(address, topic0)"}, // a contract's events, of one kind
+			{Name: "logs_address_idx", Columns: "(address, topic0, block_number)"}, // a contract's events of one kind, newest first
 			{Name: "logs_topic0_idx", Columns: "(topic0)"},
 			// Indexed event arguments: ERC-20/721 Transfer and Approval
 			// carry from/owner in topic1 and to/spender in topic2.
