@@ -229,10 +229,24 @@ func repairReorg(ctx context.Context, cfg *Config, db *export.Session, store *st
 			return err
 		}
 		log.Warn("reorg below the head cursor: rolling back exported rows", "fork", fork, "cursor", cur.Height, "depth", cur.Height-fork)
+		var target string
 		if err := db.Do(ctx, "roll back reorg", func(ctx context.Context, conn *pgx.Conn) error {
-			return export.Rollback(ctx, conn, cfg.Schema, tables, fork, hash)
+			if err := export.Rollback(ctx, conn, cfg.Schema, tables, fork, hash); err != nil {
+				return err
+			}
+			var err error
+			target, err = export.TargetName(ctx, conn, cfg.Schema, export.Stream{Head: true})
+			return err
 		}); err != nil {
 			return err
+		}
+		// The staging mirror follows PostgreSQL's checkpoint down, or the
+		// next export would take the rollback for a restored database.
+		if m, ok, err := store.Mirror(target); err == nil && ok && m.Height > fork {
+			m.Height, m.Hash, m.Updated = fork, hash, time.Now()
+			if err := store.SetMirror(target, m); err != nil {
+				return err
+			}
 		}
 	} else {
 		log.Warn("reorg in the unconfirmed window: dropping staged blocks of the abandoned fork", "fork", fork, "break", brk)
