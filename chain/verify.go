@@ -30,3 +30,60 @@ func (e *HashMismatchError) Error() string {
 
 // Retryable reports true: another endpoint may send the true block.
 func (e *HashMismatchError) Retryable() bool { return true }
+
+// Verification is how much of a block is recomputed before it is staged.
+type Verification int
+
+const (
+	// VerifyFull recomputes the block hash from the header and what the
+	// header commits to from the record's contents: CometBFT's data_hash,
+	// EVM's transaction hashes and transactions, withdrawals and receipts
+	// roots. The default.
+	VerifyFull Verification = iota
+	// VerifyHeader recomputes the block hash from the header alone: for a
+	// chain whose blocks carry transactions the family's encoding does not
+	// cover (Polygon's state-sync transactions, say). For CometBFT it is
+	// VerifyFull (data_hash is checked with the header).
+	VerifyHeader
+	// VerifyLinks recomputes nothing; only the parent links between
+	// blocks, and the height each answer names, are checked: for a chain
+	// whose block hash is not the family's computation (an EVM chain run on
+	// a CometBFT engine, which answers with the CometBFT header's hash).
+	VerifyLinks
+)
+
+// ParseVerification reads a --verify-blocks value: full, header or links.
+func ParseVerification(s string) (Verification, error) {
+	switch s {
+	case "", "full":
+		return VerifyFull, nil
+	case "header":
+		return VerifyHeader, nil
+	case "links":
+		return VerifyLinks, nil
+	}
+	return 0, fmt.Errorf("unknown block verification %q (want full, header or links)", s)
+}
+
+func (v Verification) String() string {
+	switch v {
+	case VerifyHeader:
+		return "header"
+	case VerifyLinks:
+		return "links"
+	}
+	return "full"
+}
+
+// Set parses s (pflag.Value).
+func (v *Verification) Set(s string) error {
+	p, err := ParseVerification(s)
+	if err != nil {
+		return err
+	}
+	*v = p
+	return nil
+}
+
+// Type names the flag's value (pflag.Value).
+func (*Verification) Type() string { return "verification" }

@@ -108,6 +108,7 @@ type Config struct {
 	IndexWorkers    int             // --index-workers: deferred indexes built at once
 
 	EventEncoding cometbft.EventEncoding // --event-encoding: cometbft attributes auto, base64 or text
+	VerifyBlocks  chain.Verification     // --verify-blocks: what is recomputed of a block before it is staged
 
 	Tables string   // --tables: the tables run, export and follow write (see export.ParseTables); empty: all
 	Replay []string // --replay: export writes these tables again in place from staging (pipeline/replay.go)

@@ -74,13 +74,16 @@ func newBareSource(cfg *Config, tip func() uint64, log *slog.Logger) (loader.Sou
 // applies to every block of every source before it is staged.
 func newVerifier(cfg *Config) func([]byte) ([]byte, error) {
 	fam, err := chain.ParseFamily(cfg.Chain)
-	if err != nil {
+	if err != nil || cfg.VerifyBlocks == chain.VerifyLinks {
 		return nil
 	}
 	switch fam {
 	case chain.FamilyCometBFT:
 		return cometbft.VerifyBlock
 	case chain.FamilyEVM:
+		if cfg.VerifyBlocks == chain.VerifyHeader {
+			return evm.VerifyRecordHeader
+		}
 		return evm.VerifyBlock
 	}
 	return nil
@@ -148,9 +151,9 @@ func newRPCSource(fam chain.Family, cfg *Config, log *slog.Logger) (loader.Sourc
 	var src loader.Source
 	switch fam {
 	case chain.FamilyCometBFT:
-		src, err = cometbft.NewRPCSource(cometbft.RPCConfig{Client: client})
+		src, err = cometbft.NewRPCSource(cometbft.RPCConfig{Client: client, Verify: cfg.VerifyBlocks})
 	case chain.FamilyEVM:
-		src, err = evm.NewRPCSource(evm.RPCConfig{Client: client, Logger: log})
+		src, err = evm.NewRPCSource(evm.RPCConfig{Client: client, Logger: log, Verify: cfg.VerifyBlocks})
 	default:
 		err = fmt.Errorf("no RPC source for chain %s", fam)
 	}

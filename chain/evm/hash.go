@@ -1,6 +1,7 @@
 package evm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"hash"
@@ -296,3 +297,13 @@ func (r *headerRLP) read(s *scanner, c *verifier) (claimed []byte, height uint64
 // VerifyBlock is the package's VerifyBlock, for export to name the wrong
 // block of a continuity break (export.BlockVerifier).
 func (*Decoder) VerifyBlock(raw []byte) ([]byte, error) { return VerifyBlock(raw) }
+
+// VerifyRecordHeader checks the block hash alone of a raw record
+// (VerifyHeader of its block object), for chain.VerifyHeader.
+func VerifyRecordHeader(raw []byte) (hash []byte, err error) {
+	const prefix = `{"block":`
+	if !bytes.HasPrefix(raw, []byte(prefix)) {
+		return nil, errors.New(`evm: verify header: the record does not start with {"block":`)
+	}
+	return VerifyHeader(raw[len(prefix):])
+}

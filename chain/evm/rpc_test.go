@@ -539,3 +539,63 @@ func mustJSON(v any) json.RawMessage {
 	}
 	return b
 }
+
+// --verify-blocks chooses what is recomputed: a changed transaction is
+// caught only by full verification; a block hash that is not keccak256 of
+// its header (as an EVM chain on a CometBFT engine answers, consistently
+// in the block, its transactions and receipts) by full and header, and
+// accepted as sent by links.
+func TestRPCSourceVerificationLevels(t *testing.T) {
+	recorded := newGethReplay(t)
+	i := bytes.Index(recorded.blocks[5], []byte(`"hash":"0x`)) + len(`"hash":"`)
+	trueHash := string(recorded.blocks[5][i : i+66])
+	foreign := "0x" + strings.Repeat("ab", 32)
+	otherValue := func(m, p string, res json.RawMessage) json.RawMessage {
+		if m == "eth_getBlockByNumber" && p == "0x4" {
+			return setDigits(res, bytes.LastIndex(res, []byte(`"value":"0x`)), "123")
+		}
+		return res
+	}
+	foreignHash := func(m, p string, res json.RawMessage) json.RawMessage {
+		if p == "0x5" {
+			return bytes.ReplaceAll(res, []byte(trueHash), []byte(foreign))
+		}
+		return res
+	}
+	for _, tc := range []struct {
+		tamper   func(method, param string, res json.RawMessage) json.RawMessage
+		level    chain.Verification
+		refused  string // the mismatch's What, "" when accepted
+		wantHash string // block 5's hash when accepted
+	}{
+		{otherValue, chain.VerifyFull, "transaction 2 hash", ""},
+		{otherValue, chain.VerifyHeader, "", trueHash},
+		{otherValue, chain.VerifyLinks, "", trueHash},
+		{foreignHash, chain.VerifyFull, "block hash", ""},
+		{foreignHash, chain.VerifyHeader, "block hash", ""},
+		{foreignHash, chain.VerifyLinks, "", foreign},
+	} {
+		liar := newGethReplay(t)
+		liar.tamper = tc.tamper
+		srv := liar.start(t)
+		c, err := jsonrpc.New(jsonrpc.Config{Endpoints: []string{srv.URL}, BaseBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		src, err := NewRPCSource(RPCConfig{Client: c, Verify: tc.level})
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks, err := src.Fetch(context.Background(), 3, 5)
+		var hm *chain.HashMismatchError
+		switch {
+		case tc.refused != "" && (!errors.As(err, &hm) || hm.What != tc.refused):
+			t.Errorf("level %s: err = %v, want a %s mismatch", tc.level, err, tc.refused)
+		case tc.refused == "" && err != nil:
+			t.Errorf("level %s: %v, want the blocks as sent", tc.level, err)
+		case tc.refused == "" && "0x"+hex.EncodeToString(blocks[2].Hash) != tc.wantHash:
+			t.Errorf("level %s: block 5 has hash %x, want %s", tc.level, blocks[2].Hash, tc.wantHash)
+		}
+	}
+}

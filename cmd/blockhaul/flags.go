@@ -196,6 +196,8 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.IntVar, &cfg.Shards, "shards", 0, "fetch: cut the range into this many slices, one per pod of a Kubernetes Indexed Job (needs --to; 0: not sharded)", in(groupFetch, []string{cmdFetch}))
 	def(d, fs.IntVar, &cfg.ShardIndex, "shard-index", 0, "fetch: the slice this process fetches, 0 to --shards-1 (default: JOB_COMPLETION_INDEX)", in(groupFetch, []string{cmdFetch}))
 	def(d, fs.Uint64Var, &cfg.ShardChunk, "shard-chunk", dc.ShardChunk, "fetch: shard slices start and end on multiples of this many heights", in(groupFetch, []string{cmdFetch}))
+	defValue(d, &cfg.VerifyBlocks, "verify-blocks", "what is recomputed of every block before it is staged: full (the block hash from its header and the header's commitments from the contents), header (the block hash alone: a chain with transactions the family's encoding does not cover) or links (nothing: a chain whose block hash is not the family's, as an EVM chain on a CometBFT engine; parent links are still checked)",
+		in(groupFetch, sourcing).oneOf("full", "header", "links"))
 
 	def(d, fs.IntVar, &cfg.BatchBlocks, "batch-blocks", dc.BatchBlocks, "blocks per export transaction", in(groupExport, exporting))
 	def(d, fs.IntVar, &cfg.ExportStreams, "export-streams", dc.ExportStreams, "export, run: split the range into this many contiguous sub-ranges exported at once over as many connections (resume with the same number)", in(groupExport, []string{cmdExport, cmdRun}))

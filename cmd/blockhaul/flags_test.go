@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/pipeline"
 )
@@ -86,6 +87,44 @@ func TestEventEncodingFlag(t *testing.T) {
 			}
 			if err != nil || cfg.EventEncoding != tc.want {
 				t.Fatalf("--event-encoding is %v (%v), want %v", cfg.EventEncoding, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestVerifyBlocksFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want chain.Verification
+		err  string
+	}{
+		{want: chain.VerifyFull},
+		{args: []string{"--verify-blocks=header"}, want: chain.VerifyHeader},
+		{env: "links", want: chain.VerifyLinks},
+		{args: []string{"--verify-blocks=none"}, err: `unknown block verification "none" (want full, header or links)`},
+		{env: "off", err: "BLOCKHAUL_VERIFY_BLOCKS"},
+	} {
+		t.Run(strings.Join(tc.args, " ")+" env="+tc.env, func(t *testing.T) {
+			var env []string
+			if tc.env != "" {
+				env = []string{"BLOCKHAUL_VERIFY_BLOCKS=" + tc.env}
+			}
+			fs, cfg := newFlags("fetch")
+			err := fs.Parse(tc.args)
+			if err == nil {
+				if p, _ := applyEnv(fs, env); len(p) > 0 {
+					err = &pipeline.ConfigError{Fields: p}
+				}
+			}
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || cfg.VerifyBlocks != tc.want {
+				t.Fatalf("--verify-blocks is %v (%v), want %v", cfg.VerifyBlocks, err, tc.want)
 			}
 		})
 	}
