@@ -287,8 +287,11 @@ func flagsOf(t *testing.T, cmd string) map[string]bool {
 	for _, m := range regexp.MustCompile(`(?m)^  --([a-z0-9-]+) `).FindAllSubmatch(out, -1) {
 		f[string(m[1])] = true
 	}
-	if !f["staging"] || !f["http"] {
-		t.Fatalf("blockhaul %s --help lists no --staging or --http: %s", cmd, out)
+	// Every command takes --staging: a help without it was not parsed.
+	// (--http is listed only by the commands that serve it; restore does
+	// not.)
+	if !f["staging"] {
+		t.Fatalf("blockhaul %s --help lists no --staging: %s", cmd, out)
 	}
 	cliFlags[cmd] = f
 	return f
