@@ -34,14 +34,14 @@ type copyColumn struct {
 type fastKind uint8
 
 const (
-	fastNone    fastKind = iota
-	fastInt8             // bigint: int64
-	fastInt4             // integer: int32
-	fastInt2             // smallint: int16
-	fastBytes            // bytea: []byte; text: string or []byte
-	fastJSONB            // jsonb: []byte or string holding JSON text
-	fastNumeric          // numeric: int64 (EVM quantities mostly fit)
-	fastTimestamptz      // timestamptz: time.Time (every child row's block_time)
+	fastNone        fastKind = iota
+	fastInt8                 // bigint: int64
+	fastInt4                 // integer: int32
+	fastInt2                 // smallint: int16
+	fastBytes                // bytea: []byte; text: string or []byte
+	fastJSONB                // jsonb: []byte or string holding JSON text
+	fastNumeric              // numeric: int64 (EVM quantities mostly fit)
+	fastTimestamptz          // timestamptz: time.Time (every child row's block_time)
 )
 
 var fastKinds = map[uint32]fastKind{

@@ -54,25 +54,27 @@ func TestDeferIndexesFlag(t *testing.T) {
 	}
 }
 
-func TestEventEncodingFlag(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		env  string
-		want cometbft.EventEncoding
-		err  string
-	}{
-		{want: cometbft.EventEncodingAuto},
-		{args: []string{"--event-encoding=base64"}, want: cometbft.EventEncodingBase64},
-		{env: "text", want: cometbft.EventEncodingText},
-		{args: []string{"--event-encoding=hex"}, err: `unknown event encoding "hex"`},
-		{env: "hex", err: "BLOCKHAUL_EVENT_ENCODING"},
-	} {
+// valueFlagCase is one way of setting a flag with a fixed set of values:
+// by flag, by environment, or not at all; want is the value it gives, err
+// part of the error it must give instead.
+type valueFlagCase struct {
+	args []string
+	env  string
+	want any
+	err  string
+}
+
+// testValueFlag parses each case's args and env for cmd and compares the
+// value got reads from the config.
+func testValueFlag(t *testing.T, cmd, envName string, got func(*pipeline.Config) any, cases []valueFlagCase) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " ")+" env="+tc.env, func(t *testing.T) {
 			var env []string
 			if tc.env != "" {
-				env = []string{"BLOCKHAUL_EVENT_ENCODING=" + tc.env}
+				env = []string{envName + "=" + tc.env}
 			}
-			fs, cfg := newFlags("export")
+			fs, cfg := newFlags(cmd)
 			err := fs.Parse(tc.args)
 			if err == nil {
 				if p, _ := applyEnv(fs, env); len(p) > 0 {
@@ -85,47 +87,29 @@ func TestEventEncodingFlag(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || cfg.EventEncoding != tc.want {
-				t.Fatalf("--event-encoding is %v (%v), want %v", cfg.EventEncoding, err, tc.want)
+			if err != nil || got(cfg) != tc.want {
+				t.Fatalf("%v: the value is %v (%v), want %v", tc.args, got(cfg), err, tc.want)
 			}
 		})
 	}
 }
 
+func TestEventEncodingFlag(t *testing.T) {
+	testValueFlag(t, "export", "BLOCKHAUL_EVENT_ENCODING", func(c *pipeline.Config) any { return c.EventEncoding }, []valueFlagCase{
+		{want: cometbft.EventEncodingAuto},
+		{args: []string{"--event-encoding=base64"}, want: cometbft.EventEncodingBase64},
+		{env: "text", want: cometbft.EventEncodingText},
+		{args: []string{"--event-encoding=hex"}, err: `unknown event encoding "hex"`},
+		{env: "hex", err: "BLOCKHAUL_EVENT_ENCODING"},
+	})
+}
+
 func TestVerifyBlocksFlag(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		env  string
-		want chain.Verification
-		err  string
-	}{
+	testValueFlag(t, "fetch", "BLOCKHAUL_VERIFY_BLOCKS", func(c *pipeline.Config) any { return c.VerifyBlocks }, []valueFlagCase{
 		{want: chain.VerifyFull},
 		{args: []string{"--verify-blocks=header"}, want: chain.VerifyHeader},
 		{env: "links", want: chain.VerifyLinks},
 		{args: []string{"--verify-blocks=none"}, err: `unknown block verification "none" (want full, header or links)`},
 		{env: "off", err: "BLOCKHAUL_VERIFY_BLOCKS"},
-	} {
-		t.Run(strings.Join(tc.args, " ")+" env="+tc.env, func(t *testing.T) {
-			var env []string
-			if tc.env != "" {
-				env = []string{"BLOCKHAUL_VERIFY_BLOCKS=" + tc.env}
-			}
-			fs, cfg := newFlags("fetch")
-			err := fs.Parse(tc.args)
-			if err == nil {
-				if p, _ := applyEnv(fs, env); len(p) > 0 {
-					err = &pipeline.ConfigError{Fields: p}
-				}
-			}
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one containing %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil || cfg.VerifyBlocks != tc.want {
-				t.Fatalf("--verify-blocks is %v (%v), want %v", cfg.VerifyBlocks, err, tc.want)
-			}
-		})
-	}
+	})
 }
