@@ -15,9 +15,11 @@ log="${FAULTS_LOG:-${TMPDIR:-/tmp}/blockhaul-faults.log}"
 targets=(
 	./chain/cometbft:FuzzDecode
 	./chain/cometbft:FuzzBlockAnswer
+	./chain/cometbft:FuzzSDKTx
 	./chain/evm:FuzzDecode
 	./chain/evm:FuzzBlockIdentity
 	./chain/evm:FuzzBlockAnswer
+	./chain/evm:FuzzTrieRoot
 	./chain/jsonrpc:FuzzSplit
 	./chain/jsonrpc:FuzzParseBatch
 	./staging:FuzzRecordCodec
