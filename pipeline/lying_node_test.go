@@ -141,14 +141,7 @@ func TestExportNamesTheWrongBlockAndARefetchRepairsIt(t *testing.T) {
 		return blk
 	})
 
-	cfg.Command = CmdExport
-	_, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler))
-	if code := ExitCode(err); code != ExitData {
-		t.Fatalf("export: exit %d, want %d: %v", code, ExitData, err)
-	}
-	if !strings.Contains(fmt.Sprint(err), "block 16's stored hash does not match its header") {
-		t.Fatalf("export error %v does not name block 16 as the wrong one", err)
-	}
+	exportBreaks(t, cfg, "block 16's stored hash does not match its header")
 
 	cfg.Command = CmdRun
 	if _, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler)); err != nil {
@@ -252,14 +245,7 @@ func TestExportRemovesBothBlocksOfAnUnlinkedPairAndARefetchRepairsThem(t *testin
 		return blk
 	})
 
-	cfg.Command = CmdExport
-	_, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler))
-	if code := ExitCode(err); code != ExitData {
-		t.Fatalf("export: exit %d, want %d: %v", code, ExitData, err)
-	}
-	if !strings.Contains(fmt.Sprint(err), "blocks 15 and 16 each hash correctly but do not link") {
-		t.Fatalf("export error %v does not name blocks 15 and 16", err)
-	}
+	exportBreaks(t, cfg, "blocks 15 and 16 each hash correctly but do not link")
 	store, err := staging.Open(cfg.Staging, staging.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -288,5 +274,19 @@ func TestExportRemovesBothBlocksOfAnUnlinkedPairAndARefetchRepairsThem(t *testin
 		if got := strings.ToUpper(hex.EncodeToString(b.Hash)); got != recordedHash(t, h) {
 			t.Fatalf("block %d staged with %s after the refetch, the chain's is %s", h, got, recordedHash(t, h))
 		}
+	}
+}
+
+// exportBreaks exports cfg's staged range and wants a data error (exit 4)
+// whose message holds want.
+func exportBreaks(t *testing.T, cfg Config, want string) {
+	t.Helper()
+	cfg.Command = CmdExport
+	_, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler))
+	if code := ExitCode(err); code != ExitData {
+		t.Fatalf("export: exit %d, want %d: %v", code, ExitData, err)
+	}
+	if !strings.Contains(fmt.Sprint(err), want) {
+		t.Fatalf("export error %v does not say %q", err, want)
 	}
 }
