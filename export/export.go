@@ -268,7 +268,7 @@ func runOnce(ctx context.Context, sess *Session, conn *pgx.Conn, store *staging.
 			if err := store.SetMirror(target, staging.Checkpoint{From: mirrorFrom, Height: b.to, Hash: b.lastHash, Updated: time.Now()}); err != nil {
 				return err
 			}
-			b.rows.Reset()
+			b.rows.Reuse() // committed: nothing holds its values any more
 			free <- b.rows
 			if cfg.OnBatch != nil {
 				cfg.OnBatch(st)

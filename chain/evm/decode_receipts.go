@@ -109,17 +109,17 @@ func (st *decodeState) receipt(i int) error {
 				row[colTxStatus] = int16(x)
 			}
 		case "gasUsed":
-			err = putInt64(row, colTxGasUsed, v, &have, reqRcptGasUsed)
+			err = st.putInt64(row, colTxGasUsed, v, &have, reqRcptGasUsed)
 		case "cumulativeGasUsed":
-			err = putInt64(row, colTxCumulativeGasUsed, v, &have, reqRcptCumulative)
+			err = st.putInt64(row, colTxCumulativeGasUsed, v, &have, reqRcptCumulative)
 		case "effectiveGasPrice":
-			err = putNumeric(row, colTxEffectiveGasPrice, v)
+			err = st.putNumeric(row, colTxEffectiveGasPrice, v)
 		case "contractAddress":
 			err = st.putFixed(row, colTxContractAddress, v, 20, nil, 0)
 		case "blobGasUsed":
-			err = putInt64(row, colTxBlobGasUsed, v, nil, 0)
+			err = st.putInt64(row, colTxBlobGasUsed, v, nil, 0)
 		case "blobGasPrice":
-			err = putNumeric(row, colTxBlobGasPrice, v)
+			err = st.putNumeric(row, colTxBlobGasPrice, v)
 		case "root": // pre-Byzantium: the state root after the transaction
 			err = st.putFixed(row, colTxRoot, v, 32, nil, 0)
 		case "logsBloom":
@@ -200,7 +200,6 @@ func (st *decodeState) log(t *txState, txIndex int) error {
 		return err
 	}
 	row := st.rows.Row(TableLogs)
-	clear(row)
 	row[colLogBlockNumber] = st.heightVal
 	row[colLogBlockTime] = st.timeVal
 	row[colLogTxIndex] = t.indexVal
@@ -244,7 +243,7 @@ func (st *decodeState) log(t *txState, txIndex int) error {
 					err = fmt.Errorf("log index %d does not follow %d", x, st.lastLog)
 				}
 				st.lastLog = int64(x)
-				row[colLogIndex] = int32(x)
+				row[colLogIndex] = st.rows.BoxInt32(int32(x))
 				have |= reqLogIndex
 			}
 		case "transactionHash":
@@ -286,7 +285,7 @@ func (st *decodeState) topics(row []any) error {
 		if err != nil {
 			return inElem("", i, err)
 		}
-		row[colLogTopic0+i] = b
+		row[colLogTopic0+i] = st.rows.BoxBytes(b)
 		return nil
 	})
 	return err

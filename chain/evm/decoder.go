@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // ErrReceiptMismatch is wrapped by a DecodeError when a record's receipts
@@ -65,8 +66,9 @@ func inElem(name string, i int, err error) error {
 // safe for concurrent use.
 //
 // It reads the record with a hand-written scanner that visits only the
-// fields that become columns and hex-decodes byte fields straight into a
-// per-block slab: rows reference the slab until they are copied out.
+// fields that become columns and hex-decodes byte fields straight into the
+// memory of the rows (chain.Rows.Bytes), boxing values in it too: a block
+// costs no allocation per value, and none at all once the rows are reused.
 type Decoder struct {
 	pool sync.Pool // *decodeState
 }
@@ -144,8 +146,8 @@ func (st *decodeState) reset(height uint64, raw []byte, rows *chain.Rows) {
 	st.height = height
 	st.sc = scanner{b: raw}
 	st.rows = rows
-	st.slab = newSlab(len(raw))
-	st.heightVal = int64(height)
+	st.slab = slab{rows: rows}
+	st.heightVal = rows.BoxInt64(int64(height))
 	st.timeVal = nil
 	st.blockRow = nil
 	st.hashText = nil
@@ -270,7 +272,6 @@ func (st *decodeState) block() error {
 		return err
 	}
 	row := st.rows.Row(TableBlocks)
-	clear(row)
 	st.blockRow = row
 	row[colBlockNumber] = st.heightVal
 	var have, n int
@@ -312,7 +313,7 @@ func (st *decodeState) block() error {
 	if have != reqAllBlock {
 		return missingField(blockRequired, have, reqAllBlock)
 	}
-	row[colBlockTxCount] = int32(len(st.txs))
+	row[colBlockTxCount] = st.rows.BoxInt32(int32(len(st.txs)))
 	st.timeVal = row[colBlockTimestamp]
 	for i := range st.txs {
 		st.txs[i].row[colTxBlockTime] = st.timeVal
@@ -357,8 +358,9 @@ func (st *decodeState) blockField(key []byte, row []any, have *int) error {
 			return err
 		}
 		st.hashText = v
-		row[colBlockHash] = st.slab.alloc(32)
-		copy(row[colBlockHash].([]byte), st.blockHash[:])
+		b := st.slab.alloc(32)
+		copy(b, st.blockHash[:])
+		row[colBlockHash] = st.rows.BoxBytes(b)
 		*have |= reqHash
 	case "parentHash":
 		return st.putFixed(row, colBlockParentHash, v, 32, have, reqParentHash)
@@ -372,19 +374,19 @@ func (st *decodeState) blockField(key []byte, row []any, have *int) error {
 	case "miner":
 		return st.putFixed(row, colBlockMiner, v, 20, have, reqMiner)
 	case "gasLimit":
-		return putInt64(row, colBlockGasLimit, v, have, reqGasLimit)
+		return st.putInt64(row, colBlockGasLimit, v, have, reqGasLimit)
 	case "gasUsed":
-		return putInt64(row, colBlockGasUsed, v, have, reqGasUsed)
+		return st.putInt64(row, colBlockGasUsed, v, have, reqGasUsed)
 	case "baseFeePerGas":
-		return putNumeric(row, colBlockBaseFee, v)
+		return st.putNumeric(row, colBlockBaseFee, v)
 	case "size":
-		return putInt64(row, colBlockSize, v, nil, 0)
+		return st.putInt64(row, colBlockSize, v, nil, 0)
 	case "extraData":
 		return st.putBytes(row, colBlockExtraData, v)
 	case "nonce":
 		return st.putBytes(row, colBlockNonce, v)
 	case "difficulty":
-		return putNumeric(row, colBlockDifficulty, v)
+		return st.putNumeric(row, colBlockDifficulty, v)
 	case "sha3Uncles":
 		return st.putFixed(row, colBlockSha3Uncles, v, 32, nil, 0)
 	case "logsBloom":
@@ -400,15 +402,15 @@ func (st *decodeState) blockField(key []byte, row []any, have *int) error {
 	case "withdrawalsRoot":
 		return st.putFixed(row, colBlockWithdrawalsRoot, v, 32, nil, 0)
 	case "blobGasUsed":
-		return putInt64(row, colBlockBlobGasUsed, v, nil, 0)
+		return st.putInt64(row, colBlockBlobGasUsed, v, nil, 0)
 	case "excessBlobGas":
-		return putInt64(row, colBlockExcessBlobGas, v, nil, 0)
+		return st.putInt64(row, colBlockExcessBlobGas, v, nil, 0)
 	case "parentBeaconBlockRoot":
 		return st.putFixed(row, colBlockParentBeaconRoot, v, 32, nil, 0)
 	case "requestsHash":
 		return st.putFixed(row, colBlockRequestsHash, v, 32, nil, 0)
 	case "totalDifficulty":
-		return putNumeric(row, colBlockTotalDifficulty, v)
+		return st.putNumeric(row, colBlockTotalDifficulty, v)
 	}
 	return nil
 }
@@ -418,7 +420,7 @@ func (st *decodeState) putFixed(row []any, col int, v []byte, n int, have *int, 
 	if err != nil {
 		return err
 	}
-	row[col] = b
+	row[col] = st.rows.BoxBytes(b)
 	if have != nil {
 		*have |= bit
 	}
@@ -432,7 +434,7 @@ func (st *decodeState) putWord(row []any, col int, v []byte) error {
 	if err != nil {
 		return err
 	}
-	row[col] = b
+	row[col] = st.rows.BoxBytes(b)
 	return nil
 }
 
@@ -441,28 +443,32 @@ func (st *decodeState) putBytes(row []any, col int, v []byte) error {
 	if err != nil {
 		return err
 	}
-	row[col] = b
+	row[col] = st.rows.BoxBytes(b)
 	return nil
 }
 
-func putInt64(row []any, col int, v []byte, have *int, bit int) error {
+func (st *decodeState) putInt64(row []any, col int, v []byte, have *int, bit int) error {
 	x, err := parseInt64(v)
 	if err != nil {
 		return err
 	}
-	row[col] = x
+	row[col] = st.rows.BoxInt64(x)
 	if have != nil {
 		*have |= bit
 	}
 	return nil
 }
 
-func putNumeric(row []any, col int, v []byte) error {
-	x, err := parseNumeric(v)
+func (st *decodeState) putNumeric(row []any, col int, v []byte) error {
+	small, large, err := parseNumeric(v)
 	if err != nil {
 		return err
 	}
-	row[col] = x
+	if large != nil {
+		row[col] = pgtype.Numeric{Int: large, Valid: true}
+	} else {
+		row[col] = st.rows.BoxInt64(small)
+	}
 	return nil
 }
 
@@ -508,9 +514,8 @@ func (st *decodeState) transaction(i int) error {
 	st.txs = append(st.txs, txState{})
 	t := &st.txs[i]
 	row := st.rows.Row(TableTransactions)
-	clear(row)
 	t.row = row
-	t.indexVal = int32(i)
+	t.indexVal = st.rows.BoxInt32(int32(i))
 	row[colTxBlockNumber] = st.heightVal
 	row[colTxIndex] = t.indexVal
 	row[colTxType] = int16(0)
@@ -550,7 +555,7 @@ func (st *decodeState) transaction(i int) error {
 				// Kept as the node wrote it, but for white space: a record
 				// pretty-printed decodes to the same rows.
 				b := st.slab.alloc(s.i - start)
-				row[col] = b[:compactJSON(b, s.b[start:s.i])]
+				row[col] = st.rows.BoxBytes(b[:compactJSON(b, s.b[start:s.i])])
 			}
 			continue
 		}
@@ -579,7 +584,7 @@ func (st *decodeState) txField(t *txState, key []byte, row []any, have *int) err
 		}
 		b := st.slab.alloc(32)
 		copy(b, t.hash[:])
-		t.hashVal = b
+		t.hashVal = st.rows.BoxBytes(b)
 		t.hashText = v
 		row[colTxHash] = t.hashVal
 		*have |= reqTxHash
@@ -589,26 +594,26 @@ func (st *decodeState) txField(t *txState, key []byte, row []any, have *int) err
 		return st.putFixed(row, colTxTo, v, 20, nil, 0)
 	case "value":
 		*have |= reqTxValue
-		return putNumeric(row, colTxValue, v)
+		return st.putNumeric(row, colTxValue, v)
 	case "input":
 		*have |= reqTxInput
 		return st.putBytes(row, colTxInput, v)
 	case "nonce":
-		return putInt64(row, colTxNonce, v, have, reqTxNonce)
+		return st.putInt64(row, colTxNonce, v, have, reqTxNonce)
 	case "gas":
-		return putInt64(row, colTxGas, v, have, reqTxGas)
+		return st.putInt64(row, colTxGas, v, have, reqTxGas)
 	case "gasPrice":
-		return putNumeric(row, colTxGasPrice, v)
+		return st.putNumeric(row, colTxGasPrice, v)
 	case "maxFeePerGas":
-		return putNumeric(row, colTxMaxFee, v)
+		return st.putNumeric(row, colTxMaxFee, v)
 	case "maxPriorityFeePerGas":
-		return putNumeric(row, colTxMaxPriorityFee, v)
+		return st.putNumeric(row, colTxMaxPriorityFee, v)
 	case "maxFeePerBlobGas":
-		return putNumeric(row, colTxMaxFeePerBlobGas, v)
+		return st.putNumeric(row, colTxMaxFeePerBlobGas, v)
 	case "chainId":
-		return putNumeric(row, colTxChainID, v)
+		return st.putNumeric(row, colTxChainID, v)
 	case "v":
-		return putNumeric(row, colTxV, v)
+		return st.putNumeric(row, colTxV, v)
 	case "r":
 		return st.putWord(row, colTxR, v)
 	case "s":
@@ -682,7 +687,6 @@ func (st *decodeState) withdrawal() error {
 		return err
 	}
 	row := st.rows.Row(TableWithdrawals)
-	clear(row)
 	row[colWdBlockNumber] = st.heightVal
 	var have, n int
 	for {
@@ -705,13 +709,13 @@ func (st *decodeState) withdrawal() error {
 		}
 		switch string(key) {
 		case "index":
-			err = putInt64(row, colWdIndex, v, &have, reqWdIndex)
+			err = st.putInt64(row, colWdIndex, v, &have, reqWdIndex)
 		case "validatorIndex":
-			err = putInt64(row, colWdValidatorIndex, v, &have, reqWdValidator)
+			err = st.putInt64(row, colWdValidatorIndex, v, &have, reqWdValidator)
 		case "address":
 			err = st.putFixed(row, colWdAddress, v, 20, &have, reqWdAddress)
 		case "amount":
-			err = putInt64(row, colWdAmount, v, &have, reqWdAmount)
+			err = st.putInt64(row, colWdAmount, v, &have, reqWdAmount)
 		}
 		if err != nil {
 			return inField(string(key), err)

@@ -7,7 +7,7 @@ import (
 	"math"
 	"math/big"
 
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/blockhaul/blockhaul/chain"
 )
 
 // unhex maps an ASCII byte to its hex digit value, or 0xff.
@@ -114,29 +114,29 @@ func parseInt64(b []byte) (int64, error) {
 }
 
 // parseNumeric reads a hex quantity of up to 256 bits bound for a numeric
-// column. Values that fit int64 stay int64 (cheaper to hold and to box);
-// larger ones become a pgtype.Numeric.
-func parseNumeric(b []byte) (any, error) {
+// column. A value that fits int64 is returned as small, with large nil
+// (cheaper to hold and to box); a larger one as large.
+func parseNumeric(b []byte) (small int64, large *big.Int, err error) {
 	d, err := quantityDigits(b)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	if len(d) > 64 {
-		return nil, badHex(b, errRange)
+		return 0, nil, badHex(b, errRange)
 	}
 	if len(d) <= 16 {
 		var v uint64
 		for _, c := range d {
 			x := unhex[c]
 			if x > 0xf {
-				return nil, badHex(b, errHexDigit)
+				return 0, nil, badHex(b, errHexDigit)
 			}
 			v = v<<4 | uint64(x)
 		}
 		if v <= math.MaxInt64 {
-			return int64(v), nil
+			return int64(v), nil, nil
 		}
-		return pgtype.Numeric{Int: new(big.Int).SetUint64(v), Valid: true}, nil
+		return 0, new(big.Int).SetUint64(v), nil
 	}
 	// Words are filled from the least significant end, 16 digits each.
 	words := make([]big.Word, (len(d)+15)/16)
@@ -147,14 +147,14 @@ func parseNumeric(b []byte) (any, error) {
 		for _, c := range d[start:end] {
 			x := unhex[c]
 			if x > 0xf {
-				return nil, badHex(b, errHexDigit)
+				return 0, nil, badHex(b, errHexDigit)
 			}
 			v = v<<4 | uint64(x)
 		}
 		words[w] = big.Word(v)
 		end = start
 	}
-	return pgtype.Numeric{Int: new(big.Int).SetBits(words), Valid: true}, nil
+	return 0, new(big.Int).SetBits(words), nil
 }
 
 // decodeHex decodes len(dst) bytes from src, which holds twice as many
@@ -221,33 +221,19 @@ func parseFixed(dst []byte, b []byte) error {
 	return nil
 }
 
-// slab hands out byte slices carved from large chunks, so that the bytea
-// values of one block cost a few allocations instead of one each. Slices
-// handed out are never reused: rows keep them until they are copied.
+// slab hands out the byte slices of a block's bytea values from the
+// memory of the rows they go into (chain.Rows.Bytes), so that they cost no
+// allocation of their own and are reused with the rows' memory. A slab
+// without rows (tests) allocates each slice.
 type slab struct {
-	buf   []byte
-	first int // size of the first chunk, sized to hold a typical block
-	next  int // size of later chunks
-}
-
-func newSlab(rawLen int) slab {
-	// Kept bytes (hashes, addresses, input, log data, topics) are about a
-	// fifth of a record's JSON; the rest is keys, quantities, blooms,
-	// signatures and other fields not exported.
-	return slab{first: rawLen/5 + 4096, next: rawLen/16 + 4096}
+	rows *chain.Rows
 }
 
 func (s *slab) alloc(n int) []byte {
-	if s.buf == nil || len(s.buf)+n > cap(s.buf) {
-		size := s.next
-		if s.buf == nil {
-			size = s.first
-		}
-		s.buf = make([]byte, 0, max(size, n))
+	if s.rows == nil {
+		return make([]byte, n)
 	}
-	l := len(s.buf)
-	s.buf = s.buf[:l+n]
-	return s.buf[l : l+n : l+n]
+	return s.rows.Bytes(n)
 }
 
 // bytes decodes an arbitrary-length 0x hex string into the slab. An empty

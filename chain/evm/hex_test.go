@@ -35,14 +35,14 @@ func TestSlabWord(t *testing.T) {
 		{"0x0", strings.Repeat("00", 32)},
 		{full, full[2:]},
 	} {
-		s := newSlab(0)
+		var s slab
 		b, err := s.word([]byte(c.in))
 		if err != nil || hex.EncodeToString(b) != c.want {
 			t.Errorf("word(%s) = %x, %v; want %s", c.in, b, err, c.want)
 		}
 	}
 	for _, bad := range []string{full + "1", "0x", "0xg1", "12", "0x1g"} {
-		s := newSlab(0)
+		var s slab
 		if b, err := s.word([]byte(bad)); err == nil {
 			t.Errorf("word(%s) = %x, want an error", bad, b)
 		}
