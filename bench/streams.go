@@ -130,7 +130,7 @@ func openScratchStore(cfg *Config, purpose string) (store *staging.Store, closeS
 // exportLoad exports the staged range over n streams (export.RunStreams,
 // which is export.Run for one) into a fresh database whose tables exist
 // beforehand, as the baseline's do, under the heap limit a blockhaul
-// process sets for the family (the baseline, which holds every row at
+// process sets for the family and n streams (the baseline, which holds every row at
 // once, keeps Go's default). It returns the rows per table and where the
 // CPU went; profile writes a CPU profile export-<density>.
 func exportLoad(ctx context.Context, cfg *Config, d density, store *staging.Store, n int, profile bool) (run CopyRun, rows map[string]uint64, cpu LoadCPU, err error) {
@@ -176,7 +176,7 @@ func exportLoad(ctx context.Context, cfg *Config, d density, store *staging.Stor
 		_ = lm.finish(ctx)
 		return run, nil, cpu, err
 	}
-	prevLimit := debug.SetMemoryLimit(pipeline.DefaultMemoryLimitMiB(d.name) << 20)
+	prevLimit := debug.SetMemoryLimit(pipeline.DefaultMemoryLimitMiB(d.name) * int64(n) << 20) // one limit a stream, as blockhaul sets it
 	defer debug.SetMemoryLimit(prevLimit)
 	t0 := time.Now()
 	res, err := export.RunStreams(ctx, sessions, store, d.dec, export.Config{

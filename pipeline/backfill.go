@@ -20,6 +20,10 @@ type BackfillSummary struct {
 	Fetch    loader.Stats
 	Export   export.Result
 	Complete bool
+	// Streams is the export streams its range was split into, and
+	// StreamsWhy why (planStreams).
+	Streams    int
+	StreamsWhy string
 }
 
 // planBackfill fixes the range of follow's backfill: from --backfill-from up
@@ -81,13 +85,24 @@ func runBackfill(ctx context.Context, cfg *Config, store *staging.Store, src loa
 		log.Info("backfill already complete", "from", bf.Stream.From, "to", bf.Stream.To)
 		return nil
 	}
-	log.Info("backfill beside the head stream", "from", bf.Stream.From, "to", bf.Stream.To, "next", cur.Next(bf.Stream.From))
+	n, why, err := planStreams(ctx, cfg, db, bf.Stream, 1, log)
+	if err != nil {
+		return fmt.Errorf("backfill %s: %w", bf.Stream.Alias, err)
+	}
+	bf.Streams, bf.StreamsWhy = n, why
+	log.Info("backfill beside the head stream", "from", bf.Stream.From, "to", bf.Stream.To, "next", cur.Next(bf.Stream.From), "streams", n)
 	ecfg := exportConfig(cfg, demoteInfo(log), c)
 	ecfg.Stream = bf.Stream
 	ecfg.OnBatch = func(b export.BatchStats) {
 		c.m.BackfillExported(b.From, b.To, b.Rows, b.Commit, b.Conflicted)
 	}
-	st, res, err := fetchAndExport(ctx, cfg, store, src, db, dec, ecfg, cur.Next(bf.Stream.From), demoteInfo(log), c)
+	var st loader.Stats
+	var res export.Result
+	if n > 1 {
+		st, res, err = fetchAndExportStreams(ctx, cfg, store, src, db, dec, ecfg, n, demoteInfo(log), c)
+	} else {
+		st, res, err = fetchAndExport(ctx, cfg, store, src, db, dec, ecfg, cur.Next(bf.Stream.From), demoteInfo(log), c)
+	}
 	bf.Fetch, bf.Export, bf.Complete = st, res, res.Complete
 	if err != nil {
 		return fmt.Errorf("backfill %s: %w", bf.Stream.Alias, err)
@@ -105,5 +120,9 @@ func writeBackfill(out io.Writer, bf *BackfillSummary) {
 			state += fmt.Sprintf(", exported up to %d", bf.Export.Last.Height)
 		}
 	}
-	fmt.Fprintf(out, "  backfill %s (%d-%d): %d blocks exported, %s\n", bf.Stream.Alias, bf.Stream.From, bf.Stream.To, bf.Export.Blocks, state)
+	streams := ""
+	if bf.Streams > 1 {
+		streams = fmt.Sprintf(" over %d export streams (%s)", bf.Streams, bf.StreamsWhy)
+	}
+	fmt.Fprintf(out, "  backfill %s (%d-%d): %d blocks exported%s, %s\n", bf.Stream.Alias, bf.Stream.From, bf.Stream.To, bf.Export.Blocks, streams, state)
 }

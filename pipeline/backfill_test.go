@@ -206,3 +206,78 @@ func plainLoad(t *testing.T, to uint64) string {
 	}
 	return fingerprint(t, dsn)
 }
+
+// follow --backfill-from splits its backfill into export streams as run
+// does a range (here auto, 3 on "4 CPUs"), each sub-range its own row and
+// cursor: killed after every third commit of any stream, six times, each
+// run resumes every stream where it stopped with the 3 sub-ranges the first
+// run recorded; the backfill's own row is complete only once every part's
+// is; the head's checkpoint is its own throughout; the tables end as one
+// plain load's.
+func TestFollowBackfillOverExportStreamsResumesAfterKill(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	stg := filepath.Join(t.TempDir(), "s")
+	fc := newForkChain(1200, 0, ^uint64(0), 0)
+	cfg := testConfig(CmdFollow, dsn, stg, fc, 601, 1100)
+	cfg.BackfillFrom, cfg.BackfillFromSet = 1, true
+	cfg.ExportStreams = 0
+	withCPUs(t, 4)
+	kills, restore := killAfterCommits(3, 6)
+	defer restore()
+	runs := 0
+	var out bytes.Buffer
+	for ; runs < 20; runs++ {
+		out.Reset()
+		sum, err := Run(context.Background(), cfg, &out, quiet)
+		if err == nil {
+			if !sum.Complete || !sum.Backfill.Complete || sum.Backfill.Streams != 3 {
+				t.Fatalf("run %d ended without error but: head complete %v, backfill %+v", runs, sum.Complete, sum.Backfill)
+			}
+			break
+		}
+		if !errors.Is(err, errKilled) {
+			t.Fatalf("run %d: %v", runs, err)
+		}
+		checkCheckpointsBehindRows(t, dsn)
+		head, bfs := streamRows(t, dsn)
+		if strings.HasPrefix(head, "start") && !strings.HasPrefix(head, "start 601 ") {
+			t.Fatalf("killed (run %d): the head's checkpoint %q is not the head's own", runs, head)
+		}
+		parts, whole := 0, false
+		for _, b := range bfs {
+			switch {
+			case strings.HasPrefix(b, "range-1-600/part-") && strings.HasSuffix(b, " complete"):
+				parts++
+			case strings.HasPrefix(b, "range-1-600/part-") && !strings.Contains(b, "-of-3 "):
+				t.Fatalf("killed (run %d): a sub-range of another split: %q", runs, bfs)
+			case b == "range-1-600 1-600 last 600 complete":
+				whole = true
+			}
+		}
+		if whole && parts != 3 {
+			t.Fatalf("killed (run %d): the backfill's row is complete with %d of 3 parts: %q", runs, parts, bfs)
+		}
+		t.Logf("killed (run %d): head %s; backfills %q", runs, head, bfs)
+	}
+	restore()
+	if kills.Load() != 6 || runs != 6 {
+		t.Fatalf("%d kills over %d runs, want 6 kills, each followed by a resume", kills.Load(), runs)
+	}
+	head, bfs := streamRows(t, dsn)
+	want := []string{
+		"range-1-600 1-600 last 600 complete",
+		"range-1-600/part-1-of-3 1-200 last 200 complete",
+		"range-1-600/part-2-of-3 201-400 last 400 complete",
+		"range-1-600/part-3-of-3 401-600 last 600 complete",
+	}
+	if head != "start 601 height 1100" || fmt.Sprint(bfs) != fmt.Sprint(want) {
+		t.Fatalf("after the resumes: head %q, backfills %q; want start 601 height 1100, %q", head, bfs, want)
+	}
+	if !strings.Contains(out.String(), "backfill range-1-600 (1-600): ") || !strings.Contains(out.String(), "over 3 export streams (resuming") {
+		t.Errorf("the summary does not give the backfill's streams:\n%s", out.String())
+	}
+	everyHeightOnce(t, dsn, 1100)
+	if got, want := fingerprint(t, dsn), plainLoad(t, 1100); got != want {
+		t.Fatalf("contents differ from one plain load:\n%s\nwant\n%s", got, want)
+	}
+}

@@ -87,10 +87,20 @@ type Config struct {
 	RPCTimeout   time.Duration // --rpc-timeout
 	SyncCommit   bool          // --sync-commit
 
-	// ExportStreams: export and run split the range into this many
-	// sub-ranges exported at once over as many connections
-	// (--export-streams); run also fetches each beside its export.
+	// ExportStreams: export and run split the range, and follow its
+	// --backfill-from range, into this many sub-ranges exported at once over
+	// as many connections (--export-streams); run and follow also fetch
+	// each beside its export. 0 is auto: chosen from the machine, the
+	// server and the range (autoStreams); a range an earlier run split
+	// resumes with its recorded count (planStreams).
 	ExportStreams int
+	// MemoryLimitPerStream, when positive, is the soft Go heap limit in
+	// bytes of one export stream: a job that splits its range into N
+	// streams sets the process's limit to N times it (a head stream beside
+	// them counts too). cmd/blockhaul sets it to the default limit
+	// (DefaultMemoryLimitMiB) when that is the limit in force; 0 leaves
+	// the limit alone (--memory-limit, GOMEMLIMIT, tests).
+	MemoryLimitPerStream int64
 
 	PGRetries      int           // --pg-retries: retries of a transient database fault, since the last committed batch
 	PGRetryMaxWait time.Duration // --pg-retry-max-wait: the longest backoff between them
@@ -228,7 +238,6 @@ func DefaultConfig() Config {
 		FetchWorkers:        8,
 		FetchSpan:           16,
 		BatchBlocks:         500,
-		ExportStreams:       1,
 		PGRetries:           export.DefaultRetries,
 		PGRetryMaxWait:      export.DefaultMaxWait,
 		RPCTimeout:          30 * time.Second,
@@ -367,10 +376,13 @@ func (c *Config) Validate() error {
 	if c.BatchBlocks <= 0 || c.BatchBlocks > MaxBatchBlocks {
 		bad("batch-blocks", "want 1 to %d blocks, got %d", MaxBatchBlocks, c.BatchBlocks)
 	}
-	if c.ExportStreams <= 0 || c.ExportStreams > MaxExportStreams {
-		bad("export-streams", "want 1 to %d, got %d", MaxExportStreams, c.ExportStreams)
-	} else if c.ExportStreams > 1 && c.Command != CmdExport && c.Command != CmdRun {
-		bad("export-streams", "only export and run split a bounded range into streams; %s exports with one", c.Command)
+	switch {
+	case c.ExportStreams < 0 || c.ExportStreams > MaxExportStreams:
+		bad("export-streams", "want auto or 1 to %d, got %d", MaxExportStreams, c.ExportStreams)
+	case c.ExportStreams > 1 && c.Command == CmdFollow && !c.BackfillFromSet:
+		bad("export-streams", "follow's head stream is one stream; --export-streams splits its --backfill-from range")
+	case c.ExportStreams > 1 && c.Command != CmdExport && c.Command != CmdRun && c.Command != CmdFollow:
+		bad("export-streams", "only export, run and follow --backfill-from split a bounded range into streams; %s exports with one", c.Command)
 	}
 	if c.PGRetries < 0 || c.PGRetries > 1000 {
 		bad("pg-retries", "must be between 0 and 1000, got %d", c.PGRetries)

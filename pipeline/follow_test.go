@@ -81,6 +81,9 @@ func testConfig(cmd, dsn, staging string, src *forkChain, from, to uint64) Confi
 	cfg.Command, cfg.PG, cfg.Staging = cmd, dsn, staging
 	cfg.From, cfg.To, cfg.ToSet = from, to, to > 0
 	cfg.BatchBlocks, cfg.FetchWorkers, cfg.Progress = 50, 4, 0
+	// One export stream, whatever the machine would choose (auto has
+	// tests of its own: streamcount_test.go).
+	cfg.ExportStreams = 1
 	if src != nil {
 		cfg.Source = src
 	}

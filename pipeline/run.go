@@ -86,7 +86,11 @@ type Summary struct {
 	// IndexesRebuilt counts the deferred indexes a failed fill built again
 	// before it exited.
 	IndexesRebuilt int
-	Duration       time.Duration
+	// Streams is the export streams the range was split into, and
+	// StreamsWhy why that many (planStreams); 0 when not decided.
+	Streams    int
+	StreamsWhy string
+	Duration   time.Duration
 }
 
 // Run runs cfg.Command. It validates cfg first; the returned error maps to
@@ -219,6 +223,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	}
 	if sum.IndexesRebuilt > 0 {
 		fmt.Fprintf(out, "  indexes: %d dropped for the fill, rebuilt after it failed\n", sum.IndexesRebuilt)
+	}
+	if sum.Streams > 0 {
+		fmt.Fprintf(out, "  export streams: %d (%s)\n", sum.Streams, sum.StreamsWhy)
 	}
 	if sum.Reorgs > 0 {
 		fmt.Fprintf(out, "  reorgs repaired: %d\n", sum.Reorgs)
@@ -465,12 +472,19 @@ func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() 
 	if err := prepareIndexes(ctx, cfg, db, dec, log); err != nil {
 		return err
 	}
-	sessions, closeSessions, err := streamSessions(ctx, cfg, db, log, c)
+	ecfg := exportConfig(cfg, log, c)
+	n, why, err := planStreams(ctx, cfg, db, ecfg.Stream, 0, log)
+	if err != nil {
+		return err
+	}
+	sum.Streams, sum.StreamsWhy = n, why
+	sessions, closeSessions, err := streamSessions(ctx, cfg, db, n, log, c)
 	defer closeSessions()
 	if err != nil {
 		return err
 	}
-	res, err := export.RunStreams(ctx, sessions, store, dec, exportConfig(cfg, log, c))
+	res, err := export.RunStreams(ctx, sessions, store, dec, ecfg)
+	closeSessions() // before the index builds dial their connections
 	sum.Export = res
 	sum.Complete = res.Complete
 	if err != nil {
@@ -484,16 +498,17 @@ func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() 
 	return nil
 }
 
-// streamSessions returns db and --export-streams - 1 more sessions, and a
-// function that closes the ones it dialled.
-func streamSessions(ctx context.Context, cfg *Config, db *export.Session, log *slog.Logger, c *counters) ([]*export.Session, func(), error) {
+// streamSessions returns db and n - 1 more sessions, and a function that
+// closes the ones it dialled (once, however often it is called).
+func streamSessions(ctx context.Context, cfg *Config, db *export.Session, n int, log *slog.Logger, c *counters) ([]*export.Session, func(), error) {
 	sessions := []*export.Session{db}
 	closeAll := func() {
 		for _, s := range sessions[1:] {
 			s.Close(context.WithoutCancel(ctx))
 		}
+		sessions = sessions[:1]
 	}
-	for range cfg.ExportStreams - 1 {
+	for range n - 1 {
 		s, err := dialSession(ctx, cfg, log, c)
 		if err != nil {
 			return sessions, closeAll, err
@@ -639,14 +654,19 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 	if err != nil {
 		return err
 	}
-	if cfg.ExportStreams > 1 {
-		err = fetchAndExportStreams(ctx, cfg, store, src, db, dec, ecfg, log, sum, c)
-	} else {
-		var st loader.Stats
-		var res export.Result
-		st, res, err = fetchAndExport(ctx, cfg, store, src, db, dec, ecfg, cur.Next(cfg.From), log, c)
-		sum.Fetch, sum.Export, sum.Complete = st, res, res.Complete
+	n, why, err := planStreams(ctx, cfg, db, ecfg.Stream, 0, log)
+	if err != nil {
+		return err
 	}
+	sum.Streams, sum.StreamsWhy = n, why
+	var st loader.Stats
+	var res export.Result
+	if n > 1 {
+		st, res, err = fetchAndExportStreams(ctx, cfg, store, src, db, dec, ecfg, n, log, c)
+	} else {
+		st, res, err = fetchAndExport(ctx, cfg, store, src, db, dec, ecfg, cur.Next(cfg.From), log, c)
+	}
+	sum.Fetch, sum.Export, sum.Complete = st, res, res.Complete
 	if err != nil {
 		settleIndexes(ctx, cfg, db, sum, log, err)
 		return err
@@ -691,33 +711,34 @@ func fetchAndExport(ctx context.Context, cfg *Config, store *staging.Store, src 
 	return st, res, err
 }
 
-// fetchAndExportStreams is run with --export-streams N: the range is split
-// as export splits it (export.RunStreams: one backfill row per sub-range,
-// the seams checked against staging before anything commits), and each
-// sub-range is fetched beside its own export, as fetchAndExport does a
-// whole range, with an Nth of the fetch workers. The blocks on both sides
-// of every seam are staged first, so that the seams can be checked before
-// any sub-range starts.
-func fetchAndExportStreams(ctx context.Context, cfg *Config, store *staging.Store, src loader.Source, db *export.Session, dec export.Decoder, ecfg export.Config, log *slog.Logger, sum *Summary, c *counters) error {
-	parts := export.SplitRange(cfg.From, cfg.To, cfg.ExportStreams)
-	var mu sync.Mutex // guards sum.Fetch
+// fetchAndExportStreams is fetchAndExport over n export streams (run's,
+// and follow's backfill's): ecfg.Stream is split as export splits it
+// (export.RunStreams: one backfill row per sub-range, the seams checked
+// against staging before anything commits), and each sub-range is fetched
+// beside its own export, as fetchAndExport does a whole range, with an Nth
+// of the fetch workers. The blocks on both sides of every seam are staged
+// first, so that the seams can be checked before any sub-range starts.
+func fetchAndExportStreams(ctx context.Context, cfg *Config, store *staging.Store, src loader.Source, db *export.Session, dec export.Decoder, ecfg export.Config, n int, log *slog.Logger, c *counters) (loader.Stats, export.Result, error) {
+	parts := export.SplitRange(ecfg.Stream.From, ecfg.Stream.To, n)
+	var mu sync.Mutex // guards fetched
+	var fetched loader.Stats
 	addStats := func(st loader.Stats) {
 		mu.Lock()
 		defer mu.Unlock()
-		addFetch(&sum.Fetch, st)
+		addFetch(&fetched, st)
 	}
 	lcfg := loaderConfig(cfg, log, c)
 	for _, p := range parts[1:] {
 		st, err := loader.Fetch(ctx, src, store, p[0]-1, p[0], lcfg, nil)
 		addStats(st)
 		if err != nil {
-			return err
+			return fetched, export.Result{}, err
 		}
 	}
-	sessions, closeSessions, err := streamSessions(ctx, cfg, db, log, c)
+	sessions, closeSessions, err := streamSessions(ctx, cfg, db, len(parts), log, c)
 	defer closeSessions()
 	if err != nil {
-		return err
+		return fetched, export.Result{}, err
 	}
 	pcfg := *cfg
 	pcfg.FetchWorkers = max(1, cfg.FetchWorkers/len(parts))
@@ -734,8 +755,7 @@ func fetchAndExportStreams(ctx context.Context, cfg *Config, store *staging.Stor
 		return export.Run(ctx, sess, store, dec, part) // complete already
 	}
 	res, err := export.RunStreams(ctx, sessions, store, dec, ecfg)
-	sum.Export, sum.Complete = res, res.Complete
-	return err
+	return fetched, res, err
 }
 
 // analyzeFilled runs ANALYZE on the tables a completed bounded run or

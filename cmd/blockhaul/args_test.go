@@ -47,6 +47,9 @@ func TestBadInputRefusedBeforeAnythingStarts(t *testing.T) {
 		{name: "http not an addr", args: []string{"run", "--http", "not-an-addr"}, want: []string{"--http", "not-an-addr"}},
 		{name: "fetch span", args: []string{"fetch", "--fetch-span", "100000000"}, want: []string{"--fetch-span", "100000000"}},
 		{name: "batch blocks", args: []string{"run", "--batch-blocks", "100000000"}, want: []string{"--batch-blocks", "100000000"}},
+		{name: "export streams 0", args: []string{"export", "--export-streams", "0"}, want: []string{"--export-streams", "want auto or 1 to 64"}},
+		{name: "export streams word", args: []string{"run", "--export-streams", "many"}, want: []string{"--export-streams", "want auto or 1 to 64"}},
+		{name: "export streams from env", args: []string{"run"}, env: []string{"BLOCKHAUL_EXPORT_STREAMS=65"}, want: []string{"--export-streams", "want auto or 1 to 64"}},
 		{name: "defer-indexes with a space", args: []string{"run", "--defer-indexes", "never"}, want: []string{"did you mean --defer-indexes=never?"}},
 		{name: "positional heights", args: []string{"run", "1", "100"}, want: []string{"did you mean --from 1 --to 100?"}},
 		{name: "positional word", args: []string{"fetch", "now"}, want: []string{`stray argument "now"`}},
@@ -128,5 +131,10 @@ func TestGoodInputRuns(t *testing.T) {
 	code, out = blockhaul(t, "fetch", "--help")
 	if code != 0 || !strings.Contains(out, "--to ") || strings.Contains(out, `BLOCKHAUL_TO_HEIGHT] (default "0")`) {
 		t.Fatalf("fetch --help exited %d, or shows --to's default as 0:\n%s", code, out)
+	}
+	// --export-streams defaults to auto and says how auto chooses.
+	code, out = blockhaul(t, "export", "--help")
+	if code != 0 || !strings.Contains(out, "[BLOCKHAUL_EXPORT_STREAMS] (default auto)") || !strings.Contains(out, "3/4 of the CPUs") {
+		t.Fatalf("export --help exited %d, or does not give --export-streams' default auto and its rule:\n%s", code, out)
 	}
 }

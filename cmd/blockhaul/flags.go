@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/blockhaul/blockhaul/chain"
@@ -200,7 +202,9 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 		in(groupFetch, sourcing).oneOf("full", "header", "links"))
 
 	def(d, fs.IntVar, &cfg.BatchBlocks, "batch-blocks", dc.BatchBlocks, "blocks per export transaction", in(groupExport, exporting))
-	def(d, fs.IntVar, &cfg.ExportStreams, "export-streams", dc.ExportStreams, "export, run: split the range into this many contiguous sub-ranges exported at once over as many connections (resume with the same number)", in(groupExport, []string{cmdExport, cmdRun}))
+	cfg.ExportStreams = dc.ExportStreams
+	defValue(d, (*streamsFlag)(&cfg.ExportStreams), "export-streams", "export, run, follow --backfill-from: split the range into this many contiguous sub-ranges exported at once over as many connections; auto: 3/4 of the CPUs (rounded up) when PostgreSQL is on this machine, else 2 a CPU up to 16, at most half the server's free connections and one stream per --batch-blocks of the range (the job logs the count and why); a range an earlier run split resumes with its count",
+		in(groupExport, []string{cmdExport, cmdRun, cmdFollow}).oneOf("auto", "1", "2", "4"))
 
 	def(d, fs.Uint64Var, &cfg.Confirmations, "confirmations", 0, "follow: export only blocks at least this many below the tip", in(groupFollow, []string{cmdFollow}))
 	def(d, fs.DurationVar, &cfg.PollInterval, "poll-interval", dc.PollInterval, "follow: how often to poll the chain tip", in(groupFollow, []string{cmdFollow}))
@@ -270,4 +274,30 @@ func tableNames(cfg *pipeline.Config) []string {
 		}
 	}
 	return out
+}
+
+// streamsFlag is --export-streams: auto (0) or a count.
+type streamsFlag int
+
+func (v *streamsFlag) String() string {
+	if *v == 0 {
+		return "auto"
+	}
+	return strconv.Itoa(int(*v))
+}
+
+func (v *streamsFlag) Type() string { return "count" }
+
+func (v *streamsFlag) Set(s string) error {
+	s = strings.TrimSpace(s)
+	if strings.EqualFold(s, "auto") {
+		*v = 0
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > pipeline.MaxExportStreams {
+		return fmt.Errorf("want auto or 1 to %d", pipeline.MaxExportStreams)
+	}
+	*v = streamsFlag(n)
+	return nil
 }

@@ -68,7 +68,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "blockhaul:", err)
 		return pipeline.ExitConfig
 	}
-	setMemoryLimit(*cl.memLimit, cfg.Chain)
+	cfg.MemoryLimitPerStream = setMemoryLimit(*cl.memLimit, cfg.Chain)
 	con := monitor.NewConsole(os.Stderr)
 	log := newLogger(cfg, con)
 	for _, w := range cl.warnings {
@@ -108,13 +108,18 @@ func newLogger(cfg *pipeline.Config, w io.Writer) *slog.Logger {
 }
 
 // setMemoryLimit caps the Go heap softly (see pipeline.DefaultMemoryLimitMiB).
-// GOMEMLIMIT, when set, takes precedence; a negative limit means none.
-func setMemoryLimit(mib int64, chainName string) {
+// GOMEMLIMIT, when set, takes precedence; a negative limit means none. It
+// returns the default limit in bytes when that is the one it set (the job
+// raises it to one such limit per export stream), else 0.
+func setMemoryLimit(mib int64, chainName string) int64 {
 	if mib < 0 || os.Getenv("GOMEMLIMIT") != "" {
-		return
+		return 0
 	}
+	perStream := int64(0)
 	if mib == 0 {
 		mib = pipeline.DefaultMemoryLimitMiB(chainName)
+		perStream = mib << 20
 	}
 	debug.SetMemoryLimit(mib << 20)
+	return perStream
 }

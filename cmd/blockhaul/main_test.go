@@ -211,7 +211,9 @@ func TestSIGTERMStopsWithInterruptedStatusAndResumes(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	stg := filepath.Join(t.TempDir(), "staging")
 	const to = 12000
-	cmd := exec.Command(binary, append(runArgs("run", dsn, stg, 1, to), "--log-level", "info", "--batch-blocks", "100", "--progress-interval", "100ms")...)
+	// One stream, whose row is the checkpoint read below (the resume's
+	// auto carries that layout on).
+	cmd := exec.Command(binary, append(runArgs("run", dsn, stg, 1, to), "--log-level", "info", "--batch-blocks", "100", "--progress-interval", "100ms", "--export-streams", "1")...)
 	cmd.Env = cleanEnv()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

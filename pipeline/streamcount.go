@@ -1,0 +1,155 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/blockhaul/blockhaul/export"
+	"github.com/jackc/pgx/v5"
+)
+
+// streamFacts is what --export-streams auto is chosen from.
+type streamFacts struct {
+	CPUs int // this process's (GOMAXPROCS: the CPUs it may use)
+	// Local: the server runs on this machine (a Unix socket, a loopback
+	// address or one of this machine's), so its backends share the CPUs.
+	Local bool
+	// FreeConns is max_connections less the reserved connections and the
+	// client connections open now; negative when unknown.
+	FreeConns   int
+	Blocks      uint64 // in the range to split
+	BatchBlocks int
+}
+
+// Most streams auto chooses for a server elsewhere: its cores are not
+// known, and the projection of the README's streams benchmark goes to 16.
+const maxAutoStreams = 16
+
+// autoStreams is --export-streams auto: how many export streams the range
+// of f is split into, and why, from the measurements of the README's
+// "Export streams" (2 cores: 2 streams 1.21× one, 4 streams 1.05×). A
+// stream is one backend, which runs on one core; feeding it costs blockhaul
+// about a third of a core (≈2.2 µs of blockhaul CPU per row against ≈6 µs
+// of backend CPU). On a local server the two share the CPUs, so a stream
+// takes ≈1.35 of them: three quarters of the CPUs, rounded up (2 of 2: the
+// best measured; 4, on 2 cores, gave back most of the gain). On a server
+// elsewhere blockhaul's CPUs only decode: two streams per CPU, at most
+// maxAutoStreams. Either way at most half the free connections (other
+// clients, and the index builds at the end, need theirs), and no more
+// streams than the range has batches (each stream at least one whole
+// --batch-blocks transaction); at least one.
+func autoStreams(f streamFacts) (int, string) {
+	cpus := max(f.CPUs, 1)
+	var n int
+	var why []string
+	if f.Local {
+		n = (3*cpus + 3) / 4
+		why = append(why, fmt.Sprintf("%d CPUs shared with a PostgreSQL server on this machine: 3/4 of them, rounded up", cpus))
+	} else {
+		n = min(2*cpus, maxAutoStreams)
+		why = append(why, fmt.Sprintf("%d CPUs, PostgreSQL on another machine: 2 a CPU, at most %d", cpus, maxAutoStreams))
+	}
+	if f.FreeConns >= 0 && n > f.FreeConns/2 {
+		n = max(f.FreeConns/2, 1)
+		why = append(why, fmt.Sprintf("fewer: %d free connections, half of them", f.FreeConns))
+	}
+	if batches := f.Blocks / uint64(max(f.BatchBlocks, 1)); uint64(n) > batches {
+		n = int(max(batches, 1))
+		why = append(why, fmt.Sprintf("fewer: %d blocks make %d batches of %d", f.Blocks, batches, f.BatchBlocks))
+	}
+	n = min(n, MaxExportStreams)
+	return n, "auto: " + strings.Join(why, "; ")
+}
+
+// machineCPUs is the CPUs this process may use (a variable for tests).
+var machineCPUs = func() int { return runtime.GOMAXPROCS(0) }
+
+// readStreamFacts learns from the server what autoStreams needs.
+func readStreamFacts(ctx context.Context, conn *pgx.Conn, cfg *Config, blocks uint64) (streamFacts, error) {
+	f := streamFacts{CPUs: machineCPUs(), Blocks: blocks, BatchBlocks: cfg.BatchBlocks, FreeConns: -1}
+	var maxConns, reserved, inUse int
+	var addr *string
+	err := conn.QueryRow(ctx, `SELECT current_setting('max_connections')::int,
+	current_setting('superuser_reserved_connections')::int + coalesce(nullif(current_setting('reserved_connections', true), ''), '0')::int,
+	(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int,
+	host(inet_server_addr())`).Scan(&maxConns, &reserved, &inUse, &addr)
+	if err != nil {
+		return f, fmt.Errorf("read the server's connections and address: %w", err)
+	}
+	f.FreeConns = max(maxConns-reserved-inUse, 0)
+	f.Local = addr == nil || isLocalAddr(*addr)
+	return f, nil
+}
+
+// isLocalAddr reports whether ip is a loopback address or one of this
+// machine's interfaces'.
+func isLocalAddr(s string) bool {
+	ip := net.ParseIP(s)
+	if ip == nil {
+		return false
+	}
+	if ip.IsLoopback() {
+		return true
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// planStreams decides how many export streams split the backfill s: the
+// layout an earlier run recorded for it, when there is one (a resumed job
+// carries on with its sub-ranges, whatever this machine would choose);
+// else --export-streams; else autoStreams. An --export-streams that names
+// another count than the recorded one is refused: the recorded sub-ranges'
+// checkpoints would be left behind and the range exported again. The
+// choice and its reason are logged.
+//
+// beside is the other streams the process runs (follow's head), for the
+// heap limit: with cfg.MemoryLimitPerStream set, it becomes that times
+// n + beside.
+func planStreams(ctx context.Context, cfg *Config, db *export.Session, s export.Stream, beside int, log *slog.Logger) (n int, why string, err error) {
+	var recorded int
+	var ok bool
+	var f streamFacts
+	err = db.Do(ctx, "plan export streams of "+s.Name(), func(ctx context.Context, conn *pgx.Conn) (err error) {
+		if recorded, ok, err = export.RecordedStreams(ctx, conn, cfg.Schema, s); err != nil || ok || cfg.ExportStreams > 0 {
+			return err
+		}
+		f, err = readStreamFacts(ctx, conn, cfg, s.To-s.From+1)
+		return err
+	})
+	switch {
+	case err != nil:
+		return 0, "", err
+	case ok && cfg.ExportStreams > 0 && cfg.ExportStreams != recorded:
+		return 0, "", &ConfigError{Fields: []*FieldError{{Flag: "export-streams", Env: EnvName("export-streams"),
+			Msg: fmt.Sprintf("%d, but backfill %s was split into %d by an earlier run and resumes with them (give %d or auto; another --alias starts over)", cfg.ExportStreams, s.Alias, recorded, recorded)}}}
+	case ok:
+		n, why = recorded, fmt.Sprintf("resuming the layout an earlier run recorded for %s", s.Alias)
+	case cfg.ExportStreams > 0:
+		n, why = cfg.ExportStreams, "--export-streams"
+	default:
+		n, why = autoStreams(f)
+	}
+	log.Info("export streams", "streams", n, "reason", why, "alias", s.Alias, "from", s.From, "to", s.To)
+	if per := cfg.MemoryLimitPerStream; per > 0 && n > 1 {
+		// One stream's batch is its working set: under one stream's limit
+		// N of them keep the collector running (the README's profile: 4
+		// streams under 128 MiB spent half their CPU in it).
+		debug.SetMemoryLimit(per * int64(n+beside))
+		log.Info("heap limit raised for the export streams", "limit_mib", per*int64(n+beside)>>20, "streams", n+beside)
+	}
+	return n, why, nil
+}

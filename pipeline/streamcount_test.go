@@ -1,0 +1,177 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/blockhaul/blockhaul/internal/pgtest"
+)
+
+// TestAutoStreams: --export-streams auto by the machine, the server and
+// the range.
+func TestAutoStreams(t *testing.T) {
+	for _, c := range []struct {
+		f    streamFacts
+		want int
+		why  []string
+	}{
+		// The measured machine: 2 CPUs, the server local: 2.
+		{streamFacts{CPUs: 2, Local: true, FreeConns: 90, Blocks: 10_000, BatchBlocks: 500}, 2, []string{"2 CPUs shared", "3/4"}},
+		{streamFacts{CPUs: 1, Local: true, FreeConns: 90, Blocks: 10_000, BatchBlocks: 500}, 1, nil},
+		{streamFacts{CPUs: 4, Local: true, FreeConns: 90, Blocks: 10_000, BatchBlocks: 500}, 3, nil},
+		{streamFacts{CPUs: 16, Local: true, FreeConns: 90, Blocks: 1e6, BatchBlocks: 500}, 12, nil},
+		// A server elsewhere: 2 a CPU, at most 16.
+		{streamFacts{CPUs: 2, FreeConns: 90, Blocks: 10_000, BatchBlocks: 500}, 4, []string{"another machine", "2 a CPU"}},
+		{streamFacts{CPUs: 32, FreeConns: 90, Blocks: 1e6, BatchBlocks: 500}, 16, []string{"at most 16"}},
+		// Half the free connections.
+		{streamFacts{CPUs: 8, FreeConns: 7, Blocks: 1e6, BatchBlocks: 500}, 3, []string{"7 free connections"}},
+		{streamFacts{CPUs: 8, FreeConns: 0, Blocks: 1e6, BatchBlocks: 500}, 1, []string{"0 free connections"}},
+		{streamFacts{CPUs: 8, FreeConns: -1, Blocks: 1e6, BatchBlocks: 500}, 16, nil}, // unknown: no bound
+		// A stream a batch at least.
+		{streamFacts{CPUs: 2, Local: true, FreeConns: 90, Blocks: 999, BatchBlocks: 500}, 1, []string{"999 blocks make 1 batches of 500"}},
+		{streamFacts{CPUs: 16, FreeConns: 90, Blocks: 1500, BatchBlocks: 500}, 3, []string{"1500 blocks make 3 batches"}},
+		{streamFacts{CPUs: 16, FreeConns: 90, Blocks: 10, BatchBlocks: 500}, 1, nil},
+	} {
+		n, why := autoStreams(c.f)
+		if n != c.want {
+			t.Errorf("%+v: %d streams (%s), want %d", c.f, n, why, c.want)
+		}
+		for _, w := range c.why {
+			if !strings.Contains(why, w) {
+				t.Errorf("%+v: reason %q lacks %q", c.f, why, w)
+			}
+		}
+		if !strings.HasPrefix(why, "auto: ") {
+			t.Errorf("%+v: reason %q does not say auto", c.f, why)
+		}
+	}
+}
+
+// withCPUs makes autoStreams see n CPUs until the test ends.
+func withCPUs(t *testing.T, n int) {
+	prev := machineCPUs
+	machineCPUs = func() int { return n }
+	t.Cleanup(func() { machineCPUs = prev })
+}
+
+// TestAutoStreamsOnThisServer: auto asks the server (local here: the test
+// server is on 127.0.0.1) and the range, logs the count and why, and the
+// summary says it.
+func TestAutoStreamsOnThisServer(t *testing.T) {
+	stg := filepath.Join(t.TempDir(), "s")
+	dsn := pgtest.NewDatabase(t)
+	if err := run(t, testConfig(CmdFetch, dsn, stg, nil, 1, 300)); err != nil {
+		t.Fatal(err)
+	}
+	withCPUs(t, 4) // local: 3 streams
+	cfg := testConfig(CmdExport, dsn, stg, nil, 1, 300)
+	cfg.ExportStreams = 0
+	cfg.MemoryLimitPerStream = 96 << 20 // as cmd/blockhaul sets it with the default limit
+	prevLimit := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(prevLimit)
+	var out bytes.Buffer
+	sum, err := Run(context.Background(), cfg, &out, quiet)
+	if err != nil || !sum.Complete || sum.Streams != 3 || !strings.Contains(sum.StreamsWhy, "4 CPUs shared with a PostgreSQL server on this machine") {
+		t.Fatalf("auto export: err %v, complete %v, %d streams (%s); want 3 for 4 CPUs beside a local server", err, sum.Complete, sum.Streams, sum.StreamsWhy)
+	}
+	if got := debug.SetMemoryLimit(-1); got != 3*96<<20 {
+		t.Errorf("heap limit %d MiB after splitting into 3 streams, want 3 × 96", got>>20)
+	}
+	if !strings.Contains(out.String(), "export streams: 3 (auto: 4 CPUs") {
+		t.Errorf("summary does not give the streams and why:\n%s", out.String())
+	}
+	_, bfs := streamRows(t, dsn)
+	if want := "[range-1-300 1-300 last 300 complete range-1-300/part-1-of-3 1-100 last 100 complete range-1-300/part-2-of-3 101-200 last 200 complete range-1-300/part-3-of-3 201-300 last 300 complete]"; fmt.Sprint(bfs) != want {
+		t.Fatalf("backfill rows %q, want %s", bfs, want)
+	}
+
+	// A range of fewer batches than CPUs: one stream a batch.
+	dsn2 := pgtest.NewDatabase(t)
+	withCPUs(t, 64)
+	cfg = testConfig(CmdExport, dsn2, stg, nil, 1, 120)
+	cfg.ExportStreams = 0
+	sum, err = Run(context.Background(), cfg, io.Discard, quiet)
+	if err != nil || sum.Streams != 2 || !strings.Contains(sum.StreamsWhy, "120 blocks make 2 batches of 50") {
+		t.Fatalf("auto export of 120 blocks in batches of 50: err %v, %d streams (%s), want 2", err, sum.Streams, sum.StreamsWhy)
+	}
+}
+
+// A job resumed where auto chooses another count (another machine) carries
+// on with the sub-ranges an earlier run recorded instead of splitting the
+// range again: killed part way with 3 streams, then resumed by auto on "8
+// CPUs" (6 streams), it ends with the three parts' rows alone, every height
+// once and the tables of a one-stream export. An explicit other count is
+// refused and changes nothing. A one-stream export killed part way resumes
+// with one stream too.
+func TestResumedExportKeepsTheRecordedStreams(t *testing.T) {
+	const to = 900
+	stg := filepath.Join(t.TempDir(), "s")
+	one := pgtest.NewDatabase(t)
+	if err := run(t, testConfig(CmdFetch, one, stg, nil, 1, to)); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(t, testConfig(CmdExport, one, stg, nil, 1, to)); err != nil {
+		t.Fatal(err)
+	}
+	want := fingerprint(t, one)
+
+	for _, first := range []int{3, 1} {
+		t.Run(fmt.Sprintf("first %d", first), func(t *testing.T) {
+			dsn := pgtest.NewDatabase(t)
+			cfg := testConfig(CmdExport, dsn, stg, nil, 1, to)
+			cfg.ExportStreams = first
+			kills, restore := killAfterCommits(4, 1)
+			err := run(t, cfg)
+			restore()
+			if !errors.Is(err, errKilled) || kills.Load() != 1 {
+				t.Fatalf("first export: %v after %d kills, want killed once", err, kills.Load())
+			}
+			checkCheckpointsBehindRows(t, dsn)
+			_, before := streamRows(t, dsn)
+
+			if first > 1 {
+				cfg.ExportStreams = 2
+				err = run(t, cfg)
+				var ce *ConfigError
+				if !errors.As(err, &ce) || !strings.Contains(err.Error(), "--export-streams") || !strings.Contains(err.Error(), "split into 3 by an earlier run") {
+					t.Fatalf("resume with --export-streams 2: %v, want a configuration error naming the 3 recorded", err)
+				}
+				if _, after := streamRows(t, dsn); fmt.Sprint(after) != fmt.Sprint(before) {
+					t.Fatalf("the refused resume changed the backfill rows: %q, were %q", after, before)
+				}
+			}
+
+			withCPUs(t, 8) // auto would choose 6 here
+			cfg.ExportStreams = 0
+			sum, err := Run(context.Background(), cfg, io.Discard, quiet)
+			if err != nil || !sum.Complete || sum.Streams != first || !strings.Contains(sum.StreamsWhy, "resuming") {
+				t.Fatalf("auto resume: err %v, complete %v, %d streams (%s); want the %d recorded", err, sum.Complete, sum.Streams, sum.StreamsWhy, first)
+			}
+			_, bfs := streamRows(t, dsn)
+			wantRows := []string{"range-1-900 1-900 last 900 complete"}
+			if first == 3 {
+				wantRows = append(wantRows,
+					"range-1-900/part-1-of-3 1-300 last 300 complete",
+					"range-1-900/part-2-of-3 301-600 last 600 complete",
+					"range-1-900/part-3-of-3 601-900 last 900 complete")
+			}
+			if fmt.Sprint(bfs) != fmt.Sprint(wantRows) {
+				t.Fatalf("backfill rows %q, want %q", bfs, wantRows)
+			}
+			if sum.Export.Blocks >= to {
+				t.Errorf("the resume exported %d blocks: it started over", sum.Export.Blocks)
+			}
+			everyHeightOnce(t, dsn, to)
+			if got := fingerprint(t, dsn); got != want {
+				t.Fatalf("resumed export:\n%s\none stream:\n%s", got, want)
+			}
+		})
+	}
+}
