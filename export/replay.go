@@ -56,6 +56,10 @@ type ReplayConfig struct {
 	Logger *slog.Logger
 	// OnBatch, if set, is called after each committed chunk.
 	OnBatch func(BatchStats)
+	// OnStart, if set, is called once the range is known (and again after
+	// a reconnect): from–to is the replay's, next the first height this
+	// run writes (after the progress row's last when it resumes).
+	OnStart func(from, to, next uint64)
 }
 
 // ReplayAlias is the default name of a replay of tables.
@@ -168,6 +172,9 @@ func replayOnce(ctx context.Context, sess *Session, conn *pgx.Conn, store *stagi
 	if first {
 		res.Start = next
 	}
+	if cfg.OnStart != nil {
+		cfg.OnStart(p.from, p.to, next)
+	}
 	rows := chain.NewRows(tables)
 	for _, r := range clip(covered, next, p.to) {
 		for h := r.From; h <= r.To; {
@@ -276,6 +283,40 @@ ON CONFLICT (alias) DO UPDATE SET tables = EXCLUDED.tables, range_start = EXCLUD
 	}
 	cfg.Logger.Info("replay starting", "alias", cfg.Alias, "tables", strings.Join(tableNames(tables), ","), "from", p.from, "to", p.to, "covered", rangeList(covered))
 	return p, nil
+}
+
+// ReplayProgress is a replay's progress row, as ReadReplayProgress reads it.
+type ReplayProgress struct {
+	From, To  uint64
+	Last      uint64
+	LastValid bool // a chunk has committed
+	Complete  bool
+}
+
+// ReadReplayProgress reads the progress row of the replay alias in schema;
+// ok is false when there is none (or no replay table yet).
+func ReadReplayProgress(ctx context.Context, conn *pgx.Conn, schema, alias string) (p ReplayProgress, ok bool, err error) {
+	qs := chain.QuoteIdent(schema)
+	var have bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", qs+"."+replayTable).Scan(&have); err != nil || !have {
+		return p, false, err
+	}
+	var from, to int64
+	var last *int64
+	var status string
+	err = conn.QueryRow(ctx, fmt.Sprintf("SELECT range_start, range_end, last_height, status FROM %s.%s WHERE alias = $1", qs, replayTable), alias).
+		Scan(&from, &to, &last, &status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, false, nil
+	}
+	if err != nil {
+		return p, false, fmt.Errorf("export: read replay %q: %w", alias, err)
+	}
+	p = ReplayProgress{From: uint64(from), To: uint64(to), Complete: status == "complete"}
+	if last != nil {
+		p.Last, p.LastValid = uint64(*last), true
+	}
+	return p, true, nil
 }
 
 // anchor is the blocks table a replay checks its chunks against.

@@ -43,13 +43,16 @@ func (e *ReorgError) Error() string {
 //
 // With --backfill-from the job also runs a backfill beside the head (see
 // runBackfill); the first failure of either ends both.
-func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
+func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) (err error) {
 	dec, src, db, err := openExportJob(ctx, cfg, tip, log, c)
 	if err != nil {
 		return err
 	}
 	defer closeSource(src)
 	defer db.Close(context.WithoutCancel(ctx))
+	// export --replay with this follow's --staging asks it to run the
+	// replay (replayserve.go); the follow's end stops one still running.
+	defer serveReplays(ctx, cfg, store, log, c)(&err)
 	if !cfg.BackfillFromSet {
 		return followHead(ctx, cfg, store, src, db, dec, log, sum, c)
 	}

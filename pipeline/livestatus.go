@@ -67,11 +67,7 @@ func startLiveStatus(cfg *Config, store *staging.Store, m *monitor.Monitor, inte
 		if err != nil {
 			return
 		}
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, b, 0o644); err != nil {
-			return
-		}
-		os.Rename(tmp, path)
+		writeFileAtomic(path, b)
 	}
 	write()
 	done := make(chan struct{})

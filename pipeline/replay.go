@@ -11,21 +11,56 @@ import (
 // runReplay is export --replay: it writes the chosen tables again, in
 // place, from staging alone, over the heights the schema's checkpoints
 // cover (or --from/--to within them), beside whatever streams run on the
-// database, and leaves their checkpoints alone (export.Replay).
+// database, and leaves their checkpoints alone (export.Replay). When
+// another process holds --staging, Run asks it instead (requestReplay).
 func runReplay(ctx context.Context, cfg *Config, store *staging.Store, log *slog.Logger, sum *Summary, c *counters) error {
+	res, err := replayTables(ctx, cfg, store, log, c, replayHooks{
+		connected: func(context.Context, *export.Session) error {
+			c.m.SetReady(true, "")
+			return nil
+		},
+		onBatch: func(b export.BatchStats) {
+			c.m.Exported(b.From, b.To, b.Rows, b.Commit, false)
+		},
+	})
+	sum.Export = res
+	sum.Complete = res.Complete
+	if res.Complete {
+		sum.From, sum.To = res.Start, res.Last.Height
+	}
+	return err
+}
+
+// replayHooks are what the caller of replayTables sees of the replay.
+type replayHooks struct {
+	// connected runs once the session is open, before anything is
+	// written; its error ends the replay with nothing changed.
+	connected func(context.Context, *export.Session) error
+	onStart   func(from, to, next uint64)
+	onBatch   func(export.BatchStats)
+}
+
+// replayTables is one replay of cfg.SelectedTables on its own session:
+// export --replay run here, or by a follow asked through its staging
+// directory (serveReplays).
+func replayTables(ctx context.Context, cfg *Config, store *staging.Store, log *slog.Logger, c *counters, h replayHooks) (export.Result, error) {
 	dec, err := newDecoder(cfg)
 	if err != nil {
-		return err
+		return export.Result{}, err
 	}
 	if err := checkDamage(cfg, store); err != nil {
-		return err
+		return export.Result{}, err
 	}
 	db, err := dialSession(ctx, cfg, log, c)
 	if err != nil {
-		return err
+		return export.Result{}, err
 	}
 	defer db.Close(context.WithoutCancel(ctx))
-	c.m.SetReady(true, "")
+	if h.connected != nil {
+		if err := h.connected(ctx, db); err != nil {
+			return export.Result{}, err
+		}
+	}
 	rcfg := export.ReplayConfig{
 		Schema:      cfg.Schema,
 		Alias:       cfg.Alias,
@@ -36,19 +71,13 @@ func runReplay(ctx context.Context, cfg *Config, store *staging.Store, log *slog
 		BatchBlocks: cfg.BatchBlocks,
 		SyncCommit:  cfg.SyncCommit,
 		Logger:      log,
-		OnBatch: func(b export.BatchStats) {
-			c.m.Exported(b.From, b.To, b.Rows, b.Commit, false)
-		},
+		OnBatch:     h.onBatch,
+		OnStart:     h.onStart,
 	}
 	res, err := export.Replay(ctx, db, store, dec, rcfg)
-	sum.Export = res
-	sum.Complete = res.Complete
-	if res.Complete {
-		sum.From, sum.To = res.Start, res.Last.Height
-	}
 	if err != nil {
-		return err
+		return res, err
 	}
-	analyzeFilled(ctx, cfg, db, sum, log)
-	return nil
+	analyzeFilled(ctx, cfg, db, &Summary{Export: res, Complete: res.Complete}, log)
+	return res, nil
 }

@@ -54,7 +54,10 @@ func ExitCode(err error) int {
 	var refused *archive.PruneRefusedError
 	var noRoom *archive.NoRoomError
 	var lie *chain.HashMismatchError
+	var held *HeldReplayError
 	switch {
+	case errors.As(err, &held):
+		return held.Code
 	case errors.As(err, &refused), errors.As(err, &noRoom), errors.As(err, &ce), errors.As(err, &alias), errors.As(err, &shape), errors.As(err, &replayRange):
 		return ExitConfig
 	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &damaged), errors.As(err, &wrong), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv), errors.As(err, &reorg), errors.As(err, &archived), errors.As(err, &lie):
@@ -141,6 +144,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 		return sum, err
 	}
 	store, err := staging.Open(cfg.Staging, staging.Options{Logger: log})
+	if held := (*staging.InUseError)(nil); errors.As(err, &held) && cfg.Command == CmdExport && len(cfg.Replay) > 0 {
+		// A running follow holds it: it runs the replay.
+		if ln != nil {
+			ln.Close()
+		}
+		return requestReplay(ctx, &cfg, held, out, log)
+	}
 	if err == nil {
 		defer store.Close()
 		err = checkStagedChain(&cfg, store)

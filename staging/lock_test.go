@@ -98,3 +98,59 @@ func TestSecondOpenInOneProcess(t *testing.T) {
 		t.Fatalf("second open: %v, want an *InUseError naming this process", err)
 	}
 }
+
+// Holder names the process that holds a store, and sees it gone as soon as
+// it is killed, though its PID file is left behind; within one process it
+// sees this process's own open store, and its closing.
+func TestHolderSeesAKilledHolderGone(t *testing.T) {
+	dir := t.TempDir()
+	if pid, held := Holder(dir); held {
+		t.Fatalf("an empty directory is held by pid %d", pid)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldsStore$")
+	cmd.Env = append(os.Environ(), "STAGING_HOLD_DIR="+dir)
+	if _, err := cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.HasPrefix(line, "holding ") {
+		t.Fatalf("helper: %q, %v", line, err)
+	}
+	if pid, held := Holder(dir); !held || pid != cmd.Process.Pid {
+		t.Fatalf("while pid %d holds it: Holder says pid %d, held %v", cmd.Process.Pid, pid, held)
+	}
+	if !ProcessAlive(cmd.Process.Pid) {
+		t.Fatalf("the helper (pid %d) is not alive", cmd.Process.Pid)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if _, err := os.Stat(dir + "/" + pidFile); err != nil {
+		t.Fatalf("the killed holder's PID file: %v (the test means a holder that left it)", err)
+	}
+	if pid, held := Holder(dir); held {
+		t.Fatalf("after the holder was killed: Holder says held by pid %d", pid)
+	}
+	if ProcessAlive(cmd.Process.Pid) {
+		t.Fatalf("the killed helper (pid %d) is alive", cmd.Process.Pid)
+	}
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pid, held := Holder(dir); !held || pid != os.Getpid() {
+		t.Fatalf("open in this process: Holder says pid %d, held %v", pid, held)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if pid, held := Holder(dir); held {
+		t.Fatalf("after Close: held by pid %d", pid)
+	}
+}
