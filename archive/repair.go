@@ -1,12 +1,15 @@
 package archive
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
@@ -34,6 +37,12 @@ type Salvage struct {
 	Copied  uint64 `json:"copied"`  // readable records copied into the fresh store
 	Lost    []Gap  `json:"lost"`    // heights that could not be read (refetched)
 	Mirrors int    `json:"mirrors"` // target checkpoints copied
+	// FromFiles is set when the records were read straight from Pebble's
+	// files, without its MANIFEST (Pebble could not open the store, or
+	// opened it without records the ledger says were staged); Files then
+	// lists the files that could not be read in full.
+	FromFiles bool                 `json:"from_files,omitempty"`
+	Files     []staging.FileDamage `json:"damaged_files,omitempty"`
 	// Damaged is where the old files were kept (DIR.damaged-<time>);
 	// Removed is set when they were deleted because the new store
 	// verified clean.
@@ -65,7 +74,12 @@ func (r *RepairReport) Clean() bool {
 // damaged (the verify cannot read to the end) is first salvaged: every
 // readable record is copied into a fresh store beside it, which is swapped
 // in; the old files are kept as DIR.damaged-<time> until the new store
-// verifies clean. A store Pebble cannot open at all is not touched.
+// verifies clean. A store whose MANIFEST is damaged or gone — Pebble cannot
+// open it, or opens it without records its ledger says were staged — is
+// salvaged the same way from its files read without the MANIFEST (see
+// staging.OpenFiles): its tables, blob files and WAL. Every record copied
+// passes the checks of any read (header, CRC-32C, decompression) and, with
+// Verify.Recompute, its block hash; the rest is refetched.
 //
 // The error is nil when the store verified clean afterwards, a *DataError
 // when something could not be repaired (the report says what), or another
@@ -84,29 +98,43 @@ func Repair(ctx context.Context, dir string, cfg RepairConfig) (*RepairReport, e
 	ro := cfg.Options
 	ro.ReadOnly = true
 	old, err := staging.Open(dir, ro)
-	if err != nil {
-		return nil, fmt.Errorf("archive: repair: %w", err)
-	}
-	r.Before, err = Verify(old, vcfg)
-	if err != nil {
-		old.Close()
-		return nil, fmt.Errorf("archive: repair: %w", err)
-	}
-	// Verify again over the range first checked, so that heights lost at
-	// either end of the store count as gaps.
-	if r.Before.From != nil {
-		vcfg.From, vcfg.To, vcfg.FromSet, vcfg.ToSet = *r.Before.From, *r.Before.To, true, true
-	}
 	var damaged string
-	if r.Before.Unreadable != "" {
-		r.Salvage = &Salvage{Reason: r.Before.Unreadable, Lost: []Gap{}}
-		damaged, err = salvage(dir, old, vcfg, cfg, r.Salvage)
+	switch {
+	case err != nil:
+		if !fromFiles(dir, err) {
+			return nil, fmt.Errorf("archive: repair: %w", err)
+		}
+		r.Salvage = &Salvage{Reason: "Pebble cannot open the store: " + firstLine(err), Lost: []Gap{}, FromFiles: true}
+	case old.Damage() != nil:
+		r.Salvage = &Salvage{Reason: firstLine(old.Damage()), Lost: []Gap{}, FromFiles: true}
 		old.Close()
+	}
+	if r.Salvage != nil {
+		damaged, err = salvageFiles(dir, &vcfg, cfg, r.Salvage)
 		if err != nil {
 			return r, fmt.Errorf("archive: repair: salvage %s: %w", dir, err)
 		}
-	} else if err := old.Close(); err != nil {
-		return nil, fmt.Errorf("archive: repair: %w", err)
+	} else {
+		r.Before, err = Verify(old, vcfg)
+		if err != nil {
+			old.Close()
+			return nil, fmt.Errorf("archive: repair: %w", err)
+		}
+		// Verify again over the range first checked, so that heights lost at
+		// either end of the store count as gaps.
+		if r.Before.From != nil {
+			vcfg.From, vcfg.To, vcfg.FromSet, vcfg.ToSet = *r.Before.From, *r.Before.To, true, true
+		}
+		if r.Before.Unreadable != "" {
+			r.Salvage = &Salvage{Reason: r.Before.Unreadable, Lost: []Gap{}}
+			damaged, err = salvage(dir, old, vcfg, cfg, r.Salvage)
+			old.Close()
+			if err != nil {
+				return r, fmt.Errorf("archive: repair: salvage %s: %w", dir, err)
+			}
+		} else if err := old.Close(); err != nil {
+			return nil, fmt.Errorf("archive: repair: %w", err)
+		}
 	}
 
 	store, err := staging.Open(dir, cfg.Options)
@@ -115,7 +143,7 @@ func Repair(ctx context.Context, dir string, cfg RepairConfig) (*RepairReport, e
 	}
 	defer store.Close()
 	found := r.Before
-	if r.Salvage != nil {
+	if r.Salvage != nil || found == nil {
 		if found, err = Verify(store, vcfg); err != nil {
 			return r, fmt.Errorf("archive: repair: %w", err)
 		}
@@ -210,54 +238,21 @@ func salvage(dir string, old *staging.Store, vcfg VerifyConfig, cfg RepairConfig
 	if !ok {
 		return "", fmt.Errorf("the store records no chain: nothing to salvage into")
 	}
-	stamp := cfg.Now().UTC().Format("20060102T150405Z")
-	fresh := dir + ".repair-" + stamp
-	if err := os.RemoveAll(fresh); err != nil {
-		return "", err
+	ms, err := old.Mirrors()
+	if err != nil {
+		ms = nil // the records are worth more than the mirrors; export re-mirrors
 	}
-	nw, err := staging.Open(fresh, cfg.Options)
+	nw, err := openFresh(dir, id, ms, cfg, sv)
 	if err != nil {
 		return "", err
 	}
-	defer func() {
-		if nw != nil {
-			nw.Close()
-			os.RemoveAll(fresh)
-		}
-	}()
-	if err := nw.Bind(id.Family, id.ChainID); err != nil {
-		return "", err
-	}
-	if ms, err := old.Mirrors(); err == nil {
-		for t, cp := range ms {
-			if err := nw.SetMirror(t, cp); err != nil {
-				return "", err
-			}
-			sv.Mirrors++
-		}
-	}
-	lost := func(h uint64) {
-		if n := len(sv.Lost); n > 0 && sv.Lost[n-1].To+1 == h {
-			sv.Lost[n-1].To = h
-		} else {
-			sv.Lost = append(sv.Lost, Gap{From: h, To: h})
-		}
-	}
-	b := nw.NewBatch()
-	defer func() { b.Close() }()
+	defer nw.abandon()
 	put := func(blk chain.Block) error {
-		if err := b.Put(blk); err != nil {
+		e, err := nw.s.Encode(blk)
+		if err != nil {
 			return err
 		}
-		sv.Copied++
-		if b.Size() >= 8<<20 {
-			if err := b.Commit(); err != nil {
-				return err
-			}
-			b.Close()
-			b = nw.NewBatch()
-		}
-		return nil
+		return nw.put(e)
 	}
 	from, to := vcfg.From, vcfg.To
 	// Scan while the iterator can go on; where it stops, read height by
@@ -289,7 +284,7 @@ func salvage(dir string, old *staging.Store, vcfg VerifyConfig, cfg RepairConfig
 			case errors.Is(err, staging.ErrNotFound):
 				good++
 			case err != nil:
-				lost(next)
+				sv.lose(next)
 				good = 0
 			default:
 				if err := put(blk); err != nil {
@@ -299,30 +294,206 @@ func salvage(dir string, old *staging.Store, vcfg VerifyConfig, cfg RepairConfig
 			}
 		}
 	}
-	if err := b.Commit(); err != nil {
+	return nw.swapIn(func() { old.Close() }) // read-only, nothing to lose
+}
+
+// salvageFiles copies every record that can be read from the files of the
+// store in dir, read without its MANIFEST, into a fresh store beside it,
+// which is swapped in as salvage does. The range verified and repaired
+// afterwards (vcfg's, unless given) becomes the one the files and the
+// store's identity and ledger say was staged.
+func salvageFiles(dir string, vcfg *VerifyConfig, cfg RepairConfig, sv *Salvage) (string, error) {
+	files, err := staging.OpenFiles(dir, cfg.Options)
+	if err != nil {
 		return "", err
 	}
-	if err := nw.Close(); err != nil {
-		nw = nil
-		os.RemoveAll(fresh)
+	defer files.Close()
+	id, ok := files.Identity()
+	if !ok {
+		sv.Files = files.Damaged()
+		return "", fmt.Errorf("the store's files record no chain (its identity is unreadable): nothing to salvage into")
+	}
+	lo, hi, any := files.Bounds()
+	if id.FirstHash != nil && (!any || id.FirstHeight < lo) {
+		lo, any = id.FirstHeight, true
+	}
+	if _, high, ok := files.Ledger(); ok && high > 0 && (!any || high > hi) {
+		hi = high
+		if !any {
+			lo = high
+		}
+		any = true
+	}
+	if !vcfg.FromSet {
+		vcfg.From, vcfg.FromSet = lo, any
+	}
+	if !vcfg.ToSet {
+		vcfg.To, vcfg.ToSet = hi, any
+	}
+	nw, err := openFresh(dir, id, files.Mirrors(), cfg, sv)
+	if err != nil {
 		return "", err
 	}
-	nw = nil
-	damaged := dir + ".damaged-" + stamp
-	old.Close() // before its directory moves; read-only, nothing to lose
-	if err := os.Rename(dir, damaged); err != nil {
-		os.RemoveAll(fresh)
+	defer nw.abandon()
+	next := vcfg.From
+	if any {
+		err = files.Records(vcfg.From, vcfg.To, func(h uint64, rec *staging.SalvageRecord, rerr error) error {
+			for ; next < h; next++ {
+				sv.lose(next)
+			}
+			next = h + 1
+			if rerr == nil && vcfg.Recompute != nil {
+				got, err := vcfg.Recompute(rec.Block.Raw)
+				if err == nil && !bytes.Equal(got, rec.Block.Hash) {
+					err = fmt.Errorf("staged hash %X, the record's header hashes to %X", rec.Block.Hash, got)
+				}
+				rerr = err
+			}
+			if rerr != nil {
+				sv.lose(h)
+				return nil
+			}
+			return nw.put(rec.Encoded)
+		})
+		if err != nil {
+			return "", err
+		}
+		for ; next <= vcfg.To && next >= vcfg.From; next++ {
+			sv.lose(next)
+		}
+	}
+	sv.Files = files.Damaged()
+	return nw.swapIn(func() { files.Close() })
+}
+
+// lose records height h as not salvaged.
+func (sv *Salvage) lose(h uint64) {
+	if n := len(sv.Lost); n > 0 && sv.Lost[n-1].To+1 == h {
+		sv.Lost[n-1].To = h
+	} else {
+		sv.Lost = append(sv.Lost, Gap{From: h, To: h})
+	}
+}
+
+// fresh is the store a salvage fills beside the damaged one.
+type fresh struct {
+	dir, path, stamp string
+	s                *staging.Store
+	b                *staging.Batch
+	sv               *Salvage
+}
+
+// openFresh creates DIR.repair-<time> with the damaged store's identity
+// (its first block too) and target checkpoints.
+func openFresh(dir string, id staging.Identity, mirrors map[string]staging.Checkpoint, cfg RepairConfig, sv *Salvage) (*fresh, error) {
+	stamp := cfg.Now().UTC().Format("20060102T150405Z")
+	f := &fresh{dir: dir, path: dir + ".repair-" + stamp, stamp: stamp, sv: sv}
+	if err := os.RemoveAll(f.path); err != nil {
+		return nil, err
+	}
+	s, err := staging.Open(f.path, cfg.Options)
+	if err != nil {
+		return nil, err
+	}
+	f.s = s
+	if err := s.Restore(id); err != nil {
+		f.abandon()
+		return nil, err
+	}
+	targets := slices.Sorted(maps.Keys(mirrors))
+	for _, t := range targets {
+		if err := s.SetMirror(t, mirrors[t]); err != nil {
+			f.abandon()
+			return nil, err
+		}
+		sv.Mirrors++
+	}
+	f.b = s.NewBatch()
+	return f, nil
+}
+
+// put adds one record, committing every 8 MiB.
+func (f *fresh) put(e staging.Encoded) error {
+	if err := f.b.PutEncoded(e); err != nil {
+		return err
+	}
+	f.sv.Copied++
+	if f.b.Size() >= 8<<20 {
+		return f.b.Commit()
+	}
+	return nil
+}
+
+// abandon removes the fresh store unless it was swapped in.
+func (f *fresh) abandon() {
+	if f.s == nil {
+		return
+	}
+	if f.b != nil {
+		f.b.Close()
+	}
+	f.s.Close()
+	f.s = nil
+	os.RemoveAll(f.path)
+}
+
+// swapIn commits and closes the fresh store, then makes it dir: dir becomes
+// DIR.damaged-<time> once release has let go of its files. It returns the
+// damaged directory's name.
+func (f *fresh) swapIn(release func()) (string, error) {
+	err := f.b.Commit()
+	f.b.Close()
+	f.b = nil
+	if err != nil {
 		return "", err
 	}
-	if err := os.Rename(fresh, dir); err != nil {
+	s := f.s
+	f.s = nil
+	if err := s.Close(); err != nil {
+		os.RemoveAll(f.path)
+		return "", err
+	}
+	release()
+	damaged := f.dir + ".damaged-" + f.stamp
+	if err := os.Rename(f.dir, damaged); err != nil {
+		os.RemoveAll(f.path)
+		return "", err
+	}
+	if err := os.Rename(f.path, f.dir); err != nil {
 		// Put the old store back: nothing is lost.
-		if rerr := os.Rename(damaged, dir); rerr != nil {
+		if rerr := os.Rename(damaged, f.dir); rerr != nil {
 			return "", errors.Join(err, rerr)
 		}
 		return "", err
 	}
-	sv.Damaged = damaged
+	f.sv.Damaged = damaged
 	return damaged, nil
+}
+
+// fromFiles reports whether a store that Pebble refused to open (err) is
+// one to salvage from its files: the refusal is not the directory being in
+// use or absent, and the directory holds Pebble's tables, blob files or
+// WAL.
+func fromFiles(dir string, err error) bool {
+	var inUse *staging.InUseError
+	if errors.As(err, &inUse) || errors.Is(err, os.ErrNotExist) && !strings.Contains(err.Error(), "MANIFEST") {
+		return false
+	}
+	ents, rerr := os.ReadDir(dir)
+	if rerr != nil {
+		return false
+	}
+	for _, e := range ents {
+		if n := e.Name(); strings.HasSuffix(n, ".sst") || strings.HasSuffix(n, ".blob") || strings.HasSuffix(n, ".log") {
+			return true
+		}
+	}
+	return false
+}
+
+func firstLine(err error) string {
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return msg
 }
 
 // WriteText writes the report for a terminal.

@@ -372,6 +372,40 @@ func Estimate(ctx context.Context, cfg Config, out io.Writer) error {
 	return err
 }
 
+// stagedChain returns the chain a store holds and its highest staged
+// height, for repair to build its source: from Pebble, or — when Pebble
+// cannot open the store or opens it without records it had staged (a
+// damaged MANIFEST) — from the store's files, which repair salvages.
+func stagedChain(dir string) (id staging.Identity, ok bool, hi uint64, staged bool, err error) {
+	ro, err := staging.Open(dir, staging.Options{ReadOnly: true})
+	if err == nil {
+		id, ok = ro.Identity()
+		_, hi, staged, _ = ro.Bounds()
+		damaged := ro.Damage() != nil
+		ro.Close()
+		if !damaged {
+			return id, ok, hi, staged, nil
+		}
+	}
+	files, ferr := staging.OpenFiles(dir, staging.Options{})
+	if ferr != nil {
+		return id, ok, hi, staged, errors.Join(err, ferr)
+	}
+	defer files.Close()
+	if fid, fok := files.Identity(); fok {
+		id, ok = fid, true
+	} else if err != nil {
+		return id, ok, hi, staged, err
+	}
+	if _, fhi, fstaged := files.Bounds(); fstaged && (!staged || fhi > hi) {
+		hi, staged = fhi, true
+	}
+	if _, lhigh, lok := files.Ledger(); lok && lhigh > hi {
+		hi, staged = lhigh, true
+	}
+	return id, ok, hi, staged, nil
+}
+
 // Repair refetches what a deep verify of --staging finds missing, corrupt,
 // wrong or broken, from the configured source (--rpc, else the synthetic
 // chain), salvaging a store whose Pebble files are damaged into a fresh
@@ -381,15 +415,13 @@ func Repair(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) er
 	if _, err := os.Stat(cfg.Staging); err != nil {
 		return &ConfigError{Fields: []*FieldError{{Flag: "staging", Env: EnvName("staging"), Msg: fmt.Sprintf("no staging directory: %v", err)}}}
 	}
-	ro, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
+	id, ok, hi, staged, err := stagedChain(cfg.Staging)
 	if err != nil {
 		return err
 	}
-	if id, ok := ro.Identity(); ok {
+	if ok {
 		cfg.Chain = id.Family.String()
 	}
-	_, hi, staged, _ := ro.Bounds()
-	ro.Close()
 	dec, err := newDecoder(&cfg)
 	if err != nil {
 		return err

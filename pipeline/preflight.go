@@ -30,7 +30,10 @@ func checkStagingDirs(cfg *Config) error {
 			fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: err.Error()})
 		}
 	}
-	if cfg.Command != CmdChecksum {
+	// Repair is for a store whose MANIFEST may be gone: it writes only
+	// beside the directory (a fresh store swapped in), and salvages only a
+	// directory whose files record a chain.
+	if cfg.Command != CmdChecksum && cfg.Command != CmdRepair {
 		check("staging", cfg.Staging)
 	}
 	if cfg.Command == CmdMerge && cfg.MergeFrom != "" {

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -318,40 +317,6 @@ func TestRepairExitsDataWrongWhenTheSourceCannotServe(t *testing.T) {
 	}
 	if r.After == nil || r.After.GapCount != 2 || r.After.GapHeights != 2 {
 		t.Errorf("verify after the failed repair should find heights 100 and 300 missing: %+v", r.After)
-	}
-}
-
-// TestRepairLeavesAnUnopenableStoreAlone damages the store's MANIFEST, so
-// that Pebble cannot open it at all: repair cannot read a record, so it
-// changes nothing (every file byte for byte as it was) and exits 4 naming
-// the damage.
-func TestRepairLeavesAnUnopenableStoreAlone(t *testing.T) {
-	stg := archiveFixture(t, "cometbft", 600)
-	marker, _ := filepath.Glob(filepath.Join(stg, "marker.manifest.*"))
-	if len(marker) != 1 {
-		t.Fatalf("manifest markers: %v", marker)
-	}
-	manifest := filepath.Join(stg, marker[0][strings.LastIndex(marker[0], ".")+1:])
-	data, err := os.ReadFile(manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := len(data) / 2; i < len(data)/2+16 && i < len(data); i++ {
-		data[i] ^= 0xff
-	}
-	if err := os.WriteFile(manifest, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	before := dirBytes(t, stg)
-	cfg := repairCmd("cometbft", stg)
-	cfg.JSON = false
-	var out bytes.Buffer
-	_, err = Run(context.Background(), cfg, &out, quiet)
-	if ExitCode(err) != ExitData || !strings.Contains(fmt.Sprint(err), "damaged") {
-		t.Fatalf("repair of a store Pebble cannot open: exit %d (%v), want 4 naming the damage", ExitCode(err), err)
-	}
-	if after := dirBytes(t, stg); !maps.Equal(before, after) {
-		t.Errorf("repair changed the files of a store it could not open")
 	}
 }
 

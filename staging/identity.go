@@ -130,3 +130,26 @@ func (s *Store) checkFirst(height uint64, hash []byte) error {
 	}
 	return nil
 }
+
+// Restore records id, whole (its first block too), as the identity of an
+// unbound store: a store rebuilt from another's records (repair's salvage)
+// holds the same chain from the same first block. A store already bound is
+// checked as by Bind.
+func (s *Store) Restore(id Identity) error {
+	s.mu.Lock()
+	bound := s.bound
+	s.mu.Unlock()
+	if bound {
+		return s.Bind(id.Family, id.ChainID)
+	}
+	if s.opts.ReadOnly {
+		return fmt.Errorf("staging: %s is read-only and holds no chain yet", s.dir)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.saveIdentity(id); err != nil {
+		return err
+	}
+	s.ident, s.bound = id, true
+	return nil
+}

@@ -421,17 +421,22 @@ func (s *Store) Delete(from, to uint64) (err error) {
 // decodeValue verifies and decompresses a staged value into dst (reused when
 // large enough) and returns the block, whose Raw aliases dst.
 func (s *Store) decodeValue(h uint64, v []byte, dst []byte) (chain.Block, Header, error) {
+	return decodeRecord(s.dec, s.opts.MaxRecordSize, h, v, dst)
+}
+
+// decodeRecord is decodeValue with its decoder and size limit given.
+func decodeRecord(dec *zstd.Decoder, maxSize uint64, h uint64, v []byte, dst []byte) (chain.Block, Header, error) {
 	hdr, payload, err := parseValue(h, v)
 	if err != nil {
 		return chain.Block{}, hdr, err
 	}
-	if uint64(hdr.RawLen) > s.opts.MaxRecordSize {
-		return chain.Block{}, hdr, &CorruptRecordError{Height: h, Reason: fmt.Sprintf("raw length %d exceeds the %d-byte limit", hdr.RawLen, s.opts.MaxRecordSize)}
+	if uint64(hdr.RawLen) > maxSize {
+		return chain.Block{}, hdr, &CorruptRecordError{Height: h, Reason: fmt.Sprintf("raw length %d exceeds the %d-byte limit", hdr.RawLen, maxSize)}
 	}
 	if cap(dst) < int(hdr.RawLen) {
 		dst = make([]byte, 0, hdr.RawLen+hdr.RawLen/4) // headroom for the next, larger one
 	}
-	raw, err := s.dec.DecodeAll(payload, dst[:0])
+	raw, err := dec.DecodeAll(payload, dst[:0])
 	if err != nil {
 		return chain.Block{}, hdr, &CorruptRecordError{Height: h, Reason: "zstd: " + err.Error()}
 	}
