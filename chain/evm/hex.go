@@ -159,19 +159,35 @@ func parseNumeric(b []byte) (small int64, large *big.Int, err error) {
 
 // decodeHex decodes len(dst) bytes from src, which holds twice as many
 // hex digits. It works on 16 digits at a time (SWAR): hex decoding is the
-// largest single cost of decoding a record.
+// largest single cost of decoding a record. Runs of zeros, common in
+// blooms and in ABI-encoded input and log data (padding), are written
+// without decoding.
 func decodeHex(dst, src []byte) bool {
 	if len(src) < 2*len(dst) {
 		return false
 	}
+	const zeros = 0x3030303030303030 // "00000000"
 	for len(dst) >= 8 {
-		a, okA := decode8(binary.LittleEndian.Uint64(src))
-		b, okB := decode8(binary.LittleEndian.Uint64(src[8:]))
-		if !okA || !okB {
+		x, y := binary.LittleEndian.Uint64(src), binary.LittleEndian.Uint64(src[8:])
+		if x == zeros && y == zeros {
+			binary.LittleEndian.PutUint64(dst, 0)
+		} else {
+			a, okA := decode8(x)
+			b, okB := decode8(y)
+			if !okA || !okB {
+				return false
+			}
+			binary.LittleEndian.PutUint64(dst, uint64(a)|uint64(b)<<32)
+		}
+		dst, src = dst[8:], src[16:]
+	}
+	if len(dst) >= 4 { // an address's last four bytes
+		a, ok := decode8(binary.LittleEndian.Uint64(src))
+		if !ok {
 			return false
 		}
-		binary.LittleEndian.PutUint64(dst, uint64(a)|uint64(b)<<32)
-		dst, src = dst[8:], src[16:]
+		binary.LittleEndian.PutUint32(dst, a)
+		dst, src = dst[4:], src[8:]
 	}
 	for i := range dst {
 		a, b := unhex[src[2*i]], unhex[src[2*i+1]]
@@ -202,8 +218,9 @@ func decode8(x uint64) (uint32, bool) {
 		return 0, false
 	}
 	v := x&(ones*0x0f) + (alpha>>7)*9
-	t := v<<4 | v>>8 // lane 2k now holds digit 2k and 2k+1 as one byte
-	return uint32(t&0xff | t>>8&0xff00 | t>>16&0xff0000 | t>>24&0xff000000), true
+	t := (v<<4 | v>>8) & 0x00ff00ff00ff00ff // lane 2k: digits 2k and 2k+1 as one byte
+	t = (t | t>>8) & 0x0000ffff0000ffff
+	return uint32(t | t>>16), true
 }
 
 // parseFixed decodes a hex string of exactly n bytes into dst.
