@@ -95,34 +95,76 @@ type Digest struct {
 	Duration time.Duration `json:"duration_ns"`
 }
 
-// rowHash is the per-row hash: PostgreSQL's own 64-bit hash of the row,
-// built from each column's typed hash function (hash_record_extended,
-// PostgreSQL ≥ 14), hashed once more through its decimal text (the
-// integer hash functions fold 64 bits to 32 first; the text hash keeps all
-// 64). Unlike a hash of the row's text form
-// it does not depend on session settings (TimeZone, DateStyle,
-// bytea_output) and costs about half as much (measured on 7.5 million
-// CometBFT events: 7.0 s against 17.4 s). The second hash matters:
-// hash_record_extended combines its columns linearly (31·h₁ + h₂ …), so a
-// plain sum of it would not see two cells swapped between rows of a chunk
-// (TestChecksumOrderIndependentAndExact). Equal values hash equal: numeric
-// 1.0 and 1.00, or jsonb written with another key order, are the same value
-// to PostgreSQL and to this digest. The hash functions are those hash
-// partitioning relies on, stable across major versions on one
-// architecture.
+// rowHash is the per-row hash, built from PostgreSQL's own typed hash
+// functions (those hash partitioning relies on, stable across major
+// versions on one architecture; hash_record_extended needs PostgreSQL ≥ 14).
+// It chains them: the columns that have a seeded hash function of their own
+// and are never NULL (integers, text) each hash their value with
+// the hash so far as the seed,
 //
-// The row is the table's columns as the decoder defines them, in its order
-// (ROW(t.a, t.b, …)), not the stored row: a table an older blockhaul
-// created and a newer one brought up to date holds its later columns at
-// the end, and a replayed table of that shape must digest as a fresh one
-// does. For a table created with the decoder's columns the two are the same
-// value.
+//	H_text(t.type, H_int8(t.height, hash_record_extended(ROW(t.rest, …), 0)))
+//
+// starting from one hash_record_extended of every other column (bytea,
+// timestamptz, jsonb, arrays, anything nullable: the record hashes NULLs and
+// the types without a callable hash function). A seeded hash mixes all 64
+// bits of its seed, so the chain is not linear in its parts: hash_record_
+// extended alone combines its columns linearly (31·h₁ + h₂ …), and a plain
+// sum of it would not see two cells swapped between rows of a chunk
+// (TestChecksumOrderIndependentAndExact). Measured on 1.34 million CometBFT
+// events (CPU time of the backend, one run): 790 ms against 930 ms for
+// hashing the row's hash_record_extended once more through its decimal text,
+// the form before, which a table with nothing to chain still uses; a row
+// whose never-NULL column holds a NULL after all (a table not made by
+// blockhaul) falls back to it. Unlike a hash of the row's text form
+// the digest does not depend on session settings (TimeZone, DateStyle,
+// bytea_output). Equal values hash equal: numeric 1.0 and 1.00, or jsonb
+// written with another key order, are the same value to PostgreSQL and to
+// this digest.
+//
+// The row is the table's columns as the decoder defines them, in its order,
+// not the stored row: a table an older blockhaul created and a newer one
+// brought up to date holds its later columns at the end, and a replayed
+// table of that shape must digest as a fresh one does.
 func rowHash(t chain.Table) string {
-	cols := make([]string, len(t.Columns))
-	for i, c := range t.Columns {
-		cols[i] = "t." + chain.QuoteIdent(c.Name)
+	var chained, rest, all []string
+	for _, c := range t.Columns {
+		col := "t." + chain.QuoteIdent(c.Name)
+		all = append(all, col)
+		if f, ok := seededHash[strings.ToLower(c.Type)]; ok && !c.Null {
+			chained = append(chained, f+"("+col+", ")
+		} else {
+			rest = append(rest, col)
+		}
 	}
-	return "hashtextextended(hash_record_extended(ROW(" + strings.Join(cols, ", ") + "), 0)::text, 0)"
+	whole := "hashtextextended(hash_record_extended(ROW(" + strings.Join(all, ", ") + "), 0)::text, 0)"
+	if len(chained) == 0 {
+		return whole
+	}
+	seed := "0"
+	if len(rest) > 0 {
+		seed = "hash_record_extended(ROW(" + strings.Join(rest, ", ") + "), 0)"
+	}
+	var b strings.Builder
+	b.WriteString("coalesce(")
+	for i := len(chained) - 1; i >= 0; i-- {
+		b.WriteString(chained[i])
+	}
+	b.WriteString(seed)
+	b.WriteString(strings.Repeat(")", len(chained)))
+	b.WriteString(", " + whole + ")")
+	return b.String()
+}
+
+// seededHash names, per column type, a hash function of (value, seed) whose
+// result depends on every bit of the seed for every value. jsonb's, the
+// arrays' and numeric's do not (an empty array or object, a numeric zero or
+// NaN, hash alike or to the seed itself under any seed), bytea's and
+// timestamptz's cannot be called from SQL: those go into the record.
+var seededHash = map[string]string{
+	"bigint":   "hashint8extended",
+	"integer":  "hashint4extended",
+	"smallint": "hashint2extended",
+	"text":     "hashtextextended",
 }
 
 // Checksum digests every row of cfg.Tables in cfg.Schema, per table and per
