@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
 	"github.com/blockhaul/blockhaul/export"
@@ -147,9 +149,38 @@ func planStreams(ctx context.Context, cfg *Config, db *export.Session, s export.
 	if per := cfg.MemoryLimitPerStream; per > 0 && n > 1 {
 		// One stream's batch is its working set: under one stream's limit
 		// N of them keep the collector running (the README's profile: 4
-		// streams under 128 MiB spent half their CPU in it).
-		debug.SetMemoryLimit(per * int64(n+beside))
-		log.Info("heap limit raised for the export streams", "limit_mib", per*int64(n+beside)>>20, "streams", n+beside)
+		// streams under 128 MiB spent half their CPU in it). Within a
+		// container's memory limit, though: a soft limit above it is an
+		// OOM kill rather than more collections.
+		limit := per * int64(n+beside)
+		if ceiling, ok := memoryCeiling(); ok && limit > ceiling {
+			limit = max(ceiling, per)
+			log.Warn("heap limit of the export streams held at 3/4 of the container's memory limit: the collector may run often", "limit_mib", limit>>20, "streams", n+beside, "per_stream_mib", per>>20)
+		}
+		debug.SetMemoryLimit(limit)
+		log.Info("heap limit raised for the export streams", "limit_mib", limit>>20, "streams", n+beside)
 	}
 	return n, why, nil
+}
+
+// cgroupMemoryFiles hold the memory limit of the process's cgroup (v2, v1);
+// a variable for tests.
+var cgroupMemoryFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
+
+// memoryCeiling is 3/4 of the memory limit of the container blockhaul runs
+// in, if it has one (the rest is Pebble's, the COPY buffers' and the
+// runtime's), in bytes.
+func memoryCeiling() (int64, bool) {
+	for _, p := range cgroupMemoryFiles {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil || v <= 0 || v >= 1<<60 { // "max", or v1's "no limit"
+			return 0, false
+		}
+		return v / 4 * 3, true
+	}
+	return 0, false
 }

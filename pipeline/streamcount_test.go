@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -76,6 +77,7 @@ func TestAutoStreamsOnThisServer(t *testing.T) {
 	cfg.MemoryLimitPerStream = 96 << 20 // as cmd/blockhaul sets it with the default limit
 	prevLimit := debug.SetMemoryLimit(-1)
 	defer debug.SetMemoryLimit(prevLimit)
+	cgroup := withCgroupMemory(t, "max\n") // no container limit
 	var out bytes.Buffer
 	sum, err := Run(context.Background(), cfg, &out, quiet)
 	if err != nil || !sum.Complete || sum.Streams != 3 || !strings.Contains(sum.StreamsWhy, "4 CPUs shared with a PostgreSQL server on this machine") {
@@ -97,10 +99,32 @@ func TestAutoStreamsOnThisServer(t *testing.T) {
 	withCPUs(t, 64)
 	cfg = testConfig(CmdExport, dsn2, stg, nil, 1, 120)
 	cfg.ExportStreams = 0
+	// In a container of 256 MiB, two streams' 2 × 128 MiB is held at 3/4
+	// of it.
+	cfg.MemoryLimitPerStream = 128 << 20
+	if err := os.WriteFile(cgroup, []byte("268435456\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	sum, err = Run(context.Background(), cfg, io.Discard, quiet)
 	if err != nil || sum.Streams != 2 || !strings.Contains(sum.StreamsWhy, "120 blocks make 2 batches of 50") {
 		t.Fatalf("auto export of 120 blocks in batches of 50: err %v, %d streams (%s), want 2", err, sum.Streams, sum.StreamsWhy)
 	}
+	if got := debug.SetMemoryLimit(-1); got != 192<<20 {
+		t.Errorf("heap limit %d MiB in a 256 MiB container, want 192", got>>20)
+	}
+}
+
+// withCgroupMemory makes memoryCeiling read content as the container's
+// memory limit until the test ends; it returns the file's path.
+func withCgroupMemory(t *testing.T, content string) string {
+	p := filepath.Join(t.TempDir(), "memory.max")
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prev := cgroupMemoryFiles
+	cgroupMemoryFiles = []string{p}
+	t.Cleanup(func() { cgroupMemoryFiles = prev })
+	return p
 }
 
 // A job resumed where auto chooses another count (another machine) carries
