@@ -48,6 +48,9 @@ type Salvage struct {
 	// verified clean.
 	Damaged string `json:"damaged"`
 	Removed bool   `json:"removed"`
+	// Duration is how long the salvage took: reading the old store and
+	// writing the fresh one, not the verifies around it.
+	Duration time.Duration `json:"duration_ns"`
 }
 
 // RepairReport is what the repair command prints.
@@ -110,7 +113,9 @@ func Repair(ctx context.Context, dir string, cfg RepairConfig) (*RepairReport, e
 		old.Close()
 	}
 	if r.Salvage != nil {
+		start := time.Now()
 		damaged, err = salvageFiles(dir, &vcfg, cfg, r.Salvage)
+		r.Salvage.Duration = time.Since(start)
 		if err != nil {
 			return r, fmt.Errorf("archive: repair: salvage %s: %w", dir, err)
 		}
@@ -127,7 +132,9 @@ func Repair(ctx context.Context, dir string, cfg RepairConfig) (*RepairReport, e
 		}
 		if r.Before.Unreadable != "" {
 			r.Salvage = &Salvage{Reason: r.Before.Unreadable, Lost: []Gap{}}
+			start := time.Now()
 			damaged, err = salvage(dir, old, vcfg, cfg, r.Salvage)
+			r.Salvage.Duration = time.Since(start)
 			old.Close()
 			if err != nil {
 				return r, fmt.Errorf("archive: repair: salvage %s: %w", dir, err)
@@ -169,7 +176,10 @@ func Repair(ctx context.Context, dir string, cfg RepairConfig) (*RepairReport, e
 	if err := store.Flush(); err != nil {
 		return r, fmt.Errorf("archive: repair: %w", err)
 	}
-	if r.After, err = Verify(store, vcfg); err != nil {
+	if len(drop) == 0 && len(fetch) == 0 && found != r.Before {
+		// Verified since the salvage, and nothing changed since.
+		r.After = found
+	} else if r.After, err = Verify(store, vcfg); err != nil {
 		return r, fmt.Errorf("archive: repair: %w", err)
 	}
 	if !r.Clean() {
@@ -508,8 +518,15 @@ func (r *RepairReport) WriteText(w io.Writer) {
 		if len(s.Lost) > 0 {
 			lost = gapList(s.Lost, 10)
 		}
-		fmt.Fprintf(w, "salvaged a damaged store (%s): %d readable records and %d target checkpoints copied into a fresh store; unreadable: %s\n",
-			s.Reason, s.Copied, s.Mirrors, lost)
+		how := ""
+		if s.FromFiles {
+			how = ", read from its tables, blob files and WAL without the MANIFEST"
+		}
+		fmt.Fprintf(w, "salvaged a damaged store (%s)%s: %d readable records and %d target checkpoints copied into a fresh store in %s; unreadable: %s\n",
+			s.Reason, how, s.Copied, s.Mirrors, s.Duration.Round(time.Millisecond), lost)
+		for _, f := range s.Files {
+			fmt.Fprintf(w, "  file %s: %s\n", f.File, f.Err)
+		}
 		if s.Removed {
 			fmt.Fprintf(w, "  the damaged files (%s) were removed: the new store verified clean\n", s.Damaged)
 		} else if s.Damaged != "" {

@@ -27,13 +27,7 @@ const recSize = 8 << 10
 func corruptFixture(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Bind(chain.FamilyCometBFT, "test-1"); err != nil {
-		t.Fatal(err)
-	}
+	s := openBound(t, dir)
 	putBig(t, s, 1, 200)
 	if err := s.db.Flush(); err != nil {
 		t.Fatal(err)
@@ -372,13 +366,7 @@ func TestDamagedWALIsReported(t *testing.T) {
 // the lost heights as gaps with exit 0).
 func TestDamagedManifestIsNeverSilent(t *testing.T) {
 	base := t.TempDir()
-	s, err := Open(base, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Bind(chain.FamilyCometBFT, "test-1"); err != nil {
-		t.Fatal(err)
-	}
+	s := openBound(t, base)
 	for h := uint64(1); h <= 400; h += 50 {
 		putBig(t, s, h, h+49)
 		if err := s.db.Flush(); err != nil {

@@ -177,14 +177,28 @@ func guard(op string, fn func() error) (err error) {
 	return fn()
 }
 
-// add keeps e as key's version if it is newer than the one kept. Between
-// two versions of one sequence number (a table and the WAL it was flushed
-// from, a key moved to the bottom level and its sequence number zeroed),
-// the later read (newer table, the WAL) wins.
+// newer reports whether e replaces old as a key's version: a higher
+// sequence number, or the same one read from a later table (a key moved to
+// the bottom level has its sequence number zeroed, in the newer file). A
+// WAL entry of the same sequence number as a table's is the same write,
+// already flushed: the table's is kept.
+func newer(e, old entry) bool {
+	return e.seq > old.seq || e.seq == old.seq && e.table >= 0
+}
+
+// add keeps e as key's version if it is newer than the one kept (see
+// newer). An inline value is copied only then.
 func (f *FileStore) add(key []byte, e entry) {
+	keep := func(old entry, ok bool) bool {
+		if ok && !newer(e, old) {
+			return false
+		}
+		e.val = bytes.Clone(e.val)
+		return true
+	}
 	if len(key) == 9 && key[0] == prefixBlock {
 		h := keyHeight(key)
-		if old, ok := f.blocks[h]; !ok || e.seq >= old.seq {
+		if old, ok := f.blocks[h]; keep(old, ok) {
 			f.blocks[h] = e
 		}
 		return
@@ -193,7 +207,7 @@ func (f *FileStore) add(key []byte, e entry) {
 		// The index is rebuilt from the records; its keys say which
 		// heights were staged where a record's own key is unreadable.
 		h := keyHeight(key)
-		if old, ok := f.index[h]; !ok || e.seq >= old.seq {
+		if old, ok := f.index[h]; !ok || newer(e, old) {
 			e.val = nil
 			f.index[h] = e
 		}
@@ -202,7 +216,7 @@ func (f *FileStore) add(key []byte, e entry) {
 	if len(key) == 0 || (key[0] != prefixIdent && key[0] != prefixMirror) {
 		return
 	}
-	if old, ok := f.others[string(key)]; !ok || e.seq >= old.seq {
+	if old, ok := f.others[string(key)]; keep(old, ok) {
 		f.others[string(key)] = e
 	}
 }
@@ -324,7 +338,7 @@ func (f *FileStore) scanTable(t *salvageTable, idx int32, seek []byte) (last []b
 					if err != nil {
 						return err
 					}
-					e.val = bytes.Clone(v)
+					e.val = v // copied by add when kept
 				}
 			case e.kind == pebble.InternalKeyKindDelete || e.kind == pebble.InternalKeyKindSingleDelete || e.kind == pebble.InternalKeyKindDeleteSized:
 				e.kind = pebble.InternalKeyKindDelete
@@ -468,7 +482,7 @@ func (f *FileStore) replayLog(ll wal.LogicalLog) error {
 				if len(ukey) == 9 && ukey[0] == prefixBlock {
 					f.records++
 				}
-				f.add(ukey, entry{seq: seq, kind: pebble.InternalKeyKindSet, val: bytes.Clone(value), table: -1})
+				f.add(ukey, entry{seq: seq, kind: pebble.InternalKeyKindSet, val: value, table: -1})
 			case pebble.InternalKeyKindDelete, pebble.InternalKeyKindSingleDelete, pebble.InternalKeyKindDeleteSized:
 				f.add(ukey, entry{seq: seq, kind: pebble.InternalKeyKindDelete, table: -1})
 			case pebble.InternalKeyKindRangeDelete:

@@ -18,13 +18,7 @@ import (
 func salvageFixture(t *testing.T) (string, map[uint64][]byte) {
 	t.Helper()
 	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Bind(chain.FamilyCometBFT, "test-1"); err != nil {
-		t.Fatal(err)
-	}
+	s := openBound(t, dir)
 	for h := uint64(1); h <= 400; h += 100 {
 		putBig(t, s, h, h+99)
 		if err := s.db.Flush(); err != nil {
@@ -50,6 +44,19 @@ func salvageFixture(t *testing.T) (string, map[uint64][]byte) {
 		t.Fatal(err)
 	}
 	return dir, want
+}
+
+// openBound opens a store in dir bound to the test chain.
+func openBound(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Bind(chain.FamilyCometBFT, "test-1"); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func storedValues(t *testing.T, s *Store) map[uint64][]byte {
@@ -175,13 +182,7 @@ func TestFileStoreReadsWithoutTheManifest(t *testing.T) {
 // A store never flushed holds its records in the WAL only.
 func TestFileStoreReadsTheWAL(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Bind(chain.FamilyCometBFT, "test-1"); err != nil {
-		t.Fatal(err)
-	}
+	s := openBound(t, dir)
 	putBig(t, s, 1, 40)
 	want := storedValues(t, s)
 	if err := s.Close(); err != nil { // Pebble's Close does not flush
