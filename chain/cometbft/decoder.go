@@ -751,8 +751,9 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 	h := &st.hdr
 	hv := any(int64(height)) // boxed once, shared by every row of the block
 
-	// Byte columns are carved from one arena per block; rows keep slices of
-	// it until they are copied out, so it is never reused.
+	// Byte columns are carved from one arena per block, taken from the
+	// rows' memory (chain.Rows.Bytes): rows keep slices of it, so it is
+	// reused only with the rows.
 	size := 12 * 32
 	for _, t := range st.txs {
 		size += t.len()*3/4 + sha256.Size
@@ -760,7 +761,7 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 	for _, r := range st.results {
 		size += r.data.len() * 3 / 4
 	}
-	arena := make([]byte, 0, size)
+	arena := rows.Bytes(size)[:0]
 	var err error
 	hexCol := func(r strRef, field string) []byte {
 		var v []byte
@@ -807,7 +808,7 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 
 	var msgJS []byte // decoded messages' JSON, carved like arena
 	if len(st.txs) > 0 {
-		msgJS = make([]byte, 0, size)
+		msgJS = rows.Bytes(size)[:0]
 	}
 	for i, txRef := range st.txs {
 		start := len(arena)
@@ -833,16 +834,16 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 		row[tHeight] = hv
 		row[tBlockTime] = tv
 		row[tIndex] = boxInt32(int32(i))
-		row[tHash] = hash
+		row[tHash] = rows.BoxBytes(hash)
 		st.txHashes = append(st.txHashes, row[tHash]) // boxed once, shared with the tx's events
-		row[tCode] = r.code
+		row[tCode] = rows.BoxInt64(r.code)
 		row[tCodespace] = st.text(r.codespace)
-		row[tGasWanted] = r.gasWanted
-		row[tGasUsed] = r.gasUsed
+		row[tGasWanted] = rows.BoxInt64(r.gasWanted)
+		row[tGasUsed] = rows.BoxInt64(r.gasUsed)
 		row[tLog] = st.text(r.log)
 		row[tInfo] = st.text(r.info)
-		row[tData] = data
-		row[tTx] = tx
+		row[tData] = rows.BoxBytes(data)
+		row[tTx] = rows.BoxBytes(tx)
 		msgJS = st.emitSDK(rows, row, i, tx, hv, tv, msgJS)
 	}
 
@@ -855,7 +856,7 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 	for _, a := range st.attrs {
 		jsonSize += a.key.len() + a.value.len() + 16
 	}
-	js := make([]byte, 0, jsonSize)
+	js := rows.Bytes(jsonSize)[:0]
 	idx := int32(0)
 	emitEvents := func(evs []eventRef, source string, txIndex, txHash any) {
 		for _, ev := range evs {
@@ -886,7 +887,7 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 			row[eTxHash] = txHash
 			row[eSource] = source
 			row[eType] = st.textAny(ev.typ)
-			row[eAttributes] = js[start:len(js):len(js)]
+			row[eAttributes] = rows.BoxBytes(js[start:len(js):len(js)])
 			idx++
 		}
 	}
