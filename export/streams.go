@@ -68,8 +68,9 @@ func (e *SeamError) Error() string {
 // sub-range is. One session is Run itself. With cfg.RunPart set, each
 // sub-range is exported through it rather than by Run directly (run stages
 // each sub-range beside its export that way). Resume with the same number of
-// streams: another number names other sub-ranges, which start over (their
-// rows merge with those already present).
+// streams (RecordedStreams reads it back): another number names other
+// sub-ranges, which start over (their rows merge with those already
+// present).
 func RunStreams(ctx context.Context, sessions []*Session, store *staging.Store, dec Decoder, cfg Config) (Result, error) {
 	if len(sessions) == 1 {
 		return Run(ctx, sessions[0], store, dec, cfg)
