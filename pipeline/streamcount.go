@@ -39,7 +39,9 @@ const maxAutoStreams = 16
 // about a third of a core (≈2.2 µs of blockhaul CPU per row against ≈6 µs
 // of backend CPU). On a local server the two share the CPUs, so a stream
 // takes ≈1.35 of them: three quarters of the CPUs, rounded up (2 of 2: the
-// best measured; 4, on 2 cores, gave back most of the gain). On a server
+// best measured; 4, on 2 cores, gave back most of the gain, though that
+// was before the heap limit per stream and not re-decided since: the
+// README's later run was too busy to rank them). On a server
 // elsewhere blockhaul's CPUs only decode: two streams per CPU, at most
 // maxAutoStreams. Either way at most half the free connections (other
 // clients, and the index builds at the end, need theirs), and no more
