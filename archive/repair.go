@@ -102,6 +102,7 @@ func Repair(ctx context.Context, dir string, cfg RepairConfig) (*RepairReport, e
 	ro.ReadOnly = true
 	old, err := staging.Open(dir, ro)
 	var damaged string
+	openErr := err
 	switch {
 	case err != nil:
 		if !fromFiles(dir, err) {
@@ -117,7 +118,8 @@ func Repair(ctx context.Context, dir string, cfg RepairConfig) (*RepairReport, e
 		damaged, err = salvageFiles(dir, &vcfg, cfg, r.Salvage)
 		r.Salvage.Duration = time.Since(start)
 		if err != nil {
-			return r, fmt.Errorf("archive: repair: salvage %s: %w", dir, err)
+			// The damage Pebble named stays the cause (exit 4).
+			return r, fmt.Errorf("archive: repair: salvage %s: %w", dir, errors.Join(err, openErr))
 		}
 	} else {
 		r.Before, err = Verify(old, vcfg)
@@ -348,8 +350,8 @@ func salvageFiles(dir string, vcfg *VerifyConfig, cfg RepairConfig, sv *Salvage)
 	next := vcfg.From
 	if any {
 		err = files.Records(vcfg.From, vcfg.To, func(h uint64, rec *staging.SalvageRecord, rerr error) error {
-			for ; next < h; next++ {
-				sv.lose(next)
+			if next < h {
+				sv.loseRange(next, h-1)
 			}
 			next = h + 1
 			if rerr == nil && vcfg.Recompute != nil {
@@ -368,8 +370,8 @@ func salvageFiles(dir string, vcfg *VerifyConfig, cfg RepairConfig, sv *Salvage)
 		if err != nil {
 			return "", err
 		}
-		for ; next <= vcfg.To && next >= vcfg.From; next++ {
-			sv.lose(next)
+		if next <= vcfg.To && next >= vcfg.From {
+			sv.loseRange(next, vcfg.To)
 		}
 	}
 	sv.Files = files.Damaged()
@@ -377,11 +379,15 @@ func salvageFiles(dir string, vcfg *VerifyConfig, cfg RepairConfig, sv *Salvage)
 }
 
 // lose records height h as not salvaged.
-func (sv *Salvage) lose(h uint64) {
-	if n := len(sv.Lost); n > 0 && sv.Lost[n-1].To+1 == h {
-		sv.Lost[n-1].To = h
+func (sv *Salvage) lose(h uint64) { sv.loseRange(h, h) }
+
+// loseRange records heights [from, to] as not salvaged; called in height
+// order.
+func (sv *Salvage) loseRange(from, to uint64) {
+	if n := len(sv.Lost); n > 0 && sv.Lost[n-1].To+1 == from {
+		sv.Lost[n-1].To = to
 	} else {
-		sv.Lost = append(sv.Lost, Gap{From: h, To: h})
+		sv.Lost = append(sv.Lost, Gap{From: from, To: to})
 	}
 }
 

@@ -395,7 +395,7 @@ func stagedChain(dir string) (id staging.Identity, ok bool, hi uint64, staged bo
 	if fid, fok := files.Identity(); fok {
 		id, ok = fid, true
 	} else if err != nil {
-		return id, ok, hi, staged, err
+		return id, ok, hi, staged, fmt.Errorf("%w; read without the MANIFEST, the store's files record no chain (its identity is unreadable): nothing to salvage", err)
 	}
 	if _, fhi, fstaged := files.Bounds(); fstaged && (!staged || fhi > hi) {
 		hi, staged = fhi, true

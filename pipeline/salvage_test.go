@@ -313,3 +313,39 @@ func TestSalvageKeepsTheDamagedFilesUntilClean(t *testing.T) {
 		t.Errorf("the new store holds %+v records, want every readable one", r.After)
 	}
 }
+
+// TestSalvageRefusesFilesThatRecordNoChain repairs a store with no MANIFEST
+// whose WAL, where every record and the identity are, is garbled from its
+// first byte: nothing can be salvaged into a store of a known chain, so
+// repair refuses, naming the store, and changes nothing.
+func TestSalvageRefusesFilesThatRecordNoChain(t *testing.T) {
+	stg, _ := salvageFixture(t, "cometbft", 200, false)
+	removeManifests(t, stg)
+	logs, _ := filepath.Glob(filepath.Join(stg, "*.log"))
+	if len(logs) == 0 {
+		t.Fatal("no WAL written")
+	}
+	for _, l := range logs {
+		garble(t, l, 0, 64)
+	}
+	before := dirBytes(t, stg)
+	cfg := repairCmd("cometbft", stg)
+	cfg.JSON = false
+	var out bytes.Buffer
+	_, err := Run(context.Background(), cfg, &out, quiet)
+	if err == nil || !strings.Contains(err.Error(), "record no chain") || !strings.Contains(err.Error(), stg) {
+		t.Fatalf("repair of files that record no chain: %v, want a refusal naming the store", err)
+	}
+	if after := dirBytes(t, stg); len(after) != len(before) {
+		t.Errorf("repair changed the files of the store it refused: %d files, %d before", len(after), len(before))
+	} else {
+		for name, b := range before {
+			if after[name] != b {
+				t.Errorf("repair changed %s", name)
+			}
+		}
+	}
+	if left, _ := filepath.Glob(stg + ".*"); len(left) != 0 {
+		t.Errorf("left beside the store: %v", left)
+	}
+}
