@@ -260,6 +260,10 @@ func salvage(dir string, old *staging.Store, vcfg VerifyConfig, cfg RepairConfig
 	}
 	defer nw.abandon()
 	put := func(blk chain.Block) error {
+		if err := rehash(vcfg, blk); err != nil {
+			sv.lose(blk.Height)
+			return nil
+		}
 		e, err := nw.s.Encode(blk)
 		if err != nil {
 			return err
@@ -354,12 +358,8 @@ func salvageFiles(dir string, vcfg *VerifyConfig, cfg RepairConfig, sv *Salvage)
 				sv.loseRange(next, h-1)
 			}
 			next = h + 1
-			if rerr == nil && vcfg.Recompute != nil {
-				got, err := vcfg.Recompute(rec.Block.Raw)
-				if err == nil && !bytes.Equal(got, rec.Block.Hash) {
-					err = fmt.Errorf("staged hash %X, the record's header hashes to %X", rec.Block.Hash, got)
-				}
-				rerr = err
+			if rerr == nil {
+				rerr = rehash(*vcfg, rec.Block)
 			}
 			if rerr != nil {
 				sv.lose(h)
@@ -376,6 +376,20 @@ func salvageFiles(dir string, vcfg *VerifyConfig, cfg RepairConfig, sv *Salvage)
 	}
 	sv.Files = files.Damaged()
 	return nw.swapIn(func() { files.Close() })
+}
+
+// rehash checks a salvaged block's hash against its content's, as a deep
+// verify does (with Recompute; otherwise nil): a record that fails is
+// refetched rather than copied.
+func rehash(vcfg VerifyConfig, blk chain.Block) error {
+	if vcfg.Recompute == nil {
+		return nil
+	}
+	got, err := vcfg.Recompute(blk.Raw)
+	if err == nil && !bytes.Equal(got, blk.Hash) {
+		err = fmt.Errorf("staged hash %X, the record's header hashes to %X", blk.Hash, got)
+	}
+	return err
 }
 
 // lose records height h as not salvaged.

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -128,6 +130,32 @@ func manifestPath(t *testing.T, stg string) string {
 	return filepath.Join(stg, marker[0][strings.LastIndex(marker[0], ".")+1:])
 }
 
+// tableKeys returns the smallest and largest keys of table name in a store,
+// as its MANIFEST says.
+func tableKeys(t *testing.T, dir, name string) (lo, hi []byte) {
+	t.Helper()
+	cp := filepath.Join(t.TempDir(), "read")
+	copyStore(t, dir, cp)
+	db, err := pebble.Open(cp, &pebble.Options{Logger: quietPebble{}, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	levels, err := db.SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range levels {
+		for _, tb := range l {
+			if fmt.Sprintf("%s.sst", tb.BackingSSTNum) == name {
+				return bytes.Clone(tb.Smallest.UserKey), bytes.Clone(tb.Largest.UserKey)
+			}
+		}
+	}
+	t.Fatalf("no table %s in the MANIFEST of %s", name, dir)
+	return nil, nil
+}
+
 // removeManifests deletes every MANIFEST of stg (Pebble keeps the previous
 // one too).
 func removeManifests(t *testing.T, stg string) {
@@ -195,6 +223,7 @@ func TestRepairSalvagesADamagedManifest(t *testing.T) {
 				}
 				want := pebbleKeys(t, pristine)
 				m := manifestPath(t, stg)
+				var victim string
 				switch damage {
 				case "truncated":
 					st, err := os.Stat(m)
@@ -212,6 +241,7 @@ func TestRepairSalvagesADamagedManifest(t *testing.T) {
 					ssts, _ := filepath.Glob(filepath.Join(stg, "*.sst"))
 					slices.SortFunc(ssts, func(a, b string) int { return int(fileSize(t, b) - fileSize(t, a)) })
 					garble(t, ssts[0], 64, 256) // the first data block: record keys
+					victim = filepath.Base(ssts[0])
 				}
 
 				cfg := repairCmd(chainName, stg)
@@ -241,8 +271,16 @@ func TestRepairSalvagesADamagedManifest(t *testing.T) {
 				}
 				switch damage {
 				case "manifest-and-table":
-					if len(lost) == 0 || len(r.Salvage.Files) == 0 {
-						t.Errorf("a garbled table lost no record (lost %v, damaged files %v)", r.Salvage.Lost, r.Salvage.Files)
+					if len(lost) == 0 || len(r.Salvage.Files) == 0 || r.Salvage.Files[0].File != victim {
+						t.Errorf("a garbled table lost no record (lost %v, damaged files %v, garbled %s)", r.Salvage.Lost, r.Salvage.Files, victim)
+					}
+					// Only records the garbled table held are lost.
+					lo, hi := tableKeys(t, pristine, victim)
+					for _, h := range lost {
+						k := binary.BigEndian.AppendUint64([]byte{'b'}, h)
+						if bytes.Compare(k, lo) < 0 || bytes.Compare(k, hi) > 0 {
+							t.Errorf("height %d lost, outside the garbled table's keys", h)
+						}
 					}
 				default:
 					if len(lost) != 0 {
@@ -348,4 +386,35 @@ func TestSalvageRefusesFilesThatRecordNoChain(t *testing.T) {
 	if left, _ := filepath.Glob(stg + ".*"); len(left) != 0 {
 		t.Errorf("left beside the store: %v", left)
 	}
+}
+
+// TestSalvageRefetchesARecordThatDoesNotHash stages at one height, after a
+// deletion, a record with sound checksums whose content is another block's,
+// then deletes the MANIFEST: the salvage reads the newest version, finds
+// that its content does not hash to its staged hash, copies it not, and
+// repair refetches that height alone — the result is the original store.
+func TestSalvageRefetchesARecordThatDoesNotHash(t *testing.T) {
+	const to = 600
+	stg, pristine := salvageFixture(t, "cometbft", to, true)
+	want := pebbleKeys(t, pristine)
+	replaceRaw(t, stg, 300, 100)
+	removeManifests(t, stg)
+	cfg := repairCmd("cometbft", stg)
+	src, err := newSource(&cfg, func() uint64 { return to + 100 }, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recordingSource{Source: src}
+	cfg.Source = rec
+	r, err := runRepair(t, cfg)
+	if err != nil {
+		t.Fatalf("repair: %v (report %+v)", err, r)
+	}
+	if r.Salvage == nil || !slices.Equal(r.Salvage.Lost, []archive.Gap{{From: 300, To: 300}}) {
+		t.Fatalf("salvage %+v: want height 300 alone lost", r.Salvage)
+	}
+	if got := rec.heights(); !slices.Equal(got, []uint64{300}) {
+		t.Errorf("refetched %v, want 300", got)
+	}
+	sameStore(t, pebbleKeys(t, stg), want)
 }

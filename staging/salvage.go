@@ -75,7 +75,6 @@ type FileStore struct {
 	others  map[string]entry // newest version of every other key (identity, mirrors)
 	tombs   []tombstone
 	damaged []FileDamage
-	records uint64 // records found (before deletions and checks)
 }
 
 type salvageTable struct {
@@ -346,9 +345,6 @@ func (f *FileStore) scanTable(t *salvageTable, idx int32, seek []byte) (last []b
 				e.kind = 0 // not a kind staging writes: ignored
 			}
 			if e.kind != 0 {
-				if len(key) == 9 && key[0] == prefixBlock && e.kind == pebble.InternalKeyKindSet {
-					f.records++
-				}
 				f.add(key, e)
 			}
 			last = append(last[:0], key...)
@@ -479,9 +475,6 @@ func (f *FileStore) replayLog(ll wal.LogicalLog) error {
 			case pebble.InternalKeyKindLogData:
 				continue // takes no sequence number
 			case pebble.InternalKeyKindSet, pebble.InternalKeyKindSetWithDelete:
-				if len(ukey) == 9 && ukey[0] == prefixBlock {
-					f.records++
-				}
 				f.add(ukey, entry{seq: seq, kind: pebble.InternalKeyKindSet, val: value, table: -1})
 			case pebble.InternalKeyKindDelete, pebble.InternalKeyKindSingleDelete, pebble.InternalKeyKindDeleteSized:
 				f.add(ukey, entry{seq: seq, kind: pebble.InternalKeyKindDelete, table: -1})
@@ -510,13 +503,9 @@ func (f *FileStore) indexBlob(num uint64) {
 	}
 }
 
-// Damaged lists the files that could not be read in full, and the records
-// whose values could not be read (see Records) as the files holding them.
+// Damaged lists the files OpenFiles could not read in full, and why. A
+// record whose value cannot be read is reported by Records.
 func (f *FileStore) Damaged() []FileDamage { return slices.Clone(f.damaged) }
-
-// Found is how many record versions the files hold (before deletions are
-// applied and values read).
-func (f *FileStore) Found() uint64 { return f.records }
 
 // live reports whether e, the newest version of key, is a value that no
 // newer range deletion covers.
