@@ -67,7 +67,7 @@ func startLiveStatus(cfg *Config, store *staging.Store, m *monitor.Monitor, inte
 		if err != nil {
 			return
 		}
-		writeFileAtomic(path, b)
+		staging.WriteFileAtomic(path, b)
 	}
 	write()
 	done := make(chan struct{})

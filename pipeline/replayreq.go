@@ -117,20 +117,6 @@ func (f replayFiles) readStatus() (replayStatus, error) {
 	return st, json.Unmarshal(b, &st)
 }
 
-// writeFileAtomic writes b to path through a temporary file renamed over
-// it, so that a reader sees the old content or the new, never a part.
-func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
-}
-
 // databaseIdentity names the database conn is connected to, the same
 // whichever address or role reaches it: its name and oid, and when its
 // server started.
@@ -196,7 +182,7 @@ func requestReplay(ctx context.Context, cfg *Config, held *staging.InUseError, o
 	if err != nil {
 		return sum, err
 	}
-	if err := writeFileAtomic(files.request, b); err != nil {
+	if err := staging.WriteFileAtomic(files.request, b); err != nil {
 		return sum, fmt.Errorf("request the replay of %s from the process holding %s: %w", strings.Join(req.Tables, ","), dir, err)
 	}
 	defer os.Remove(files.status)
@@ -266,7 +252,11 @@ func (w *replayWatch) wait(ctx context.Context, log *slog.Logger) (replayStatus,
 			if st, ok := w.poll(); ok && st.Done {
 				return st, w.answer(st)
 			}
-			return w.last, fmt.Errorf("the process (pid %d) asked to run the replay: %w", w.holder, errHolderGone)
+			who := "the process (pid %d) asked to run the replay"
+			if w.accepted {
+				who = "the follow (pid %d) running the replay"
+			}
+			return w.last, fmt.Errorf(who+": %w", w.holder, errHolderGone)
 		}
 		switch {
 		case !w.accepted && time.Now().After(deadline):

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -223,6 +224,13 @@ func (s *replayServer) start(ctx context.Context, files replayFiles, req replayR
 	}
 	go func() {
 		defer close(h.done)
+		// What a replay meets must not end the follow it runs in.
+		defer func() {
+			if r := recover(); r != nil {
+				h.err = fmt.Errorf("replay %s panicked: %v", alias, r)
+				log.Error("replay panicked; the head stream goes on", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			}
+		}()
 		_, h.err = replayTables(rctx, rc, s.store, log, s.c, hooks)
 	}()
 }
@@ -255,11 +263,15 @@ func (s *replayServer) finish() {
 		switch {
 		case h.err == nil:
 		case h.ctx.Err() != nil:
-			at := "before any chunk committed"
-			if st.LastValid {
-				at = fmt.Sprintf("after height %d", st.Last)
+			last, ok := st.Last, st.LastValid
+			if !ok && st.RangeSet && st.Start > st.From {
+				last, ok = st.Start-1, true // where this run resumed
 			}
-			st.Error = fmt.Sprintf("%v: the replay stopped %s; its progress row stays, and a rerun resumes from it", context.Cause(h.ctx), at)
+			if ok {
+				st.Error = fmt.Sprintf("%v: the replay stopped after height %d; a rerun resumes from %d", context.Cause(h.ctx), last, last+1)
+			} else {
+				st.Error = fmt.Sprintf("%v: the replay stopped before its first chunk committed; a rerun starts it", context.Cause(h.ctx))
+			}
 			st.Exit = ExitInterrupted
 			log.Warn("replay stopped", "why", st.Error)
 		default:
@@ -275,7 +287,7 @@ func (s *replayServer) finish() {
 func (s *replayServer) refuse(files replayFiles, req replayRequest, err error) {
 	s.log.Warn("replay request refused", "requester", req.PID, "err", err)
 	b, _ := json.Marshal(replayStatus{PID: s.pid, Requester: req.PID, Done: true, Updated: time.Now(), Error: err.Error(), Exit: ExitCode(err)})
-	writeFileAtomic(files.status, b)
+	staging.WriteFileAtomic(files.status, b)
 	os.Remove(files.running)
 }
 
@@ -327,7 +339,7 @@ func (h *heldReplay) writeStatus(force bool) {
 	if err != nil {
 		return
 	}
-	if writeFileAtomic(h.files.status, b) == nil {
+	if staging.WriteFileAtomic(h.files.status, b) == nil {
 		h.wrote, h.dirty = now, false
 	}
 }

@@ -71,7 +71,7 @@ func RequestCheckpoint(ctx context.Context, dir, dest string, wait, poll time.Du
 	req := filepath.Join(dir, checkpointReqPrefix+id+checkpointReqSuffix)
 	ans := filepath.Join(dir, checkpointReqPrefix+id+checkpointAnsSuffix)
 	b, _ := json.Marshal(checkpointRequest{Dest: dest, PID: os.Getpid()})
-	if err := writeAtomic(req, b); err != nil {
+	if err := WriteFileAtomic(req, b); err != nil {
 		return 0, fmt.Errorf("staging: request a checkpoint of %s: %w", dir, err)
 	}
 	defer os.Remove(req) // unanswered: withdrawn
@@ -146,7 +146,7 @@ func (s *Store) ServeCheckpointRequests() int {
 		}
 		ans := strings.TrimSuffix(req, checkpointReqSuffix) + checkpointAnsSuffix
 		ab, _ := json.Marshal(a)
-		if err := writeAtomic(ans, ab); err == nil {
+		if err := WriteFileAtomic(ans, ab); err == nil {
 			n++
 		}
 	}
@@ -178,7 +178,10 @@ func (s *Store) checkDest(dest string) error {
 	return nil
 }
 
-func writeAtomic(path string, b []byte) error {
+// WriteFileAtomic writes b to path through a temporary file renamed over
+// it, so that a reader sees the old content or the new, never a part: how
+// the files beside a store that another process reads are written.
+func WriteFileAtomic(path string, b []byte) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -33,11 +34,11 @@ func TestHelperHoldsStore(t *testing.T) {
 	os.Exit(0)
 }
 
-// A second process opening a staging directory in use is told that another
-// blockhaul process holds it, and which, instead of "resource temporarily
-// unavailable"; once the holder exits, the directory opens.
-func TestSecondProcessIsToldWhoHoldsTheStore(t *testing.T) {
-	dir := t.TempDir()
+// startHolder starts TestHelperHoldsStore on dir and waits until it holds
+// the store; it holds it until stdin is closed, or it is killed (at the
+// test's end at the latest).
+func startHolder(t *testing.T, dir string) (*exec.Cmd, io.Closer) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldsStore$")
 	cmd.Env = append(os.Environ(), "STAGING_HOLD_DIR="+dir)
 	stdin, err := cmd.StdinPipe()
@@ -51,13 +52,21 @@ func TestSecondProcessIsToldWhoHoldsTheStore(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "holding ") {
+	t.Cleanup(func() { cmd.Process.Kill() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.HasPrefix(line, "holding ") {
 		t.Fatalf("helper: %q, %v", line, err)
 	}
+	return cmd, stdin
+}
+
+// A second process opening a staging directory in use is told that another
+// blockhaul process holds it, and which, instead of "resource temporarily
+// unavailable"; once the holder exits, the directory opens.
+func TestSecondProcessIsToldWhoHoldsTheStore(t *testing.T) {
+	dir := t.TempDir()
+	cmd, stdin := startHolder(t, dir)
 	for _, ro := range []bool{false, true} {
-		_, err = Open(dir, Options{ReadOnly: ro})
+		_, err := Open(dir, Options{ReadOnly: ro})
 		var iu *InUseError
 		if !errors.As(err, &iu) || iu.PID != cmd.Process.Pid || !errors.Is(err, syscall.EAGAIN) {
 			t.Fatalf("open (read-only %v) while pid %d holds it: %v, want an *InUseError naming that pid", ro, cmd.Process.Pid, err)
@@ -107,22 +116,7 @@ func TestHolderSeesAKilledHolderGone(t *testing.T) {
 	if pid, held := Holder(dir); held {
 		t.Fatalf("an empty directory is held by pid %d", pid)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldsStore$")
-	cmd.Env = append(os.Environ(), "STAGING_HOLD_DIR="+dir)
-	if _, err := cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.HasPrefix(line, "holding ") {
-		t.Fatalf("helper: %q, %v", line, err)
-	}
+	cmd, _ := startHolder(t, dir)
 	if pid, held := Holder(dir); !held || pid != cmd.Process.Pid {
 		t.Fatalf("while pid %d holds it: Holder says pid %d, held %v", cmd.Process.Pid, pid, held)
 	}

@@ -80,7 +80,12 @@ func run(args []string) int {
 	defer stop()
 	_, err := pipeline.Run(ctx, *cfg, os.Stdout, log)
 	code := pipeline.ExitCode(err)
+	var held *pipeline.HeldReplayError
 	switch {
+	case code == pipeline.ExitInterrupted && errors.As(err, &held):
+		// Stopped by the follow that ran it (or cancelled there at our
+		// interrupt): what it said is the news.
+		log.Warn(cmd(cfg)+" interrupted; the replay is resumable", "err", err, "exit", code)
 	case code == pipeline.ExitInterrupted:
 		// A signal is the operator's or the scheduler's doing, not a
 		// failure: one steady line, the cause only at debug.

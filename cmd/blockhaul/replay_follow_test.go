@@ -67,6 +67,21 @@ func startFollow(t *testing.T, dsn, stg string) *liveFollow {
 	return f
 }
 
+// followPast300 starts a follow on a new database and staging directory
+// and waits for it to export height 300.
+func followPast300(t *testing.T) (dsn, stg string, f *liveFollow, conn *pgx.Conn) {
+	t.Helper()
+	dsn = pgtest.NewDatabase(t)
+	stg = filepath.Join(t.TempDir(), "staging")
+	f = startFollow(t, dsn, stg)
+	conn = connect(t, dsn)
+	eventually(t, 2*time.Minute, "the follow exports height 300", func() bool {
+		f.running(t, "waiting for height 300")
+		return headHeight(t, conn) >= 300
+	})
+	return dsn, stg, f, conn
+}
+
 // running fails the test if the follow has exited.
 func (f *liveFollow) running(t *testing.T, when string) {
 	t.Helper()
@@ -157,14 +172,7 @@ func replayFilesLeft(t *testing.T, stg string) []string {
 // fresh export's, while the head checkpoint goes on advancing, is never
 // moved back, and the follow goes on after it.
 func TestReplayThroughARunningFollow(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
-	stg := filepath.Join(t.TempDir(), "staging")
-	f := startFollow(t, dsn, stg)
-	conn := connect(t, dsn)
-	eventually(t, 2*time.Minute, "the follow exports height 300", func() bool {
-		f.running(t, "waiting for height 300")
-		return headHeight(t, conn) >= 300
-	})
+	dsn, stg, f, conn := followPast300(t)
 	// Rows the replay must put right: some gone, some changed.
 	if _, err := conn.Exec(context.Background(), `DELETE FROM cometbft.events WHERE height BETWEEN 1 AND 120;
 		UPDATE cometbft.events SET type = 'stale' WHERE height BETWEEN 121 AND 250`); err != nil {
@@ -303,21 +311,16 @@ func exitWithin(t *testing.T, done chan error, limit time.Duration, what string,
 // running follow held mid-way (the test locks a blocks row its next chunk
 // needs), a second request is refused (exit 2), as are a request for
 // another schema and one for heights not exported; Ctrl-C of the requester
-// cancels the replay in the follow (exit 3, the follow goes on); a second
-// requester resumes it, and the follow SIGKILLed under it makes that
-// requester exit 1 within seconds, naming the cause and where to resume;
+// cancels the replay in the follow (exit 3, the follow goes on); the
+// follow stopped (SIGTERM) under a second requester stops the replay and
+// says so (exit 3); a third, beside a new follow, resumes it, and that
+// follow SIGKILLed under it makes the requester exit 1 within seconds,
+// naming the cause and where to resume;
 // a rerun beside a new follow resumes after the last committed chunk and
 // ends with the rows of a fresh export.
 func TestReplayThroughAFollowRefusedCancelledKilled(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.NewDatabase(t)
-	stg := filepath.Join(t.TempDir(), "staging")
-	f := startFollow(t, dsn, stg)
-	conn := connect(t, dsn)
-	eventually(t, 2*time.Minute, "the follow exports height 300", func() bool {
-		f.running(t, "waiting for height 300")
-		return headHeight(t, conn) >= 300
-	})
+	dsn, stg, f, conn := followPast300(t)
 	if _, err := conn.Exec(ctx, `UPDATE cometbft.events SET type = 'stale' WHERE height <= 300`); err != nil {
 		t.Fatal(err)
 	}
@@ -365,8 +368,31 @@ func TestReplayThroughAFollowRefusedCancelledKilled(t *testing.T) {
 		t.Errorf("a replay request past the exported heights: exit %d, want 2 naming them:\n%s", code, out)
 	}
 
-	b, bout, bdone := startReplay(t, dsn, stg)
+	// The follow stopped (SIGTERM) while it runs a replay: it answers
+	// why, and stops as a follow with --to does.
+	s, sout, sdone := startReplay(t, dsn, stg)
 	eventually(t, time.Minute, "the resumed replay waits on the locked row", func() bool {
+		f.running(t, "replay S")
+		return blocked()
+	})
+	f.cmd.Process.Signal(syscall.SIGTERM)
+	if code := exitWithin(t, sdone, 30*time.Second, "the requester of a replay whose follow was stopped", sout); code != 3 || !strings.Contains(sout.String(), "the follow is stopping") || !strings.Contains(sout.String(), "after height 200") {
+		t.Fatalf("requester (pid %d) after the follow was stopped: exit %d, want 3 saying the follow stopped the replay after height 200:\n%s", s.Process.Pid, code, sout.String())
+	}
+	if err := <-f.exited; func() bool { ee, ok := err.(*exec.ExitError); return !ok || ee.ExitCode() != 3 }() {
+		t.Fatalf("follow after SIGTERM: %v, want exit 3:\n%s", err, f.out.String())
+	}
+	f.exited <- nil
+	eventually(t, 30*time.Second, "the stopped replay's chunk stops waiting on the lock", func() bool { return !blocked() })
+
+	f = startFollow(t, dsn, stg)
+	head := headHeight(t, conn)
+	eventually(t, 2*time.Minute, "a new follow goes on", func() bool {
+		f.running(t, "the new follow")
+		return headHeight(t, conn) > head
+	})
+	b, bout, bdone := startReplay(t, dsn, stg)
+	eventually(t, 2*time.Minute, "the replay resumed beside a new follow waits on the locked row", func() bool {
 		f.running(t, "replay B")
 		return blocked()
 	})
@@ -390,7 +416,7 @@ func TestReplayThroughAFollowRefusedCancelledKilled(t *testing.T) {
 	}
 
 	f2 := startFollow(t, dsn, stg)
-	head := headHeight(t, conn)
+	head = headHeight(t, conn)
 	eventually(t, 2*time.Minute, "a new follow goes on", func() bool {
 		f2.running(t, "the new follow")
 		return headHeight(t, conn) > head
