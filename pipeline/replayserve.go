@@ -216,6 +216,7 @@ func (s *replayServer) start(ctx context.Context, files replayFiles, req replayR
 			h.update(func(st *replayStatus) {
 				st.Last, st.LastValid = b.To, true
 				st.Blocks += b.To - b.From + 1
+				st.Batches++
 				for i, n := range b.Rows {
 					st.Rows[names[i]] += uint64(n)
 				}

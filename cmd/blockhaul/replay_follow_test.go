@@ -223,6 +223,10 @@ func TestReplayThroughARunningFollow(t *testing.T) {
 	if row.status != "complete" || row.from != 1 || row.to < before || row.last != row.to {
 		t.Fatalf("replay row %+v: want complete, from 1 to at least the head's %d when it started", row, before)
 	}
+	// The summary counts what the follow did: every height, in chunks of 50.
+	if want := fmt.Sprintf("%d blocks, ", row.to); !strings.Contains(out, want) || !strings.Contains(out, fmt.Sprintf(" %d batches", (row.to+49)/50)) {
+		t.Errorf("the replay's summary does not say %q in %d batches:\n%s", want, (row.to+49)/50, out)
+	}
 	for i := 1; i < len(samples); i++ {
 		if samples[i] < samples[i-1] {
 			t.Fatalf("the head checkpoint moved back from %d to %d while the replay ran", samples[i-1], samples[i])
