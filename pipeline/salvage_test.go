@@ -130,6 +130,37 @@ func manifestPath(t *testing.T, stg string) string {
 	return filepath.Join(stg, marker[0][strings.LastIndex(marker[0], ".")+1:])
 }
 
+// repairRecorded repairs stg from the synthetic chain (tip tip) through a
+// recordingSource, and fails the test unless the repair is clean.
+func repairRecorded(t *testing.T, chainName, stg string, tip uint64) (archive.RepairReport, *recordingSource) {
+	t.Helper()
+	cfg := repairCmd(chainName, stg)
+	src, err := newSource(&cfg, func() uint64 { return tip }, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recordingSource{Source: src}
+	cfg.Source = rec
+	r, err := runRepair(t, cfg)
+	if err != nil {
+		t.Fatalf("repair: %v (report %+v)", err, r)
+	}
+	return r, rec
+}
+
+// garbleLargestTable garbles the first data block (record keys) of stg's
+// largest table and returns its name.
+func garbleLargestTable(t *testing.T, stg string) string {
+	t.Helper()
+	ssts, _ := filepath.Glob(filepath.Join(stg, "*.sst"))
+	if len(ssts) == 0 {
+		t.Fatalf("no table in %s", stg)
+	}
+	slices.SortFunc(ssts, func(a, b string) int { return int(fileSize(t, b) - fileSize(t, a)) })
+	garble(t, ssts[0], 64, 256)
+	return filepath.Base(ssts[0])
+}
+
 // tableKeys returns the smallest and largest keys of table name in a store,
 // as its MANIFEST says.
 func tableKeys(t *testing.T, dir, name string) (lo, hi []byte) {
@@ -238,23 +269,10 @@ func TestRepairSalvagesADamagedManifest(t *testing.T) {
 					removeManifests(t, stg)
 				case "manifest-and-table":
 					removeManifests(t, stg)
-					ssts, _ := filepath.Glob(filepath.Join(stg, "*.sst"))
-					slices.SortFunc(ssts, func(a, b string) int { return int(fileSize(t, b) - fileSize(t, a)) })
-					garble(t, ssts[0], 64, 256) // the first data block: record keys
-					victim = filepath.Base(ssts[0])
+					victim = garbleLargestTable(t, stg)
 				}
 
-				cfg := repairCmd(chainName, stg)
-				src, err := newSource(&cfg, func() uint64 { return n + 100 }, quiet)
-				if err != nil {
-					t.Fatal(err)
-				}
-				rec := &recordingSource{Source: src}
-				cfg.Source = rec
-				r, err := runRepair(t, cfg)
-				if err != nil {
-					t.Fatalf("repair: %v (report %+v)", err, r)
-				}
+				r, rec := repairRecorded(t, chainName, stg, n+100)
 				if r.Salvage == nil || !r.Salvage.FromFiles {
 					t.Fatalf("the store was not salvaged from its files: %+v", r.Salvage)
 				}
@@ -319,9 +337,7 @@ func TestSalvageKeepsTheDamagedFilesUntilClean(t *testing.T) {
 	const to = 1500
 	stg, _ := salvageFixture(t, "cometbft", to, true)
 	removeManifests(t, stg)
-	ssts, _ := filepath.Glob(filepath.Join(stg, "*.sst"))
-	slices.SortFunc(ssts, func(a, b string) int { return int(fileSize(t, b) - fileSize(t, a)) })
-	garble(t, ssts[0], 64, 256)
+	garbleLargestTable(t, stg)
 	before := dirBytes(t, stg)
 
 	cfg := repairCmd("cometbft", stg)
@@ -399,17 +415,7 @@ func TestSalvageRefetchesARecordThatDoesNotHash(t *testing.T) {
 	want := pebbleKeys(t, pristine)
 	replaceRaw(t, stg, 300, 100)
 	removeManifests(t, stg)
-	cfg := repairCmd("cometbft", stg)
-	src, err := newSource(&cfg, func() uint64 { return to + 100 }, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &recordingSource{Source: src}
-	cfg.Source = rec
-	r, err := runRepair(t, cfg)
-	if err != nil {
-		t.Fatalf("repair: %v (report %+v)", err, r)
-	}
+	r, rec := repairRecorded(t, "cometbft", stg, to+100)
 	if r.Salvage == nil || !slices.Equal(r.Salvage.Lost, []archive.Gap{{From: 300, To: 300}}) {
 		t.Fatalf("salvage %+v: want height 300 alone lost", r.Salvage)
 	}

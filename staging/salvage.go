@@ -74,6 +74,7 @@ type FileStore struct {
 	index   map[uint64]entry // newest version of each index key (no value)
 	others  map[string]entry // newest version of every other key (identity, mirrors)
 	tombs   []tombstone
+	cover   cover // tombs, flattened for lookups
 	damaged []FileDamage
 }
 
@@ -142,6 +143,7 @@ func OpenFiles(dir string, opts Options) (_ *FileStore, err error) {
 		f.readTable(num)
 	}
 	f.readWAL()
+	f.cover = newCover(f.tombs)
 	for _, num := range f.blobs {
 		f.indexBlob(num)
 	}
@@ -513,12 +515,55 @@ func (f *FileStore) live(key []byte, e entry) bool {
 	if e.kind != pebble.InternalKeyKindSet {
 		return false
 	}
-	for _, t := range f.tombs {
-		if t.seq > e.seq && bytes.Compare(key, t.start) >= 0 && bytes.Compare(key, t.end) < 0 {
-			return false
+	seq, ok := f.cover.at(key)
+	return !ok || seq <= e.seq
+}
+
+// cover is the range deletions read, flattened: the key space cut at
+// every deletion's bounds, each piece [bounds[i], bounds[i+1]) with the
+// highest sequence number of the deletions covering it (has[i] when any
+// does), so that a key is looked up in O(log n) however many deletions
+// the files hold (a follow that met many reorgs holds many).
+type cover struct {
+	bounds [][]byte
+	seq    []uint64
+	has    []bool
+}
+
+func newCover(ts []tombstone) cover {
+	var c cover
+	for _, t := range ts {
+		if bytes.Compare(t.start, t.end) < 0 {
+			c.bounds = append(c.bounds, t.start, t.end)
 		}
 	}
-	return true
+	slices.SortFunc(c.bounds, bytes.Compare)
+	c.bounds = slices.CompactFunc(c.bounds, bytes.Equal)
+	c.seq = make([]uint64, len(c.bounds))
+	c.has = make([]bool, len(c.bounds))
+	for _, t := range ts {
+		if bytes.Compare(t.start, t.end) >= 0 {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(c.bounds, t.start, bytes.Compare)
+		j, _ := slices.BinarySearchFunc(c.bounds, t.end, bytes.Compare)
+		for k := i; k < j; k++ {
+			if !c.has[k] || t.seq > c.seq[k] {
+				c.seq[k], c.has[k] = t.seq, true
+			}
+		}
+	}
+	return c
+}
+
+// at returns the highest sequence number of the deletions covering key.
+func (c cover) at(key []byte) (uint64, bool) {
+	// The piece starting at the last bound <= key.
+	i := sort.Search(len(c.bounds), func(i int) bool { return bytes.Compare(c.bounds[i], key) > 0 }) - 1
+	if i < 0 || i >= len(c.bounds)-1 || !c.has[i] {
+		return 0, false
+	}
+	return c.seq[i], true
 }
 
 // value reads e's value: inline, or from the blob file its table's

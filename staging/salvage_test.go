@@ -236,3 +236,31 @@ func TestFileStoreReadsPastABadTableBlock(t *testing.T) {
 	}
 	t.Logf("lost %d heights of %s: %v", lost, filepath.Base(victim), d)
 }
+
+// The flattened range deletions give, for any key, the highest sequence
+// number of the deletions covering it, as a scan of them all does.
+func TestCoverAgreesWithEveryDeletion(t *testing.T) {
+	var ts []tombstone
+	for i := uint64(0); i < 60; i++ {
+		lo := (i * 37) % 200
+		ts = append(ts, tombstone{start: heightKey(prefixBlock, lo), end: heightKey(prefixBlock, lo+1+(i*11)%40), seq: (i * 7919) % 97})
+	}
+	ts = append(ts, tombstone{start: []byte{prefixBlock}, end: []byte{prefixBlock + 1}, seq: 3}) // a prune of everything
+	c := newCover(ts)
+	for h := uint64(0); h < 260; h++ {
+		k := heightKey(prefixBlock, h)
+		var want uint64
+		var wok bool
+		for _, tb := range ts {
+			if bytes.Compare(k, tb.start) >= 0 && bytes.Compare(k, tb.end) < 0 && (!wok || tb.seq > want) {
+				want, wok = tb.seq, true
+			}
+		}
+		if got, ok := c.at(k); got != want || ok != wok {
+			t.Fatalf("height %d: cover says %d %v, the deletions %d %v", h, got, ok, want, wok)
+		}
+	}
+	if _, ok := c.at(heightKey(prefixIndex, 5)); ok {
+		t.Fatalf("an index key is covered by record deletions")
+	}
+}
