@@ -12,6 +12,24 @@ import (
 // A table without a primary key, so that duplicates can exist.
 var plainTable = chain.Table{Name: "t", HeightColumn: "h", Columns: []chain.Column{{Name: "h", Type: "bigint"}, {Name: "v", Type: "text"}}}
 
+// testConn connects to a fresh database and returns it with an exec that
+// fails the test on an error.
+func testConn(t *testing.T) (*pgx.Conn, func(string)) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	return conn, func(s string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
 func digestOf(t *testing.T, conn *pgx.Conn, schema string) Digest {
 	t.Helper()
 	d, err := Checksum(context.Background(), conn, ChecksumConfig{Schema: schema, Tables: []chain.Table{plainTable}, Chunk: 10})
@@ -25,21 +43,14 @@ func digestOf(t *testing.T, conn *pgx.Conn, schema string) Digest {
 // order digest equal; a duplicated row, and two cells swapped between rows
 // (which per-column sums would miss), do not.
 func TestChecksumOrderIndependentAndExact(t *testing.T) {
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn, exec := testConn(t)
 	for _, s := range []string{
 		"CREATE SCHEMA a", "CREATE SCHEMA b",
 		"CREATE TABLE a.t (h bigint, v text)", "CREATE TABLE b.t (h bigint, v text)",
 		"INSERT INTO a.t SELECT g, 'v' || g FROM generate_series(1, 25) g",
 		"INSERT INTO b.t SELECT g, 'v' || g FROM generate_series(25, 1, -1) g",
 	} {
-		if _, err := conn.Exec(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
+		exec(s)
 	}
 	a := digestOf(t, conn, "a")
 	if d, _ := Compare(a, digestOf(t, conn, "b")); len(d) != 0 {
@@ -47,11 +58,6 @@ func TestChecksumOrderIndependentAndExact(t *testing.T) {
 	}
 	if got := len(a.Tables[0].Chunks); got != 3 || a.Tables[0].Rows != 25 {
 		t.Fatalf("chunks %d rows %d, want 3 and 25", got, a.Tables[0].Rows)
-	}
-	exec := func(s string) {
-		if _, err := conn.Exec(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
 	}
 	exec("INSERT INTO b.t VALUES (12, 'v12')") // a duplicate
 	d, _ := Compare(a, digestOf(t, conn, "b"))
@@ -106,21 +112,10 @@ var mixedTable = chain.Table{Name: "m", HeightColumn: "h", Columns: []chain.Colu
 // each change the chunk's digest; the same rows in another column order
 // (a table brought up to date in place) do not.
 func TestChecksumChainedRowHash(t *testing.T) {
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	exec := func(s string) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
+	conn, exec := testConn(t)
 	digest := func(schema string) Digest {
 		t.Helper()
-		d, err := Checksum(ctx, conn, ChecksumConfig{Schema: schema, Tables: []chain.Table{mixedTable}, Chunk: 10})
+		d, err := Checksum(context.Background(), conn, ChecksumConfig{Schema: schema, Tables: []chain.Table{mixedTable}, Chunk: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
