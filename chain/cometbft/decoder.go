@@ -751,9 +751,8 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 	h := &st.hdr
 	hv := any(int64(height)) // boxed once, shared by every row of the block
 
-	// Byte columns are carved from one arena per block, taken from the
-	// rows' memory (chain.Rows.Bytes): rows keep slices of it, so it is
-	// reused only with the rows.
+	// Byte columns are carved from one arena per block; rows keep slices of
+	// it until they are copied out, so it is never reused.
 	size := 12 * 32
 	for _, t := range st.txs {
 		size += t.len()*3/4 + sha256.Size
@@ -761,7 +760,7 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 	for _, r := range st.results {
 		size += r.data.len() * 3 / 4
 	}
-	arena := rows.Bytes(size)[:0]
+	arena := make([]byte, 0, size)
 	var err error
 	hexCol := func(r strRef, field string) []byte {
 		var v []byte
@@ -808,7 +807,7 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 
 	var msgJS []byte // decoded messages' JSON, carved like arena
 	if len(st.txs) > 0 {
-		msgJS = rows.Bytes(size)[:0]
+		msgJS = make([]byte, 0, size)
 	}
 	for i, txRef := range st.txs {
 		start := len(arena)
@@ -834,16 +833,16 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 		row[tHeight] = hv
 		row[tBlockTime] = tv
 		row[tIndex] = boxInt32(int32(i))
-		row[tHash] = rows.BoxBytes(hash)
+		row[tHash] = hash
 		st.txHashes = append(st.txHashes, row[tHash]) // boxed once, shared with the tx's events
-		row[tCode] = rows.BoxInt64(r.code)
+		row[tCode] = r.code
 		row[tCodespace] = st.text(r.codespace)
-		row[tGasWanted] = rows.BoxInt64(r.gasWanted)
-		row[tGasUsed] = rows.BoxInt64(r.gasUsed)
+		row[tGasWanted] = r.gasWanted
+		row[tGasUsed] = r.gasUsed
 		row[tLog] = st.text(r.log)
 		row[tInfo] = st.text(r.info)
-		row[tData] = rows.BoxBytes(data)
-		row[tTx] = rows.BoxBytes(tx)
+		row[tData] = data
+		row[tTx] = tx
 		msgJS = st.emitSDK(rows, row, i, tx, hv, tv, msgJS)
 	}
 
@@ -856,7 +855,7 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 	for _, a := range st.attrs {
 		jsonSize += a.key.len() + a.value.len() + 16
 	}
-	js := rows.Bytes(jsonSize)[:0]
+	js := make([]byte, 0, jsonSize)
 	idx := int32(0)
 	emitEvents := func(evs []eventRef, source string, txIndex, txHash any) {
 		for _, ev := range evs {
@@ -887,7 +886,7 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 			row[eTxHash] = txHash
 			row[eSource] = source
 			row[eType] = st.textAny(ev.typ)
-			row[eAttributes] = rows.BoxBytes(js[start:len(js):len(js)])
+			row[eAttributes] = js[start:len(js):len(js)]
 			idx++
 		}
 	}
