@@ -161,11 +161,13 @@ func requestReplay(ctx context.Context, cfg *Config, held *staging.InUseError, o
 		return sum, &ConfigError{Fields: []*FieldError{{Flag: "staging", Env: EnvName("staging"),
 			Msg: fmt.Sprintf("%s is in use by a running blockhaul %s (pid %d), which does not take replay requests (a follow does): wait for it to end, or replay from a copy of the store", dir, ls.Command, ls.PID)}}}
 	}
-	conn, err := connect(ctx, cfg)
+	cctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	conn, err := connect(cctx, cfg)
 	if err != nil {
 		return sum, err
 	}
-	dbID, err := databaseIdentity(ctx, conn)
+	dbID, err := databaseIdentity(cctx, conn)
 	conn.Close(context.WithoutCancel(ctx))
 	if err != nil {
 		return sum, err
