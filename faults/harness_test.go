@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -238,6 +239,30 @@ var escapedPanic = regexp.MustCompile(`(?m)^(panic: |fatal error: |PANIC|gorouti
 
 // panicked reports whether output shows a panic that escaped.
 func panicked(out string) bool { return escapedPanic.MatchString(out) }
+
+// spanInLine is a height range as errors write it ("fetch blocks 202-217").
+var spanInLine = regexp.MustCompile(`\b(\d+)-(\d+)\b`)
+
+// namesHeight reports whether line names height h: the height itself, or a
+// fetch span holding it of at most maxNamedSpan heights (a whole batch the
+// node refused cannot be narrowed to one height, but the job's whole range
+// does not count as naming it).
+func namesHeight(line string, h uint64) bool {
+	if regexp.MustCompile(`\b` + strconv.FormatUint(h, 10) + `\b`).MatchString(line) {
+		return true
+	}
+	for _, m := range spanInLine.FindAllStringSubmatch(line, -1) {
+		a, errA := strconv.ParseUint(m[1], 10, 64)
+		b, errB := strconv.ParseUint(m[2], 10, 64)
+		if errA == nil && errB == nil && a <= h && h <= b && b-a < maxNamedSpan {
+			return true
+		}
+	}
+	return false
+}
+
+// maxNamedSpan is the widest span namesHeight accepts as naming a height.
+const maxNamedSpan = 64
 
 // errorLine is the last line of output that carries an error, shortened.
 func errorLine(out string) string {
@@ -532,5 +557,22 @@ func pause(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-tm.C:
+	}
+}
+
+func TestNamesHeight(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want bool
+	}{
+		{`err="fetch blocks 202-217: HTTP 502"`, true},
+		{`err="block 208: wrong hash"`, true},
+		{`err="fetch blocks 193-207: HTTP 502"`, false},
+		{`err="run 1-400: HTTP 502"`, false},
+		{`err="block 2080: wrong hash"`, false},
+	} {
+		if got := namesHeight(c.line, 208); got != c.want {
+			t.Errorf("namesHeight(%q, 208) = %v, want %v", c.line, got, c.want)
+		}
 	}
 }

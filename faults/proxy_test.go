@@ -28,7 +28,7 @@ type family struct {
 	name   string
 	src    loader.Source
 	to     uint64
-	target uint64 // the height persistent faults hit: the last of a span
+	target uint64 // the height persistent faults hit
 }
 
 func families() []family {
@@ -127,7 +127,7 @@ func proxyFamily(t *testing.T, fam family) {
 			}
 			continue
 		}
-		named := strings.Contains(errorLine(out), fmt.Sprint(fam.target))
+		named := namesHeight(errorLine(out), fam.target)
 		// Heal: the same job against the node itself must end identical.
 		j.extra = []string{"--rpc", srv.URL(), "--rpc-timeout", "1s"}
 		hcode, hout := blockhaul(t, 3*time.Minute, j.args("run", 1, fam.to)...)
