@@ -200,3 +200,54 @@ func TestIndexBuildHoldsOffSchemaDDL(t *testing.T) {
 	}
 	checkBuilt(t, e, 3)
 }
+
+// A deferred index build outlasting the session's statement_timeout is not
+// cancelled by it: the build waits at the gate until it has run well past
+// the timeout, then completes.
+func TestIndexBuildOutlastsTheStatementTimeout(t *testing.T) {
+	e := newEnv(t)
+	gatedIndexTables(t, e)
+	waitFor, release := holdGate(t, e)
+	cfg, err := pgx.ParseConfig(e.conn.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["statement_timeout"] = "200ms"
+	builder, err := pgx.ConnectConfig(e.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer builder.Close(context.Background())
+	var n int
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n, err = BuildIndexes(e.ctx, builder, "chain x", BuildOptions{Workers: 1, Logger: quietLog})
+	}()
+	if blocked := waitFor(1); blocked != 1 {
+		release()
+		<-done
+		t.Fatalf("%d builds reached the gate, want 1 (err %v)", blocked, err)
+	}
+	// Wait, on the server's clock, until the blocked build has run for
+	// twice the timeout (or has been cancelled, which the build's error
+	// then shows).
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		var past bool
+		if err := e.conn.QueryRow(e.ctx, `SELECT COALESCE(bool_or(now() - query_start > interval '400ms'), true) FROM pg_stat_activity
+	WHERE datname = current_database() AND query LIKE 'CREATE INDEX%'`).Scan(&past); err != nil {
+			t.Fatal(err)
+		}
+		if past {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // polling the server's activity view; nothing to wait on
+	}
+	release()
+	<-done
+	if err != nil || n != 3 {
+		t.Fatalf("built %d, %v; want 3 built despite statement_timeout 200ms", n, err)
+	}
+	checkBuilt(t, e, 3)
+}

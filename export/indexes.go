@@ -252,6 +252,15 @@ func buildDeferred(ctx context.Context, conn *pgx.Conn, schema, name string, mai
 				return fmt.Errorf("export: drop invalid index %s: %w", name, err)
 			}
 		}
+		// A deferred index over a chain's history takes minutes to hours: a
+		// statement_timeout set for the database's readers (or a cautious
+		// default) would cancel it every time, and each retry would start
+		// the build again from nothing. It runs without one, as pg_restore's
+		// index builds do (pg_dump writes SET statement_timeout = 0); the
+		// rows' COPY and every other statement keep the database's setting.
+		if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
+			return fmt.Errorf("export: build index %s: %w", name, err)
+		}
 		if maintenanceWorkers > 0 {
 			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL max_parallel_maintenance_workers = %d", maintenanceWorkers)); err != nil {
 				return fmt.Errorf("export: build index %s: %w", name, err)
