@@ -20,6 +20,7 @@ targets=(
 	./chain/evm:FuzzBlockIdentity
 	./chain/evm:FuzzBlockAnswer
 	./chain/evm:FuzzTrieRoot
+	./chain/evm:FuzzDecodeHex
 	./chain/jsonrpc:FuzzSplit
 	./chain/jsonrpc:FuzzParseBatch
 	./staging:FuzzRecordCodec
