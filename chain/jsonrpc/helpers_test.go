@@ -1,7 +1,6 @@
 package jsonrpc
 
 import (
-	"bytes"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
+	"github.com/blockhaul/blockhaul/internal/syncbuf"
 )
 
 // Credentials put into every test endpoint URL: none may appear in any error
@@ -41,30 +41,12 @@ func newServer(t *testing.T, cfg rpctest.Config) *rpctest.Server {
 	return s
 }
 
-// syncBuffer is a log sink safe for the client's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // newClient returns a client with test-sized backoffs (unless cfg sets
 // them) logging at Debug into a buffer that is checked for credentials
 // when the test ends.
-func newClient(t *testing.T, cfg Config) (*Client, *syncBuffer) {
+func newClient(t *testing.T, cfg Config) (*Client, *syncbuf.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if cfg.BaseBackoff == 0 {
 		cfg.BaseBackoff = time.Millisecond

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,32 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/blockhaul/blockhaul/internal/syncbuf"
 	"github.com/jackc/pgx/v5"
 )
-
-// syncBuffer is a bytes.Buffer a process writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // liveFollow is a `blockhaul follow` running in a process of its own on a
 // synthetic chain that grows ten blocks a second from height 300. Its --to
@@ -42,13 +23,13 @@ func (b *syncBuffer) String() string {
 // long before, and so does the kernel if the test binary dies.
 type liveFollow struct {
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *syncbuf.Buffer
 	exited chan error
 }
 
 func startFollow(t *testing.T, dsn, stg string) *liveFollow {
 	t.Helper()
-	f := &liveFollow{out: &syncBuffer{}, exited: make(chan error, 1)}
+	f := &liveFollow{out: &syncbuf.Buffer{}, exited: make(chan error, 1)}
 	f.cmd = exec.Command(binary, "follow", "--pg", dsn, "--staging", stg, "--from", "1", "--to", "20000",
 		"--synthetic-seed", seed, "--synthetic-tip", "300", "--synthetic-block-time", "100ms", "--poll-interval", "50ms",
 		"--batch-blocks", "100", "--progress-interval", "0", "--log-level", "info")
@@ -271,11 +252,11 @@ func TestReplayThroughARunningFollow(t *testing.T) {
 }
 
 // startReplay starts `export --replay events` beside the follow.
-func startReplay(t *testing.T, dsn, stg string, extra ...string) (*exec.Cmd, *syncBuffer, chan error) {
+func startReplay(t *testing.T, dsn, stg string, extra ...string) (*exec.Cmd, *syncbuf.Buffer, chan error) {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"export", "--pg", dsn, "--staging", stg, "--replay", "events", "--batch-blocks", "100", "--progress-interval", "0", "--log-level", "warn"}, extra...)...)
 	cmd.Env = cleanEnv()
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -292,7 +273,7 @@ func startReplay(t *testing.T, dsn, stg string, extra ...string) (*exec.Cmd, *sy
 }
 
 // exitWithin waits for a started replay's exit code, failing after limit.
-func exitWithin(t *testing.T, done chan error, limit time.Duration, what string, out *syncBuffer) int {
+func exitWithin(t *testing.T, done chan error, limit time.Duration, what string, out *syncbuf.Buffer) int {
 	t.Helper()
 	select {
 	case err := <-done:
