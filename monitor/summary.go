@@ -3,6 +3,7 @@ package monitor
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -13,6 +14,9 @@ type Summary struct {
 	// ended complete.
 	Command  string
 	Complete bool
+	// Replayed names the tables an export --replay wrote again: the
+	// heights it reached are not a checkpoint (a replay never moves one).
+	Replayed []string
 
 	From, To uint64
 	RangeSet bool
@@ -174,7 +178,10 @@ func (s Summary) WriteText(w io.Writer) {
 	if s.PGRetries > 0 {
 		p("  postgres: %d retries after transient faults\n", s.PGRetries)
 	}
-	if e.LastValid {
+	switch {
+	case e.LastValid && len(s.Replayed) > 0:
+		p("  replayed: %s through height %d (no checkpoint moves in a replay)\n", strings.Join(s.Replayed, ", "), e.Last)
+	case e.LastValid:
 		p("  checkpoint: height %d\n", e.Last)
 	}
 	p("  total:   %s\n", seconds(s.Duration))

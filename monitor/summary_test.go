@@ -122,3 +122,24 @@ func TestFollowSummary(t *testing.T) {
 		t.Errorf("follow summary counts planned heights:\n%s", text)
 	}
 }
+
+// A replay writes tables again below the checkpoints and never moves one:
+// its summary names what it replayed, not a checkpoint it did not set.
+func TestSummaryOfAReplay(t *testing.T) {
+	clk := newClock()
+	m := New(Options{Out: &bytes.Buffer{}, Terminal: ptr(false), Now: clk.Now})
+	m.SetTables([]string{"events"})
+	m.ExportPlanned(1)
+	m.Exported(1, 500, []int{2000}, time.Second, false)
+	s := m.Summary()
+	s.Command, s.Complete, s.Replayed = "export", true, []string{"events", "messages"}
+	var out bytes.Buffer
+	s.WriteText(&out)
+	text := out.String()
+	if !strings.Contains(text, "replayed: events, messages through height 500 (no checkpoint moves in a replay)\n") {
+		t.Errorf("replay summary lacks what was replayed:\n%s", text)
+	}
+	if strings.Contains(text, "checkpoint: height") {
+		t.Errorf("replay summary claims a checkpoint:\n%s", text)
+	}
+}

@@ -227,6 +227,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	}
 	ms := m.Summary()
 	ms.Command, ms.Complete = cfg.Command, sum.Complete && len(sum.IndexesPending) == 0
+	if len(cfg.Replay) > 0 {
+		ms.Replayed = cfg.SelectedTables
+	}
 	ms.WriteText(out)
 	if len(sum.IndexesPending) > 0 {
 		fmt.Fprintf(out, "  indexes: %d deferred, not built yet: %s (the next run builds them)\n", len(sum.IndexesPending), strings.Join(sum.IndexesPending, ", "))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -66,6 +67,8 @@ func TestReplaySIGKILLedResumes(t *testing.T) {
 	}
 	if code, out := blockhaul(t, replay...); code != 0 {
 		t.Fatalf("resumed replay exited %d:\n%s", code, out)
+	} else if !strings.Contains(out, "replayed: events through height 600 (no checkpoint moves in a replay)") || strings.Contains(out, "checkpoint: height") {
+		t.Errorf("the resumed replay's summary does not say what it replayed, or claims a checkpoint:\n%s", out)
 	}
 	if got := eventsPrint(t, dsn); got != want {
 		t.Errorf("events after the resumed replay: %s, want %s (a fresh export's)", got, want)
