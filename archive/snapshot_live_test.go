@@ -8,11 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/blockhaul/blockhaul/internal/testbin"
 )
 
 var (
@@ -30,26 +31,12 @@ func blockhaulBinary(t *testing.T) string {
 			buildErr = err
 			return
 		}
-		binPath = filepath.Join(dir, "blockhaul")
-		if out, err := exec.Command("go", "build", "-o", binPath, "../cmd/blockhaul").CombinedOutput(); err != nil {
-			buildErr = err
-			binPath = string(out)
-		}
+		binPath, buildErr = testbin.Build(dir)
 	})
 	if buildErr != nil {
-		t.Fatalf("build blockhaul: %v\n%s", buildErr, binPath)
+		t.Fatal(buildErr)
 	}
 	return binPath
-}
-
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "BLOCKHAUL_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 // TestSnapshotOfARunningFetch: a `blockhaul fetch` runs in a process of
@@ -65,7 +52,7 @@ func TestSnapshotOfARunningFetch(t *testing.T) {
 	// snapshot is restored.
 	fetch := exec.Command(bin, "fetch", "--staging", stg, "--from", "1", "--to", "50000000",
 		"--synthetic-txs", "1", "--progress-interval", "50ms", "--log-format", "json")
-	fetch.Env = cleanEnv()
+	fetch.Env = testbin.CleanEnv()
 	stderr, err := fetch.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

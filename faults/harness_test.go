@@ -20,6 +20,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/internal/syncbuf"
+	"github.com/blockhaul/blockhaul/internal/testbin"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -32,9 +33,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	blockhaulBin = filepath.Join(dir, "blockhaul")
-	if out, err := exec.Command("go", "build", "-o", blockhaulBin, "../cmd/blockhaul").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build blockhaul: %v\n%s", err, out)
+	if blockhaulBin, err = testbin.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
@@ -49,17 +49,6 @@ func report(t *testing.T, format string, args ...any) {
 	line := fmt.Sprintf(format, args...)
 	fmt.Printf("faults: %s\n", line)
 	t.Log(line)
-}
-
-// cleanEnv drops BLOCKHAUL_* variables so a test's flags alone count.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "BLOCKHAUL_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 // proc is one running blockhaul process.
@@ -78,7 +67,7 @@ type proc struct {
 func startProc(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{cmd: exec.Command(blockhaulBin, args...), lines: make(chan string, 1024), done: make(chan struct{})}
-	p.cmd.Env = append(cleanEnv(), env...)
+	p.cmd.Env = append(testbin.CleanEnv(), env...)
 	pr, pw := io.Pipe()
 	p.cmd.Stdout = io.MultiWriter(&p.out, pw)
 	p.cmd.Stderr = p.cmd.Stdout

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/blockhaul/blockhaul/internal/testbin"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -20,9 +21,9 @@ import (
 // head checkpoint ends there.
 func TestDemoFollow(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "blockhaul")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/blockhaul").CombinedOutput(); err != nil {
-		t.Fatalf("build blockhaul: %v\n%s", err, out)
+	bin, err := testbin.Build(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	base := pgtest.BaseURL()
 	db := fmt.Sprintf("bh_demo_follow_test_%d", time.Now().UnixNano())

@@ -7,13 +7,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/blockhaul/blockhaul/internal/testbin"
 )
 
 // blockhaulEnv runs the binary with the BLOCKHAUL_* variables of env only.
 func blockhaulEnv(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
-	cmd.Env = append(cleanEnv(), env...)
+	cmd.Env = append(testbin.CleanEnv(), env...)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

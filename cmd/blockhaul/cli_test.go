@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blockhaul/blockhaul/internal/testbin"
 	"github.com/blockhaul/blockhaul/pipeline"
 	"github.com/spf13/pflag"
 )
@@ -23,7 +24,7 @@ import (
 func blockhaulSplit(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
-	cmd.Env = cleanEnv()
+	cmd.Env = testbin.CleanEnv()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -319,7 +320,7 @@ source "$1"; COMP_LINE="$2"; COMP_POINT=${#COMP_LINE}; read -ra COMP_WORDS <<<"$
 [[ $COMP_LINE == *" " ]] && COMP_WORDS+=("")
 COMP_CWORD=$((${#COMP_WORDS[@]}-1)); __start_blockhaul; printf '%s\n' "${COMPREPLY[@]}"`
 		cmd := exec.Command(bash, "-c", prog, "bash", script, tc.line)
-		cmd.Env = cleanEnv()
+		cmd.Env = testbin.CleanEnv()
 		got, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("%q: %v", tc.line, err)

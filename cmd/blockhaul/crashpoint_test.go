@@ -12,6 +12,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/internal/crashpoint"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/blockhaul/blockhaul/internal/testbin"
 )
 
 // The binary SIGKILLed at each named crash point (BLOCKHAUL_CRASHPOINT) —
@@ -30,7 +31,7 @@ func TestSIGKILLAtEachCrashPointResumesFirstTime(t *testing.T) {
 			dsn := pgtest.NewDatabase(t)
 			stg := filepath.Join(t.TempDir(), "staging")
 			cmd := exec.Command(binary, append(runArgs("run", dsn, stg, from, to), "--batch-blocks", "100")...)
-			cmd.Env = append(cleanEnv(), "BLOCKHAUL_CRASHPOINT="+spec)
+			cmd.Env = append(testbin.CleanEnv(), "BLOCKHAUL_CRASHPOINT="+spec)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			err := cmd.Run()

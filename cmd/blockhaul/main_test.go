@@ -17,6 +17,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/blockhaul/blockhaul/internal/testbin"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 func blockhaul(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
-	cmd.Env = cleanEnv()
+	cmd.Env = testbin.CleanEnv()
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
@@ -52,17 +53,6 @@ func blockhaul(t *testing.T, args ...string) (int, string) {
 		t.Fatalf("run blockhaul: %v", err)
 	}
 	return 0, string(out)
-}
-
-// cleanEnv drops BLOCKHAUL_* variables so the tests' flags alone count.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "BLOCKHAUL_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 const seed = "7"
@@ -175,7 +165,7 @@ func TestKilledRunsResumeToIdenticalContents(t *testing.T) {
 	kills := 0
 	for attempt := 0; attempt < 5; attempt++ {
 		cmd := exec.Command(binary, append(runArgs("run", dsn, stg, from, to), "--fetch-workers", "2", "--batch-blocks", "100")...)
-		cmd.Env = cleanEnv()
+		cmd.Env = testbin.CleanEnv()
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
@@ -214,7 +204,7 @@ func TestSIGTERMStopsWithInterruptedStatusAndResumes(t *testing.T) {
 	// One stream, whose row is the checkpoint read below (the resume's
 	// auto carries that layout on).
 	cmd := exec.Command(binary, append(runArgs("run", dsn, stg, 1, to), "--log-level", "info", "--batch-blocks", "100", "--progress-interval", "100ms", "--export-streams", "1")...)
-	cmd.Env = cleanEnv()
+	cmd.Env = testbin.CleanEnv()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/internal/syncbuf"
+	"github.com/blockhaul/blockhaul/internal/testbin"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -33,7 +34,7 @@ func startFollow(t *testing.T, dsn, stg string) *liveFollow {
 	f.cmd = exec.Command(binary, "follow", "--pg", dsn, "--staging", stg, "--from", "1", "--to", "20000",
 		"--synthetic-seed", seed, "--synthetic-tip", "300", "--synthetic-block-time", "100ms", "--poll-interval", "50ms",
 		"--batch-blocks", "100", "--progress-interval", "0", "--log-level", "info")
-	f.cmd.Env = cleanEnv()
+	f.cmd.Env = testbin.CleanEnv()
 	f.cmd.Stdout, f.cmd.Stderr = f.out, f.out
 	f.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := f.cmd.Start(); err != nil {
@@ -255,7 +256,7 @@ func TestReplayThroughARunningFollow(t *testing.T) {
 func startReplay(t *testing.T, dsn, stg string, extra ...string) (*exec.Cmd, *syncbuf.Buffer, chan error) {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"export", "--pg", dsn, "--staging", stg, "--replay", "events", "--batch-blocks", "100", "--progress-interval", "0", "--log-level", "warn"}, extra...)...)
-	cmd.Env = cleanEnv()
+	cmd.Env = testbin.CleanEnv()
 	out := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -454,7 +455,7 @@ func TestReplayBesideAFetchIsRefused(t *testing.T) {
 	stg := filepath.Join(t.TempDir(), "staging")
 	// A range far longer than the test: the fetch is killed at its end.
 	fetch := exec.Command(binary, "fetch", "--staging", stg, "--from", "1", "--to", "50000000", "--synthetic-txs", "1", "--progress-interval", "0", "--log-level", "warn")
-	fetch.Env = cleanEnv()
+	fetch.Env = testbin.CleanEnv()
 	fetch.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := fetch.Start(); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/blockhaul/blockhaul/internal/testbin"
 )
 
 // eventsPrint is the row count and an md5 over cometbft.events with its
@@ -49,7 +50,7 @@ func TestReplaySIGKILLedResumes(t *testing.T) {
 	}
 	replay := []string{"export", "--pg", dsn, "--staging", stg, "--replay", "events", "--batch-blocks", "100", "--progress-interval", "0", "--log-level", "warn"}
 	cmd := exec.Command(binary, replay...)
-	cmd.Env = append(cleanEnv(), "BLOCKHAUL_CRASHPOINT=after-commit:2")
+	cmd.Env = append(testbin.CleanEnv(), "BLOCKHAUL_CRASHPOINT=after-commit:2")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
