@@ -195,11 +195,13 @@ func BuildIndexes(ctx context.Context, conn *pgx.Conn, schema string, opts Build
 }
 
 // PendingIndexes lists the deferred indexes of schema not built yet, in the
-// order BuildIndexes starts them: largest table first.
+// order BuildIndexes starts them: largest table first. A table partitioned
+// by hand is as large as its partitions (pg_relation_size of the parent
+// alone is 0).
 func PendingIndexes(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {
 	qs := chain.QuoteIdent(schema)
-	rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT index_name FROM %s.%s
-ORDER BY coalesce(pg_relation_size(to_regclass(quote_ident($1) || '.' || quote_ident(table_name))), 0) DESC, table_name, index_name`, qs, deferredTable), schema)
+	rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT index_name FROM %s.%s AS d
+ORDER BY coalesce((SELECT sum(pg_relation_size(p.relid)) FROM pg_partition_tree(to_regclass(quote_ident($1) || '.' || quote_ident(d.table_name))) AS p), 0) DESC, table_name, index_name`, qs, deferredTable), schema)
 	if err != nil {
 		return nil, fmt.Errorf("export: read deferred indexes: %w", err)
 	}

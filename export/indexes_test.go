@@ -192,3 +192,49 @@ func TestIndexBuildFailureNamesPending(t *testing.T) {
 		t.Fatalf("got %v, want an IndexesPendingError naming items_note", err)
 	}
 }
+
+// PendingIndexes starts with the largest table, and a table partitioned by
+// hand is as large as its partitions, not the 0 bytes of its parent.
+func TestPendingIndexesLargestFirstCountingPartitions(t *testing.T) {
+	e := newEnv(t)
+	tables := []chain.Table{
+		{Name: "big", HeightColumn: "height", PrimaryKey: []string{"height"},
+			Columns: []chain.Column{{Name: "height", Type: "bigint"}, {Name: "note", Type: "text"}},
+			Indexes: []chain.Index{{Name: "big_note_idx", Columns: "(note)"}}},
+		{Name: "small", HeightColumn: "height", PrimaryKey: []string{"height"},
+			Columns: []chain.Column{{Name: "height", Type: "bigint"}, {Name: "note", Type: "text"}},
+			Indexes: []chain.Index{{Name: "small_note_idx", Columns: "(note)"}}},
+	}
+	for _, q := range []string{
+		`CREATE SCHEMA p`,
+		`CREATE TABLE p.big (height bigint NOT NULL, note text, PRIMARY KEY (height)) PARTITION BY RANGE (height)`,
+		`CREATE TABLE p.big_0 PARTITION OF p.big FOR VALUES FROM (0) TO (100000)`,
+		`CREATE TABLE p.big_1 PARTITION OF p.big FOR VALUES FROM (100000) TO (200000)`,
+		`CREATE TABLE p.small (height bigint PRIMARY KEY, note text)`,
+	} {
+		if _, err := e.conn.Exec(e.ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := EnsureSchema(e.ctx, e.conn, "p", tables, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO p.big SELECT h, repeat('b', 50) FROM generate_series(1, 150000) h`,
+		`INSERT INTO p.small SELECT h, 's' FROM generate_series(1, 1000) h`,
+	} {
+		if _, err := e.conn.Exec(e.ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := DeferIndexes(e.ctx, e.conn, "p", tables, quietLog); err != nil {
+		t.Fatal(err)
+	}
+	names, err := PendingIndexes(e.ctx, e.conn, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 2 || names[0] != "big_note_idx" || names[1] != "small_note_idx" {
+		t.Fatalf("pending indexes in the order %v; want big_note_idx (the partitioned table of 150,000 rows) first", names)
+	}
+}
