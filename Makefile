@@ -23,10 +23,12 @@ vet:
 	$(GO) vet ./...
 
 # Tests run against a real PostgreSQL: $DATABASE_URL, the local server, or a
-# throwaway cluster that scripts/pg-ensure.sh starts.
+# throwaway cluster that scripts/pg-ensure.sh starts; and snapshots go through
+# a real S3 server, SeaweedFS, built once by scripts/seaweedfs.sh.
 test:
 	@url=$(PG_URL) && echo "tests use PostgreSQL at $${url%%\?*}" && \
-	DATABASE_URL="$$url" $(GO) test -count=1 -timeout 40m ./...
+	weed=$$(GO=$(GO) scripts/seaweedfs.sh) && echo "tests use SeaweedFS at $$weed" && \
+	DATABASE_URL="$$url" BLOCKHAUL_TEST_WEED="$$weed" $(GO) test -count=1 -timeout 40m ./...
 
 # The fault campaign (faults/ with -tags faults: SIGKILLs, database faults,
 # the fault proxy, damaged staging files, a full disk, concurrent starts),
