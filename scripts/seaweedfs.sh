@@ -13,7 +13,7 @@
 set -euo pipefail
 ver=v0.0.0-20261109003541-7506e5f91cd6
 go=${GO:-go}
-cache=${XDG_CACHE_HOME:-$HOME/.cache}/blockhaul
+cache=${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/blockhaul
 bin=$cache/weed-$ver
 log() { echo "seaweedfs: $*" >&2; }
 unavailable() { log "$1; the SeaweedFS test will skip"; echo "unavailable: $1"; exit 0; }
@@ -23,7 +23,8 @@ if [[ -x "$bin" ]]; then echo "$bin"; exit 0; fi
 mkdir -p "$cache" || unavailable "cannot create $cache"
 log "building weed $ver into $cache (once; a few minutes)"
 start=$(date +%s)
-json=$("$go" mod download -json "github.com/seaweedfs/seaweedfs@$ver" 2>&1) || unavailable "go mod download of seaweedfs@$ver failed: $(echo "$json" | tail -1)"
+json=$("$go" mod download -json "github.com/seaweedfs/seaweedfs@$ver" 2>&1) ||
+	unavailable "go mod download of seaweedfs@$ver failed: $(echo "$json" | grep -m1 -E '"Error"|^go:' || echo "$json" | head -1)"
 src=$(echo "$json" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
 [[ -d "$src" ]] || unavailable "go mod download gave no source directory"
 work=$(mktemp -d)
