@@ -17,11 +17,7 @@ var plainTable = chain.Table{Name: "t", HeightColumn: "h", Columns: []chain.Colu
 func testConn(t *testing.T) (*pgx.Conn, func(string)) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(ctx) })
+	conn := pgtest.Connect(t)
 	return conn, func(s string) {
 		t.Helper()
 		if _, err := conn.Exec(ctx, s); err != nil {

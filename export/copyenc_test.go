@@ -147,11 +147,7 @@ func TestCopyNumericFromIntegers(t *testing.T) {
 func schemaOf(t *testing.T, tables []chain.Table) *pgx.Conn {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(ctx) })
+	conn := pgtest.Connect(t)
 	if err := export.EnsureSchema(ctx, conn, "s", tables, false, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/blockhaul/blockhaul/internal/chaintest"
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/blockhaul/blockhaul/internal/chaintest"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
@@ -73,11 +74,7 @@ func newEnv(t *testing.T) *env {
 	if err := store.Bind(chain.FamilyCometBFT, "test"); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
+	conn := pgtest.Connect(t)
 	return &env{t: t, store: store, conn: conn, ctx: ctx}
 }
 

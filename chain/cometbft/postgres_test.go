@@ -19,11 +19,7 @@ import (
 func TestTablesInPostgres(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgtest.Connect(t)
 
 	const schemaName = `comet "bft"` // quoting is exercised too
 	schema := chain.QuoteIdent(schemaName)
@@ -282,11 +278,7 @@ func BenchmarkAttributesCopy(b *testing.B) {
 func TestSDKTablesInPostgres(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgtest.Connect(t)
 	d := NewDecoder()
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA sdk"); err != nil {
 		t.Fatal(err)

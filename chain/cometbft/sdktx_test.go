@@ -328,11 +328,7 @@ func TestSignersFallback(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgtest.Connect(t)
 	if _, err := conn.Exec(ctx, "CREATE TABLE s (signers text[])"); err != nil {
 		t.Fatal(err)
 	}

@@ -16,11 +16,7 @@ import (
 // int64, bytea[], NULLs, timestamptz.
 func TestTablesInPostgres(t *testing.T) {
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgtest.Connect(t)
 
 	const schemaName = "evm data" // needs quoting
 	schema := chain.QuoteIdent(schemaName)
@@ -78,7 +74,7 @@ func TestTablesInPostgres(t *testing.T) {
 		sumLogs += b
 	}
 	var txCount, txRows, logRows int
-	err = conn.QueryRow(ctx, `SELECT (SELECT sum(transaction_count) FROM `+schema+`.blocks),
+	err := conn.QueryRow(ctx, `SELECT (SELECT sum(transaction_count) FROM `+schema+`.blocks),
 		(SELECT count(*) FROM `+schema+`.transactions), (SELECT count(*) FROM `+schema+`.logs)`).Scan(&txCount, &txRows, &logRows)
 	if err != nil {
 		t.Fatal(err)

@@ -100,3 +100,15 @@ func Fingerprint(t testing.TB, dsn, schema string, orderBy map[string]string) ma
 	}
 	return out
 }
+
+// Connect connects to a fresh database of the test's own (NewDatabase) and
+// closes the connection when the test ends.
+func Connect(t testing.TB) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), NewDatabase(t))
+	if err != nil {
+		t.Fatalf("pgtest: connect: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
