@@ -97,7 +97,9 @@ func Estimate(ctx context.Context, fam chain.Family, store *staging.Store, dir s
 		for _, s := range all {
 			staged += s.Len()
 		}
-		if size, err := DirSize(store.Dir()); err == nil && staged >= 1000 {
+		// The files' sizes, not what the filesystem holds for them: the
+		// write-ahead logs' preallocation does not grow with the store.
+		if size := store.DiskUsage().Bytes; staged >= 1000 {
 			rates.StagingBytesPerBlock, r.StagingSource = float64(size)/float64(staged), "measured"
 		}
 	}

@@ -3,8 +3,6 @@ package archive
 import (
 	"context"
 	"fmt"
-	"io/fs"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -67,7 +65,7 @@ func (e *PruneRefusedError) Error() string {
 func Prune(ctx context.Context, store *staging.Store, below uint64, force bool) (*PruneReport, error) {
 	start := time.Now()
 	r := &PruneReport{Dir: store.Dir(), Below: below, Forced: force, Targets: []TargetCoverage{}}
-	r.BytesBefore, _ = DirSize(store.Dir())
+	r.BytesBefore = int64(store.DiskUsage().Allocated)
 	if below == 0 {
 		r.BytesAfter = r.BytesBefore
 		return r, nil
@@ -123,7 +121,7 @@ func Prune(ctx context.Context, store *staging.Store, below uint64, force bool) 
 		return r, err
 	}
 	r.Pruned = true
-	r.BytesAfter, _ = DirSize(store.Dir())
+	r.BytesAfter = int64(store.DiskUsage().Allocated)
 	r.Duration = time.Since(start)
 	return r, nil
 }
@@ -172,24 +170,6 @@ func firstUncovered(staged []staging.Range, streams []StreamMirror) (Gap, bool) 
 		}
 	}
 	return Gap{}, false
-}
-
-// DirSize is the size on disk of every file under dir: what the store
-// really takes, blob files included.
-func DirSize(dir string) (int64, error) {
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type().IsRegular() {
-			if info, err := d.Info(); err == nil {
-				n += info.Size()
-			}
-		}
-		return nil
-	})
-	return n, err
 }
 
 // WriteText writes the report for a terminal.

@@ -36,8 +36,9 @@ func (r ChecksumReport) WriteText(w io.Writer) {
 	}
 	if r.B == nil {
 		fmt.Fprintf(w, "checksum of schema %s, %s, chunks of %d heights (%.1fs)\n", r.A.Schema, span, r.A.Chunk, r.A.Duration.Seconds())
+		width := tableWidth(r.A.Tables)
 		for _, t := range r.A.Tables {
-			fmt.Fprintf(w, "  %-14s %12d rows  digest %s  (%d chunks)\n", t.Table, t.Rows, t.Digest, len(t.Chunks))
+			fmt.Fprintf(w, "  %-*s %12d rows  digest %s  (%s)\n", width, t.Table, t.Rows, t.Digest, quantity(len(t.Chunks), "chunk"))
 		}
 		writeStreams(w, "", r.A.Streams)
 		return
@@ -48,18 +49,19 @@ func (r ChecksumReport) WriteText(w io.Writer) {
 	for _, d := range r.Differences {
 		byTable[d.Table]++
 	}
+	width := tableWidth(r.A.Tables)
 	for i, t := range r.A.Tables {
 		tb := r.B.Tables[i]
 		if n := byTable[t.Table]; n > 0 {
-			fmt.Fprintf(w, "  %-14s DIFFERENT in %d chunk(s): A %d rows %s, B %d rows %s\n", t.Table, n, t.Rows, t.Digest, tb.Rows, tb.Digest)
+			fmt.Fprintf(w, "  %-*s DIFFERENT in %s: A %d rows %s, B %d rows %s\n", width, t.Table, quantity(n, "chunk"), t.Rows, t.Digest, tb.Rows, tb.Digest)
 		} else {
-			fmt.Fprintf(w, "  %-14s equal: %d rows, digest %s\n", t.Table, t.Rows, t.Digest)
+			fmt.Fprintf(w, "  %-*s equal: %d rows, digest %s\n", width, t.Table, t.Rows, t.Digest)
 		}
 	}
 	for _, d := range r.Differences {
 		fmt.Fprintf(w, "  differs: %s heights %d-%d: %s\n", d.Table, d.From, d.To, d.Problem)
 		if d.Heights != nil {
-			fmt.Fprintf(w, "    at %d height(s):", d.HeightCount)
+			fmt.Fprintf(w, "    at %s:", quantity(d.HeightCount, "height"))
 			for i, h := range d.Heights {
 				if i == 20 {
 					fmt.Fprintf(w, " … (see --json)")
@@ -78,8 +80,26 @@ func (r ChecksumReport) WriteText(w io.Writer) {
 	if r.Equal() {
 		fmt.Fprintln(w, "result: equal")
 	} else {
-		fmt.Fprintf(w, "result: %d difference(s)\n", len(r.Differences))
+		fmt.Fprintf(w, "result: %s\n", quantity(len(r.Differences), "difference"))
 	}
+}
+
+// tableWidth is the width of the longest table name, so that the columns
+// after it line up.
+func tableWidth(ts []TableDigest) int {
+	w := 0
+	for _, t := range ts {
+		w = max(w, len(t.Table))
+	}
+	return w
+}
+
+// quantity is "1 chunk", "2 chunks".
+func quantity(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func writeStreams(w io.Writer, prefix string, ss []StreamState) {
@@ -228,7 +248,7 @@ func writeProblems(w io.Writer, kind string, n int, ps []Problem) {
 	if n == 0 {
 		return
 	}
-	fmt.Fprintf(w, "  %s: %d height(s)\n", kind, n)
+	fmt.Fprintf(w, "  %s: %s\n", kind, quantity(n, "height"))
 	for i, p := range ps {
 		if i == 20 {
 			fmt.Fprintf(w, "    … %d more (see --json)\n", n-20)

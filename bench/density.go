@@ -134,7 +134,7 @@ func ingest(ctx context.Context, cfg *Config, d density, store *staging.Store) (
 		Blocks: st.Blocks, Seconds: sec, BlocksPerSec: perSec(st.Blocks, sec),
 		RawBytes: st.RawBytes, StoredBytes: st.StoredBytes,
 		RawMBPerSec: float64(st.RawBytes) / 1e6 / sec, StoredMBPerSec: float64(st.StoredBytes) / 1e6 / sec,
-		DiskBytes: store.DiskUsage(),
+		DiskBytes: store.DiskUsage().Bytes,
 	}
 	if st.StoredBytes > 0 {
 		r.Ratio = float64(st.RawBytes) / float64(st.StoredBytes)

@@ -171,8 +171,12 @@ func (s Summary) WriteText(w io.Writer) {
 	if e.Blocks > 0 || e.Batches > 0 {
 		p("  export:  %d blocks, %d rows in %s (%.0f blocks/s, %.0f rows/s), %d batches, %d merged after conflicts\n",
 			e.Blocks, e.TotalRows, seconds(e.Duration), e.BlocksPerS, e.RowsPerS, e.Batches, e.Conflicts)
+		width := 0
 		for _, t := range e.Rows {
-			p("           %-16s %d rows\n", t.Table, t.Rows)
+			width = max(width, len(t.Table))
+		}
+		for _, t := range e.Rows {
+			p("           %-*s %10d rows\n", width, t.Table, t.Rows)
 		}
 	}
 	if s.PGRetries > 0 {

@@ -65,8 +65,8 @@ func TestSummary(t *testing.T) {
 		"40.0 MB raw -> 10.0 MB staged (compression ratio 4.00)\n",
 		"rpc:     4 requests, 1 failed, 2 retries\n",
 		"export:  1000 blocks, 5000 rows in 20.0s (50 blocks/s, 250 rows/s), 2 batches, 1 merged after conflicts\n",
-		"blocks           1000 rows\n",
-		"txs              4000 rows\n",
+		"           blocks       1000 rows\n", // the counts line up after the longest name
+		"           txs          4000 rows\n",
 		"checkpoint: height 1000\n",
 		"total:   30.0s\n",
 	} {

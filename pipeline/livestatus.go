@@ -132,6 +132,9 @@ func liveStatus(dir string, err error, out io.Writer) error {
 	if ls.ToSet {
 		rng += fmt.Sprint(ls.To)
 	}
+	if u, err := staging.DirUsage(dir); err == nil {
+		fmt.Fprintf(out, "  size:     %s\n", usageText(u))
+	}
 	fmt.Fprintf(out, "  job:      range %s; as of %s (%.0fs ago)\n", rng, ls.Updated.UTC().Format(time.RFC3339), time.Since(ls.Updated).Seconds())
 	fmt.Fprintf(out, "  fetch:    %d of %d planned heights staged (%.0f blocks/s)\n", ls.Fetch.Blocks, ls.Fetch.Planned, ls.Fetch.BlocksPerS)
 	if ls.Export.Blocks > 0 || ls.Export.LastValid {
@@ -157,4 +160,15 @@ func liveStatus(dir string, err error, out io.Writer) error {
 		fmt.Fprintln(out)
 	}
 	return nil
+}
+
+// usageText is a store's size as status prints it: what the filesystem
+// holds for it, as du counts, and the files' own sizes when they differ by
+// more than a tenth (Pebble preallocates its write-ahead logs).
+func usageText(u staging.Usage) string {
+	s := fmt.Sprintf("%.1f MB on disk", float64(u.Allocated)/1e6)
+	if float64(u.Allocated) > 1.1*float64(u.Bytes) || float64(u.Bytes) > 1.1*float64(u.Allocated) {
+		s += fmt.Sprintf(", %.1f MB of files", float64(u.Bytes)/1e6)
+	}
+	return s
 }

@@ -88,9 +88,19 @@ func TestStatusBesideARunningJob(t *testing.T) {
 		"range 1-2000",
 		"500 of 2000 planned heights staged",
 		"500 heights in 1 range(s) (last known) 1-500",
+		"  size:     ",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status does not say %q", want)
 		}
+	}
+	// The size is of the directory the job is writing: at least the 500
+	// records it has staged (each over a kilobyte compressed).
+	var mb float64
+	if i := strings.Index(out.String(), "  size:     "); i >= 0 {
+		fmt.Sscanf(out.String()[i+len("  size:     "):], "%f MB on disk", &mb)
+	}
+	if mb < 0.5 {
+		t.Errorf("status gives the running job's store %.1f MB", mb)
 	}
 }

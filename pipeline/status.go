@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/staging"
@@ -39,8 +38,7 @@ func stagingStatus(cfg *Config, out io.Writer) (err error) {
 	defer store.Close()
 	// The directory's files, blob files included: Pebble's own figure
 	// leaves out what it has not opened since the store was.
-	size, _ := archive.DirSize(store.Dir())
-	fmt.Fprintf(out, "staging %s (%.1f MB on disk)\n", store.Dir(), float64(size)/1e6)
+	fmt.Fprintf(out, "staging %s (%s)\n", store.Dir(), usageText(store.DiskUsage()))
 	if d := store.Damage(); d != nil {
 		// Say it, list the rest, and exit 4.
 		fmt.Fprintf(out, "  damaged:  %v\n", d)
@@ -150,13 +148,14 @@ func pgStatus(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var lines [][2]string // name, the rest: printed with the names padded alike
 	for rows.Next() {
 		var s, at string
 		var h int64
 		if err := rows.Scan(&s, &h, &at); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "  stream %-20s at %d (updated %s)\n", s, h, at)
+		lines = append(lines, [2]string{"stream " + s, fmt.Sprintf("at %d (updated %s)", h, at)})
 	}
 	if err := rows.Err(); err != nil {
 		return err
@@ -171,10 +170,17 @@ func pgStatus(ctx context.Context, cfg Config, out io.Writer) error {
 		if err := rows.Scan(&a, &from, &to, &last, &st, &at); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "  backfill %-18s %d-%d at %s, %s (updated %s)\n", a, from, to, last, st, at)
+		lines = append(lines, [2]string{"backfill " + a, fmt.Sprintf("%d-%d at %s, %s (updated %s)", from, to, last, st, at)})
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	width := 0
+	for _, l := range lines {
+		width = max(width, len(l[0]))
+	}
+	for _, l := range lines {
+		fmt.Fprintf(out, "  %-*s %s\n", width, l[0], l[1])
 	}
 	if deferred, err := export.IndexesDeferred(ctx, conn, cfg.Schema); err != nil {
 		return err

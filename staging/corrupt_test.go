@@ -495,7 +495,7 @@ func TestDiskUsageCountsBlobFiles(t *testing.T) {
 				blob += fi.Size()
 			}
 		}
-		got := s.DiskUsage()
+		got := s.DiskUsage().Bytes
 		s.Close()
 		if blob < 1<<20 || got < uint64(blob) || got > uint64(all) {
 			t.Fatalf("read-only %v: DiskUsage %d, blob files %d bytes, directory %d", ro, got, blob, all)

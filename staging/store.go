@@ -17,7 +17,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/cockroachdb/pebble/v2"
@@ -94,6 +93,7 @@ type Store struct {
 	opts   Options
 	fs     vfs.FS
 	faults *faults
+	blobs  *blobPolicy
 	enc    *zstd.Encoder // EncodeAll is safe for concurrent use
 	dec    *zstd.Decoder // DecodeAll is safe for concurrent use
 
@@ -178,13 +178,24 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 	// (measured at 100,000 CometBFT blocks: 21% less time, 44% less system
 	// time, 10% instead of 22% more time per block than at 10,000; a full
 	// scan no slower).
+	//
+	// A blob file's space comes back only when no sstable refers to it: a
+	// prune that deletes some of the records in it leaves it whole, and one
+	// compaction over many blob files (the reference depth) puts every
+	// record of a store into one. Pebble rewrites a file's live records
+	// into a new one when the store's garbage passes TargetGarbageRatio;
+	// Prune lowers that target while it runs (blobs.reclaim), and
+	// RewriteMinimumAge is 0 so that a store just fetched can be pruned too.
+	// Staged records are written once, so without a prune or a repair
+	// there is no garbage and nothing is rewritten.
+	blobs := &blobPolicy{}
 	po.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
 		return pebble.ValueSeparationPolicy{
 			Enabled:               true,
 			MinimumSize:           1 << 10,
 			MaxBlobReferenceDepth: 10,
-			RewriteMinimumAge:     10 * time.Minute,
-			TargetGarbageRatio:    0.5,
+			RewriteMinimumAge:     0,
+			TargetGarbageRatio:    blobs.target(),
 		}
 	}
 	po.EnsureDefaults()
@@ -224,7 +235,7 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 		db.Close()
 		return nil, fmt.Errorf("staging: zstd decoder: %w", err)
 	}
-	s := &Store{dir: dir, db: db, opts: opts, fs: opts.fs, faults: f, enc: enc, dec: dec}
+	s := &Store{dir: dir, db: db, opts: opts, fs: opts.fs, faults: f, blobs: blobs, enc: enc, dec: dec}
 	s.writePID()
 	if id, ok, err := s.loadIdentity(); err != nil {
 		s.Close()
@@ -286,23 +297,6 @@ func (s *Store) Flush() (err error) {
 		return nil
 	}
 	return s.syncLedger()
-}
-
-// DiskUsage returns the store's size on disk in bytes: the files of its
-// directory. Pebble's own metrics leave most of the blob files out (and all
-// of them in a read-only store), where the records are.
-func (s *Store) DiskUsage() uint64 {
-	names, err := s.fs.List(s.dir)
-	if err != nil {
-		return s.db.Metrics().DiskSpaceUsage()
-	}
-	var n uint64
-	for _, name := range names {
-		if fi, err := s.fs.Stat(s.fs.PathJoin(s.dir, name)); err == nil && fi.Mode().IsRegular() {
-			n += uint64(fi.Size())
-		}
-	}
-	return n
 }
 
 // Get returns the staged block at height h, decompressed and verified. A

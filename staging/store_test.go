@@ -129,20 +129,16 @@ func noise(seed uint64, n int) []byte {
 	return out[:n]
 }
 
-// Records leave the LSM for blob files when flushed, so that compactions
-// do not rewrite them; small index values stay inline.
-func TestRecordsFlushToBlobFiles(t *testing.T) {
-	s := openTest(t)
-	hs := make([]uint64, 200)
-	for i := range hs {
-		hs[i] = uint64(i + 1)
-	}
+// putNoise stages heights 1-n in one batch, each record 8 KiB of noise
+// (kilobytes even compressed, as real records are), and flushes them: one
+// blob file. It returns the raw bytes staged.
+func putNoise(t *testing.T, s *Store, n uint64) (raw uint64) {
+	t.Helper()
 	b := s.NewBatch()
 	defer b.Close()
-	var raw uint64
-	for _, h := range hs {
+	for h := uint64(1); h <= n; h++ {
 		blk := testBlock(h)
-		blk.Raw = noise(h, 8<<10) // kilobytes even compressed, as real records are
+		blk.Raw = noise(h, 8<<10)
 		raw += uint64(len(blk.Raw))
 		if err := b.Put(blk); err != nil {
 			t.Fatal(err)
@@ -154,9 +150,17 @@ func TestRecordsFlushToBlobFiles(t *testing.T) {
 	if err := s.db.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	return raw
+}
+
+// Records leave the LSM for blob files when flushed, so that compactions
+// do not rewrite them; small index values stay inline.
+func TestRecordsFlushToBlobFiles(t *testing.T) {
+	s := openTest(t)
+	raw := putNoise(t, s, 200)
 	m := s.db.Metrics()
 	if m.BlobFiles.LiveCount == 0 || m.BlobFiles.ValueSize == 0 {
-		t.Fatalf("no blob file after a flush of %d records (%d raw bytes): %+v", len(hs), raw, m.BlobFiles)
+		t.Fatalf("no blob file after a flush of 200 records (%d raw bytes): %+v", raw, m.BlobFiles)
 	}
 	got, err := s.Get(150)
 	if err != nil || !bytes.Equal(got.Raw, noise(150, 8<<10)) {
