@@ -37,7 +37,7 @@ func roundTrip(t *testing.T, url string, f family, server string) *blob.Bucket {
 	t.Helper()
 	s := stage(t, filepath.Join(t.TempDir(), "s"), f, 1, 300)
 	ctx := context.Background()
-	bucket, err := OpenBucket(ctx, url)
+	bucket, err := OpenBucket(ctx, url, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func TestSnapshotThroughSeaweedFS(t *testing.T) {
 		t.Fatalf("no file of the records in the snapshot's manifest: %+v", m.Files)
 	}
 	key := "chain-a/" + victim
-	raw, err := OpenBucket(ctx, strings.Replace(url, "&prefix=chain-a/", "", 1))
+	raw, err := OpenBucket(ctx, strings.Replace(url, "&prefix=chain-a/", "", 1), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestSnapshotThroughSeaweedFS(t *testing.T) {
 	// The server checks the signature: the same request with another
 	// secret is refused.
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
-	wrong, err := OpenBucket(ctx, url)
+	wrong, err := OpenBucket(ctx, url, true)
 	if err != nil {
 		t.Fatal(err)
 	}

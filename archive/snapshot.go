@@ -71,16 +71,25 @@ func RedactURL(dest string) string {
 	return u.String()
 }
 
-// OpenBucket opens a snapshot destination or source: a gocloud.dev/blob
-// URL (file:///dir; other schemes when their driver is linked in) or a
-// plain directory path, created if needed.
-func OpenBucket(ctx context.Context, dest string) (*blob.Bucket, error) {
+// OpenBucket opens a snapshot destination (create: a directory, plain or
+// file://, is made if it is missing) or source (a missing directory is an
+// error, not an empty snapshot made on the spot): a gocloud.dev/blob URL
+// (file:///dir; other schemes when their driver is linked in) or a plain
+// directory path.
+func OpenBucket(ctx context.Context, dest string, create bool) (*blob.Bucket, error) {
 	if !strings.Contains(dest, "://") {
 		abs, err := filepath.Abs(dest)
 		if err != nil {
 			return nil, err
 		}
-		return fileblob.OpenBucket(abs, &fileblob.Options{CreateDir: true})
+		return fileblob.OpenBucket(abs, &fileblob.Options{CreateDir: create})
+	}
+	if u, err := url.Parse(dest); err == nil && create && strings.EqualFold(u.Scheme, "file") {
+		if q := u.Query(); q.Get("create_dir") == "" {
+			q.Set("create_dir", "true")
+			u.RawQuery = q.Encode()
+			dest = u.String()
+		}
 	}
 	return blob.OpenBucket(ctx, dest)
 }

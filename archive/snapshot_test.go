@@ -54,11 +54,8 @@ func TestSnapshotWhileWritingRestoresAndVerifies(t *testing.T) {
 	base := t.TempDir()
 	dests := []string{filepath.Join(base, "plain"), "file://" + filepath.ToSlash(filepath.Join(base, "url"))}
 	var reps []*SnapshotReport
-	if err := os.MkdirAll(filepath.Join(base, "url"), 0o755); err != nil { // file:// opens an existing directory
-		t.Fatal(err)
-	}
 	for _, d := range dests {
-		bucket, err := OpenBucket(ctx, d)
+		bucket, err := OpenBucket(ctx, d, true) // neither directory exists yet
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +72,7 @@ func TestSnapshotWhileWritingRestoresAndVerifies(t *testing.T) {
 		t.Fatal(werr)
 	}
 	for i, d := range dests {
-		bucket, err := OpenBucket(ctx, d)
+		bucket, err := OpenBucket(ctx, d, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +109,7 @@ func TestRestoreRefusesABadSnapshot(t *testing.T) {
 	s := stage(t, filepath.Join(t.TempDir(), "s"), f, 1, 300)
 	ctx := context.Background()
 	dest := filepath.Join(t.TempDir(), "snap")
-	bucket, err := OpenBucket(ctx, dest)
+	bucket, err := OpenBucket(ctx, dest, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func (c *Config) validateArchive() []*FieldError {
 			if c.Command == CmdRestore {
 				what = "SRC (a snapshot's directory or URL)"
 			}
-			fs = append(fs, &FieldError{Flag: "args", Env: "-", Msg: fmt.Sprintf("%s takes one argument, %s; got %d", c.Command, what, len(c.Args))})
+			fs = append(fs, &FieldError{Msg: fmt.Sprintf("%s takes one argument, %s; got %d", c.Command, what, len(c.Args))})
 		}
 	case CmdEstimate:
 		if !c.ToSet {
@@ -256,9 +256,9 @@ func Snapshot(ctx context.Context, cfg Config, out io.Writer) error {
 	if _, err := os.Stat(cfg.Staging); err != nil {
 		return &ConfigError{Fields: []*FieldError{{Flag: "staging", Env: EnvName("staging"), Msg: fmt.Sprintf("no staging directory: %v", err)}}}
 	}
-	bucket, err := archive.OpenBucket(ctx, dest)
+	bucket, err := archive.OpenBucket(ctx, dest, true)
 	if err != nil {
-		return &ConfigError{Fields: []*FieldError{{Flag: "DEST", Env: "-", Msg: fmt.Sprintf("%s: %v", archive.RedactURL(dest), err)}}}
+		return &ConfigError{Fields: []*FieldError{{Arg: "DEST", Msg: fmt.Sprintf("%s: %v", archive.RedactURL(dest), err)}}}
 	}
 	defer bucket.Close()
 	var r *archive.SnapshotReport
@@ -293,9 +293,9 @@ func Snapshot(ctx context.Context, cfg Config, out io.Writer) error {
 // it is moved into place.
 func Restore(ctx context.Context, cfg Config, out io.Writer) error {
 	src := cfg.Args[0]
-	bucket, err := archive.OpenBucket(ctx, src)
+	bucket, err := archive.OpenBucket(ctx, src, false)
 	if err != nil {
-		return &ConfigError{Fields: []*FieldError{{Flag: "SRC", Env: "-", Msg: fmt.Sprintf("%s: %v", archive.RedactURL(src), err)}}}
+		return &ConfigError{Fields: []*FieldError{{Arg: "SRC", Msg: fmt.Sprintf("%s: %v", archive.RedactURL(src), err)}}}
 	}
 	defer bucket.Close()
 	r, err := archive.Restore(ctx, bucket, archive.RedactURL(src), cfg.Staging)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -479,4 +480,44 @@ func filesSize(t *testing.T, dir string) float64 {
 		t.Fatal(err)
 	}
 	return float64(u.Bytes)
+}
+
+// TestSnapshotAndRestoreCommands: snapshot makes its destination directory,
+// plain or file://; restore from a source that is not there is refused
+// naming SRC, and makes nothing there; a restore from the file:// snapshot
+// verifies and holds every staged height.
+func TestSnapshotAndRestoreCommands(t *testing.T) {
+	stg := archiveFixture(t, "evm", 120)
+	base := t.TempDir()
+	dest := "file://" + filepath.ToSlash(filepath.Join(base, "snaps", "evm"))
+	cmd := func(command, staging string, args ...string) (string, error) {
+		cfg := DefaultConfig()
+		cfg.Command, cfg.Staging, cfg.Args = command, staging, args
+		var out bytes.Buffer
+		_, err := Run(context.Background(), cfg, &out, quiet)
+		return out.String(), err
+	}
+	if out, err := cmd(CmdSnapshot, stg, dest); err != nil {
+		t.Fatalf("snapshot to %s, a directory not there yet: %v\n%s", dest, err, out)
+	}
+	missing := filepath.Join(base, "no-such-snapshot")
+	_, err := cmd(CmdRestore, filepath.Join(base, "r1"), missing)
+	if ExitCode(err) != ExitConfig || !strings.HasPrefix(strings.TrimPrefix(err.Error(), "invalid configuration:\n  "), "SRC: "+missing) {
+		t.Errorf("restore from a missing directory: exit %d, %v", ExitCode(err), err)
+	}
+	if _, serr := os.Stat(missing); serr == nil {
+		t.Errorf("restore made its missing source %s", missing)
+	}
+	restored := filepath.Join(base, "r2")
+	if out, err := cmd(CmdRestore, restored, dest); err != nil {
+		t.Fatalf("restore from %s: %v\n%s", dest, err, out)
+	}
+	s, err := staging.Open(restored, staging.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if rs, err := s.Staged(0, 1<<40); err != nil || len(rs) != 1 || rs[0] != (staging.Range{From: 1, To: 120}) {
+		t.Fatalf("restored store holds %v (%v), want 1-120", rs, err)
+	}
 }

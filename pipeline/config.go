@@ -167,10 +167,16 @@ const DefaultSyntheticTip = 10_000
 // FieldError is one invalid configuration field.
 type FieldError struct {
 	Flag, Env string
-	Msg       string
+	// Arg names the positional argument at fault (DEST, SRC) when it is
+	// not a flag.
+	Arg string
+	Msg string
 }
 
 func (e *FieldError) Error() string {
+	if e.Arg != "" {
+		return fmt.Sprintf("%s: %s", e.Arg, e.Msg)
+	}
 	if e.Flag == "" {
 		// A problem of the command line itself (a stray word, a flag
 		// before the command) rather than of one field.
