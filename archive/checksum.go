@@ -209,6 +209,15 @@ func Checksum(ctx context.Context, conn *pgx.Conn, cfg ChecksumConfig) (Digest, 
 	return d, err
 }
 
+// MissingTableError is a digest asked of a schema that lacks one of the
+// chain family's tables: the wrong schema or family was named.
+type MissingTableError struct{ Schema, Table string }
+
+func (e *MissingTableError) Error() string {
+	return fmt.Sprintf("archive: checksum: table %s.%s does not exist (wrong --schema or --chain?)",
+		chain.QuoteIdent(e.Schema), chain.QuoteIdent(e.Table))
+}
+
 // checksumSettings sets what a digest query needs for the rest of tx.
 func checksumSettings(ctx context.Context, tx pgx.Tx) error {
 	for _, s := range []string{"SET LOCAL enable_sort = off", "SET LOCAL jit = off", "SET LOCAL work_mem = '64MB'"} {
@@ -226,7 +235,7 @@ func checksumTable(ctx context.Context, tx pgx.Tx, qs string, t chain.Table, cfg
 		return td, fmt.Errorf("archive: checksum: look up table %s: %w", t.Name, err)
 	}
 	if !exists {
-		return td, fmt.Errorf("archive: checksum: table %s.%s does not exist (wrong --schema or --chain?)", qs, chain.QuoteIdent(t.Name))
+		return td, &MissingTableError{Schema: cfg.Schema, Table: t.Name}
 	}
 	hc := chain.QuoteIdent(t.HeightColumn)
 	where, args := "", []any{int64(cfg.Chunk)}

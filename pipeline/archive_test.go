@@ -521,3 +521,17 @@ func TestSnapshotAndRestoreCommands(t *testing.T) {
 		t.Fatalf("restored store holds %v (%v), want 1-120", rs, err)
 	}
 }
+
+// TestChecksumOfAWrongSchemaIsAConfigurationError: a database that holds
+// no export of the family (a wrong --pg, --schema or --chain) is refused
+// with exit 2, naming the table it lacks, not reported as a failure.
+func TestChecksumOfAWrongSchemaIsAConfigurationError(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	cfg := checksumCmd("evm", dsn, "", 500)
+	cfg.JSON = false
+	_, err := Run(context.Background(), cfg, &bytes.Buffer{}, quiet)
+	var missing *archive.MissingTableError
+	if ExitCode(err) != ExitConfig || !errorsAs(err, &missing) || missing.Schema != "evm" || !strings.Contains(err.Error(), `"evm"."blocks" does not exist`) {
+		t.Fatalf("checksum of an empty database: exit %d, %v", ExitCode(err), err)
+	}
+}

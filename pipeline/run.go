@@ -53,12 +53,13 @@ func ExitCode(err error) int {
 	var archived *archive.DataError
 	var refused *archive.PruneRefusedError
 	var noRoom *archive.NoRoomError
+	var noTable *archive.MissingTableError
 	var lie *chain.HashMismatchError
 	var held *HeldReplayError
 	switch {
 	case errors.As(err, &held):
 		return held.Code
-	case errors.As(err, &refused), errors.As(err, &noRoom), errors.As(err, &ce), errors.As(err, &alias), errors.As(err, &shape), errors.As(err, &replayRange):
+	case errors.As(err, &refused), errors.As(err, &noRoom), errors.As(err, &noTable), errors.As(err, &ce), errors.As(err, &alias), errors.As(err, &shape), errors.As(err, &replayRange):
 		return ExitConfig
 	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &damaged), errors.As(err, &wrong), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv), errors.As(err, &reorg), errors.As(err, &archived), errors.As(err, &lie):
 		return ExitData

@@ -378,3 +378,20 @@ func TestTableNames(t *testing.T) {
 		}
 	}
 }
+
+// TestRuntimeConfigurationErrorsReadAsFlagErrors: a problem found once the
+// command runs (a staging directory that is not there) exits 2 and is said
+// on stderr as the flags' problems are, one per line, not as an escaped log
+// record; with --log-format=json it stays a log record for machines.
+func TestRuntimeConfigurationErrorsReadAsFlagErrors(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-staging")
+	code, _, stderr := blockhaulSplit(t, "verify", "--staging", missing)
+	want := "blockhaul verify: invalid configuration:\n  --staging (BLOCKHAUL_STAGING): no staging directory: stat " + missing
+	if code != 2 || !strings.Contains(stderr, want) || strings.Contains(stderr, "level=ERROR") {
+		t.Errorf("verify of a missing staging directory: exit %d, stderr:\n%s", code, stderr)
+	}
+	code, _, stderr = blockhaulSplit(t, "verify", "--staging", missing, "--log-format", "json")
+	if code != 2 || !strings.Contains(stderr, `"level":"ERROR"`) || !strings.Contains(stderr, `"exit":2`) {
+		t.Errorf("the same with --log-format=json: exit %d, stderr:\n%s", code, stderr)
+	}
+}

@@ -91,6 +91,10 @@ func run(args []string) int {
 		// failure: one steady line, the cause only at debug.
 		log.Warn(cmd(cfg)+" interrupted by a signal; the range is resumable", "exit", code)
 		log.Debug("interrupted", "err", err)
+	case code == pipeline.ExitConfig && cfg.LogFormat != "json":
+		// Found wrong once the command ran (a missing directory, a wrong
+		// schema): said as the flags' own problems are, one per line.
+		fmt.Fprintln(os.Stderr, "blockhaul "+cmd(cfg)+":", err)
 	case err != nil:
 		log.Error(cmd(cfg)+" failed", "err", err, "exit", code)
 	}
