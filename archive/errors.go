@@ -11,5 +11,5 @@ type DataError struct {
 }
 
 func (e *DataError) Error() string {
-	return fmt.Sprintf("archive: %s found %d problem(s)", e.Check, e.Problems)
+	return fmt.Sprintf("archive: %s found %s", e.Check, Quantity(e.Problems, "problem"))
 }

@@ -38,7 +38,7 @@ func (r ChecksumReport) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "checksum of schema %s, %s, chunks of %d heights (%.1fs)\n", r.A.Schema, span, r.A.Chunk, r.A.Duration.Seconds())
 		width := tableWidth(r.A.Tables)
 		for _, t := range r.A.Tables {
-			fmt.Fprintf(w, "  %-*s %12d rows  digest %s  (%s)\n", width, t.Table, t.Rows, t.Digest, quantity(len(t.Chunks), "chunk"))
+			fmt.Fprintf(w, "  %-*s %12d rows  digest %s  (%s)\n", width, t.Table, t.Rows, t.Digest, Quantity(len(t.Chunks), "chunk"))
 		}
 		writeStreams(w, "", r.A.Streams)
 		return
@@ -53,7 +53,7 @@ func (r ChecksumReport) WriteText(w io.Writer) {
 	for i, t := range r.A.Tables {
 		tb := r.B.Tables[i]
 		if n := byTable[t.Table]; n > 0 {
-			fmt.Fprintf(w, "  %-*s DIFFERENT in %s: A %d rows %s, B %d rows %s\n", width, t.Table, quantity(n, "chunk"), t.Rows, t.Digest, tb.Rows, tb.Digest)
+			fmt.Fprintf(w, "  %-*s DIFFERENT in %s: A %d rows %s, B %d rows %s\n", width, t.Table, Quantity(n, "chunk"), t.Rows, t.Digest, tb.Rows, tb.Digest)
 		} else {
 			fmt.Fprintf(w, "  %-*s equal: %d rows, digest %s\n", width, t.Table, t.Rows, t.Digest)
 		}
@@ -61,7 +61,7 @@ func (r ChecksumReport) WriteText(w io.Writer) {
 	for _, d := range r.Differences {
 		fmt.Fprintf(w, "  differs: %s heights %d-%d: %s\n", d.Table, d.From, d.To, d.Problem)
 		if d.Heights != nil {
-			fmt.Fprintf(w, "    at %s:", quantity(d.HeightCount, "height"))
+			fmt.Fprintf(w, "    at %s:", Quantity(d.HeightCount, "height"))
 			for i, h := range d.Heights {
 				if i == 20 {
 					fmt.Fprintf(w, " … (see --json)")
@@ -80,7 +80,7 @@ func (r ChecksumReport) WriteText(w io.Writer) {
 	if r.Equal() {
 		fmt.Fprintln(w, "result: equal")
 	} else {
-		fmt.Fprintf(w, "result: %s\n", quantity(len(r.Differences), "difference"))
+		fmt.Fprintf(w, "result: %s\n", Quantity(len(r.Differences), "difference"))
 	}
 }
 
@@ -94,8 +94,8 @@ func tableWidth(ts []TableDigest) int {
 	return w
 }
 
-// quantity is "1 chunk", "2 chunks".
-func quantity(n int, noun string) string {
+// Quantity is n and its noun: "1 chunk", "2 chunks" (nouns that take an s).
+func Quantity(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
@@ -220,7 +220,7 @@ func (r VerifyReport) WriteText(w io.Writer) {
 		}
 	}
 	if n := r.Problems(); n > 0 {
-		fmt.Fprintf(w, "result: %d problem(s)\n", n)
+		fmt.Fprintf(w, "result: %s\n", Quantity(n, "problem"))
 	} else {
 		fmt.Fprintln(w, "result: clean")
 	}
@@ -248,7 +248,7 @@ func writeProblems(w io.Writer, kind string, n int, ps []Problem) {
 	if n == 0 {
 		return
 	}
-	fmt.Fprintf(w, "  %s: %s\n", kind, quantity(n, "height"))
+	fmt.Fprintf(w, "  %s: %s\n", kind, Quantity(n, "height"))
 	for i, p := range ps {
 		if i == 20 {
 			fmt.Fprintf(w, "    … %d more (see --json)\n", n-20)

@@ -307,7 +307,7 @@ func Restore(ctx context.Context, cfg Config, out io.Writer) error {
 		} else {
 			fmt.Fprintf(out, "restore from %s into %s: %d files, %.1f MB\n", r.Source, r.Dir, r.Files, float64(r.Bytes)/1e6)
 			if len(r.NotStaged) > 0 {
-				fmt.Fprintf(out, "  not staged when the snapshot was taken (a job was filling the store): %d range(s), first %d-%d\n", len(r.NotStaged), r.NotStaged[0].From, r.NotStaged[0].To)
+				fmt.Fprintf(out, "  not staged when the snapshot was taken (a job was filling the store): %s, first %d-%d\n", archive.Quantity(len(r.NotStaged), "range"), r.NotStaged[0].From, r.NotStaged[0].To)
 			}
 			if r.Verify != nil {
 				VerifyReportText(out, r.Verify)

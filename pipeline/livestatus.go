@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/blockhaul/blockhaul/staging"
 )
@@ -149,7 +150,7 @@ func liveStatus(dir string, err error, out io.Writer) error {
 		for _, r := range ls.Staged {
 			n += r.Len()
 		}
-		fmt.Fprintf(out, "  staged:   %d heights in %d range(s) (last known)", n, len(ls.Staged))
+		fmt.Fprintf(out, "  staged:   %d heights in %s (last known)", n, archive.Quantity(len(ls.Staged), "range"))
 		for i, r := range ls.Staged {
 			if i == 10 {
 				fmt.Fprint(out, " …")

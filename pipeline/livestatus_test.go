@@ -87,7 +87,7 @@ func TestStatusBesideARunningJob(t *testing.T) {
 		fmt.Sprintf("in use by a running blockhaul fetch (pid %d)", child.Process.Pid),
 		"range 1-2000",
 		"500 of 2000 planned heights staged",
-		"500 heights in 1 range(s) (last known) 1-500",
+		"500 heights in 1 range (last known) 1-500",
 		"  size:     ",
 	} {
 		if !strings.Contains(out.String(), want) {

@@ -247,7 +247,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	if sum.Backfill != nil {
 		writeBackfill(out, sum.Backfill)
 	}
-	fmt.Fprintf(out, "  staging: %s, %.1f MB on disk\n", store.Dir(), float64(store.DiskUsage().Allocated)/1e6)
+	fmt.Fprintf(out, "  staging: %s, %s\n", store.Dir(), usageText(store.DiskUsage()))
 	if err == nil && !sum.Complete {
 		if ctx.Err() != nil {
 			err = ErrInterrupted
