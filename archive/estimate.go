@@ -2,8 +2,10 @@ package archive
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -12,6 +14,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Rates are the per-family figures an estimate uses where the store or the
@@ -52,17 +55,39 @@ type EstimateReport struct {
 	DBSource       string  `json:"db_source"`
 	StagingFree    uint64  `json:"staging_free"`
 	StagingHasRoom bool    `json:"staging_has_room"`
+	// DBDisk is the database's own disk, where it can be seen from here.
+	DBDisk DBDisk `json:"db_disk"`
 }
 
-// NoRoomError is an estimate whose staging bytes exceed the free space of
-// the staging filesystem.
+// DBDisk is the filesystem of the directory the database's tables are
+// written to (its tablespace, by default the server's data directory), when
+// the server runs on this machine and says where that is.
+type DBDisk struct {
+	Checked bool   `json:"checked"`
+	Dir     string `json:"dir,omitempty"`
+	Free    uint64 `json:"free,omitempty"`
+	// Shared: the staging directory is on the same filesystem, so the two
+	// stores' growth is weighed together against Free.
+	Shared  bool   `json:"shared,omitempty"`
+	HasRoom bool   `json:"has_room"`
+	Why     string `json:"why,omitempty"` // why it was not checked
+	Dev     uint64 `json:"-"`
+}
+
+// NoRoomError is an estimate whose bytes exceed the free space of a
+// filesystem: the staging directory's or the database's.
 type NoRoomError struct {
+	What       string // "staging" or "database"
 	Dir        string
 	Need, Free uint64
 }
 
 func (e *NoRoomError) Error() string {
-	return fmt.Sprintf("archive: estimate: staging %s needs about %.1f GB more and its filesystem has %.1f GB free", e.Dir, float64(e.Need)/1e9, float64(e.Free)/1e9)
+	what := e.What
+	if what == "" {
+		what = "staging"
+	}
+	return fmt.Sprintf("archive: estimate: %s %s needs about %.1f GB more and its filesystem has %.1f GB free", what, e.Dir, float64(e.Need)/1e9, float64(e.Free)/1e9)
 }
 
 // Estimate says, before anything is fetched or written, how many heights
@@ -139,21 +164,90 @@ func Estimate(ctx context.Context, fam chain.Family, store *staging.Store, dir s
 	r.DBBytes = float64(r.ToExport) * rates.DBBytesPerBlock
 	r.FetchSeconds = float64(r.ToFetch) / rates.FetchBlocksPerSec
 	r.ExportSeconds = float64(r.ToExport) / rates.ExportBlocksPerSec
-	free, err := freeBytes(dir)
+	free, dev, err := statFree(dir)
 	if err != nil {
 		return nil, fmt.Errorf("archive: estimate: free space of %s: %w", dir, err)
 	}
 	r.StagingFree = free
 	r.StagingHasRoom = r.StagingBytes <= float64(free)
+	if conn != nil {
+		r.DBDisk = dbDisk(ctx, conn)
+	} else {
+		r.DBDisk.Why = "no --pg"
+	}
+	if d := &r.DBDisk; d.Checked {
+		need := r.DBBytes
+		if d.Shared = d.Dev == dev; d.Shared {
+			need += r.StagingBytes
+			r.StagingHasRoom = need <= float64(free)
+		}
+		d.HasRoom = need <= float64(d.Free)
+		if !d.HasRoom {
+			what := "database"
+			if d.Shared {
+				what = "staging and database"
+			}
+			return r, &NoRoomError{What: what, Dir: d.Dir, Need: uint64(need), Free: d.Free}
+		}
+	}
 	if !r.StagingHasRoom {
-		return r, &NoRoomError{Dir: dir, Need: uint64(r.StagingBytes), Free: free}
+		return r, &NoRoomError{What: "staging", Dir: dir, Need: uint64(r.StagingBytes), Free: free}
 	}
 	return r, nil
 }
 
-// freeBytes is the space available on the filesystem of dir, or of its
-// nearest existing parent.
-func freeBytes(dir string) (uint64, error) {
+// dbDisk finds the filesystem the database on conn writes its tables to,
+// when it can be seen from here: the server reached through a Unix socket
+// or a loopback address, a role allowed to read where its data directory
+// is (a superuser, or pg_read_all_settings), and that directory present on
+// this machine (a server in a container is reached on 127.0.0.1 too, with
+// its directories inside the container). Otherwise Why says which of
+// these failed.
+func dbDisk(ctx context.Context, conn *pgx.Conn) (d DBDisk) {
+	var addr *string
+	if err := conn.QueryRow(ctx, "SELECT host(inet_server_addr())").Scan(&addr); err != nil {
+		d.Why = fmt.Sprintf("the server's address: %v", err)
+		return d
+	}
+	if addr != nil {
+		if ip := net.ParseIP(*addr); ip == nil || !ip.IsLoopback() {
+			d.Why = fmt.Sprintf("the server (%s) is not on this machine", *addr)
+			return d
+		}
+	}
+	var dir string
+	err := conn.QueryRow(ctx, `SELECT coalesce(nullif(pg_tablespace_location(d.dattablespace), ''), current_setting('data_directory'))
+FROM pg_database d WHERE d.datname = current_database()`).Scan(&dir)
+	if err != nil {
+		d.Why = fmt.Sprintf("where the server keeps its data: %v", pgMessage(err))
+		return d
+	}
+	if _, err := os.Stat(dir); err != nil {
+		d.Why = fmt.Sprintf("the server's data directory %s is not on this machine's filesystem (%v)", dir, err)
+		return d
+	}
+	free, dev, err := statFree(dir)
+	if err != nil {
+		d.Why = fmt.Sprintf("free space of %s: %v", dir, err)
+		return d
+	}
+	d.Checked, d.Dir, d.Free, d.Dev = true, dir, free, dev
+	return d
+}
+
+// pgMessage is a server error's message alone.
+func pgMessage(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Message
+	}
+	return err.Error()
+}
+
+// statFree is the space available on the filesystem of dir, or of its
+// nearest existing parent, and that filesystem's device number. A variable:
+// tests give a filesystem less room.
+var statFree = func(dir string) (free, dev uint64, err error) {
 	d := filepath.Clean(dir)
 	for {
 		if _, err := os.Stat(d); err == nil {
@@ -167,9 +261,13 @@ func freeBytes(dir string) (uint64, error) {
 	}
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(d, &st); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return st.Bavail * uint64(st.Bsize), nil
+	var fi syscall.Stat_t
+	if err := syscall.Stat(d, &fi); err != nil {
+		return 0, 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), uint64(fi.Dev), nil
 }
 
 // WriteText writes the estimate for a terminal.
@@ -184,7 +282,26 @@ func (r *EstimateReport) WriteText(w io.Writer) {
 	if !r.StagingHasRoom {
 		room = "NOT ENOUGH ROOM"
 	}
-	fmt.Fprintf(w, "  disk:    staging filesystem %.1f GB free: %s (the database server's disk is not checked)\n", float64(r.StagingFree)/1e9, room)
+	d := r.DBDisk
+	switch {
+	case d.Shared:
+		room = "room enough"
+		if !d.HasRoom {
+			room = "NOT ENOUGH ROOM"
+		}
+		fmt.Fprintf(w, "  disk:    staging and database (%s) share a filesystem, %.1f GB free, ~%.1f MB needed: %s\n",
+			d.Dir, float64(d.Free)/1e9, (r.StagingBytes+r.DBBytes)/1e6, room)
+	case d.Checked:
+		dbRoom := "room enough"
+		if !d.HasRoom {
+			dbRoom = "NOT ENOUGH ROOM"
+		}
+		fmt.Fprintf(w, "  disk:    staging filesystem %.1f GB free: %s; database (%s) %.1f GB free: %s\n",
+			float64(r.StagingFree)/1e9, room, d.Dir, float64(d.Free)/1e9, dbRoom)
+	default:
+		fmt.Fprintf(w, "  disk:    staging filesystem %.1f GB free: %s; the database's disk is not checked: %s\n", float64(r.StagingFree)/1e9, room, d.Why)
+	}
+	fmt.Fprintln(w, "           (the database's write-ahead log needs up to max_wal_size more while it loads)")
 }
 
 func dur(s float64) string {
