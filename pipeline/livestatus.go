@@ -34,6 +34,10 @@ type LiveStatus struct {
 	Export   monitor.ExportSummary `json:"export"`
 	Staged   []staging.Range       `json:"staged"`    // staged ranges of the job's range, as of Updated
 	StagedOK bool                  `json:"staged_ok"` // Staged could be read
+	// Chain is the store's identity, once it has one.
+	Chain *staging.Identity `json:"chain,omitempty"`
+	// Mirrors are the export targets' checkpoints the store mirrors.
+	Mirrors map[string]staging.Checkpoint `json:"mirrors,omitempty"`
 }
 
 // checkpointPoll is how often a running job looks for checkpoint requests.
@@ -63,6 +67,12 @@ func startLiveStatus(cfg *Config, store *staging.Store, m *monitor.Monitor, inte
 			if rs, err := store.Staged(from, to); err == nil {
 				ls.Staged, ls.StagedOK = rs, true
 			}
+		}
+		if id, ok := store.Identity(); ok {
+			ls.Chain = &id
+		}
+		if ms, err := store.Mirrors(); err == nil && len(ms) > 0 {
+			ls.Mirrors = ms
 		}
 		b, err := json.Marshal(ls)
 		if err != nil {
@@ -118,8 +128,9 @@ func readLiveStatus(dir string) (*LiveStatus, error) {
 }
 
 // liveStatus prints what the job holding dir last wrote, when err says
-// another process holds it; it returns err unchanged otherwise.
-func liveStatus(dir string, err error, out io.Writer) error {
+// another process holds it; it returns err unchanged otherwise. Without
+// --schema, the schema --pg is read from becomes the store's family's.
+func liveStatus(cfg *Config, dir string, err error, out io.Writer) error {
 	var iu *staging.InUseError
 	if !errors.As(err, &iu) {
 		return err
@@ -135,6 +146,12 @@ func liveStatus(dir string, err error, out io.Writer) error {
 	}
 	if u, err := staging.DirUsage(dir); err == nil {
 		fmt.Fprintf(out, "  size:     %s\n", usageText(u))
+	}
+	if id := ls.Chain; id != nil {
+		if cfg.SchemaDefaulted {
+			cfg.Schema = id.Family.String()
+		}
+		fmt.Fprintf(out, "  chain:    %s %q, identified by block %d %X (the first staged)\n", id.Family, id.ChainID, id.FirstHeight, id.FirstHash)
 	}
 	fmt.Fprintf(out, "  job:      range %s; as of %s (%.0fs ago)\n", rng, ls.Updated.UTC().Format(time.RFC3339), time.Since(ls.Updated).Seconds())
 	fmt.Fprintf(out, "  fetch:    %d of %d planned heights staged (%.0f blocks/s)\n", ls.Fetch.Blocks, ls.Fetch.Planned, ls.Fetch.BlocksPerS)
@@ -159,8 +176,47 @@ func liveStatus(dir string, err error, out io.Writer) error {
 			fmt.Fprintf(out, " %s", r)
 		}
 		fmt.Fprintln(out)
+		to := ls.To
+		if !ls.ToSet && len(ls.Staged) > 0 {
+			to = ls.Staged[len(ls.Staged)-1].To
+		}
+		if gaps := gapsOf(ls.Staged, ls.From, to); len(gaps) > 0 {
+			var m uint64
+			for _, g := range gaps {
+				m += g.Len()
+			}
+			fmt.Fprintf(out, "  gaps:     %d heights of the job's range not staged yet, %s\n", m, ranges(gaps, 8))
+		} else if ls.ToSet || len(ls.Staged) > 0 {
+			fmt.Fprintln(out, "  gaps:     none in the job's range")
+		}
 	}
+	writeMirrors(out, ls.Mirrors)
 	return nil
+}
+
+// gapsOf is what of [from, to] the sorted, disjoint ranges rs leave out.
+func gapsOf(rs []staging.Range, from, to uint64) []staging.Range {
+	var gaps []staging.Range
+	next := from
+	for _, r := range rs {
+		if r.To < next {
+			continue
+		}
+		if r.From > to {
+			break
+		}
+		if r.From > next {
+			gaps = append(gaps, staging.Range{From: next, To: r.From - 1})
+		}
+		if r.To >= to {
+			return gaps
+		}
+		next = r.To + 1
+	}
+	if next <= to {
+		gaps = append(gaps, staging.Range{From: next, To: to})
+	}
+	return gaps
 }
 
 // usageText is a store's size as status prints it: what the filesystem

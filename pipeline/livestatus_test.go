@@ -12,14 +12,15 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
-	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/blockhaul/blockhaul/loader"
 )
 
 // stallingSource serves heights up to stallAt and then blocks every fetch
 // until its context ends: a job that stays running with part of its range
 // staged.
 type stallingSource struct {
-	*cometbft.Synthetic
+	loader.Source
 	stallAt uint64
 }
 
@@ -28,31 +29,44 @@ func (s stallingSource) Fetch(ctx context.Context, from, to uint64) ([]chain.Blo
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
-	return s.Synthetic.Fetch(ctx, from, to)
+	return s.Source.Fetch(ctx, from, to)
 }
 
 const liveChildEnv = "BLOCKHAUL_TEST_LIVE_STATUS_STAGING"
 
 // TestLiveStatusChild is the second process of TestStatusBesideARunningJob:
-// it runs a fetch that stages 1-500 of 1-2000 and then stalls until killed.
+// it runs a fetch that stages up to 500 of 1-2000 of the EVM chain and then
+// stalls until killed.
 func TestLiveStatusChild(t *testing.T) {
 	dir := os.Getenv(liveChildEnv)
 	if dir == "" {
 		t.Skip("the child process of TestStatusBesideARunningJob")
 	}
-	cfg := synthConfig(CmdFetch, "cometbft", "", dir, 1, 2000)
+	cfg := synthConfig(CmdFetch, "evm", "", dir, 1, 2000)
 	cfg.FetchWorkers, cfg.FetchSpan = 1, 100
 	cfg.Progress = 20 * time.Millisecond
-	cfg.Source = stallingSource{cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: func() uint64 { return 2100 }, TxPerBlock: 3}), 500}
+	src, err := newBareSource(&cfg, func() uint64 { return 2100 }, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Source = stallingSource{src, 500}
 	Run(context.Background(), cfg, &bytes.Buffer{}, quiet)
 }
 
 // TestStatusBesideARunningJob runs a fetch in another process (this test
-// binary, re-executed) and asks for status while it holds the staging
-// directory: status answers with the job's PID, progress and the ranges it
-// had staged, instead of refusing the directory as in use.
+// binary, re-executed) into an EVM store with 1-100 exported already, and
+// asks for status with --pg while it holds the staging directory: status
+// answers with the job's PID, progress, the store's chain, the ranges it
+// had staged and the gaps left, the size, the checkpoints the store
+// mirrors, and PostgreSQL's of the evm schema (the store's family, though
+// no --chain or --schema was given), instead of refusing the directory as
+// in use.
 func TestStatusBesideARunningJob(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
+	dsn := pgtest.NewDatabase(t)
+	if _, err := Run(context.Background(), synthConfig(CmdRun, "evm", dsn, dir, 1, 100), &bytes.Buffer{}, quiet); err != nil {
+		t.Fatal(err)
+	}
 	child := exec.Command(os.Args[0], "-test.run=^TestLiveStatusChild$", "-test.count=1")
 	child.Env = append(os.Environ(), liveChildEnv+"="+dir)
 	var childOut bytes.Buffer
@@ -68,7 +82,7 @@ func TestStatusBesideARunningJob(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		ls, err := readLiveStatus(dir)
-		if err == nil && ls.Fetch.Blocks >= 500 && ls.StagedOK && len(ls.Staged) == 1 && ls.Staged[0].To == 500 {
+		if err == nil && ls.Fetch.Blocks >= 400 && ls.StagedOK && len(ls.Staged) == 1 && ls.Staged[0].To == 500 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -77,7 +91,7 @@ func TestStatusBesideARunningJob(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // polling the child's file, bounded above
 	}
 	cfg := DefaultConfig()
-	cfg.Command, cfg.Staging = CmdStatus, dir
+	cfg.Command, cfg.Staging, cfg.PG = CmdStatus, dir, dsn
 	var out bytes.Buffer
 	if _, err := Run(context.Background(), cfg, &out, quiet); err != nil {
 		t.Fatalf("status beside a running job: %v\n%s", err, out.String())
@@ -86,9 +100,15 @@ func TestStatusBesideARunningJob(t *testing.T) {
 	for _, want := range []string{
 		fmt.Sprintf("in use by a running blockhaul fetch (pid %d)", child.Process.Pid),
 		"range 1-2000",
-		"500 of 2000 planned heights staged",
+		"400 of 1900 planned heights staged",
+		"chain:    evm ",
 		"500 heights in 1 range (last known) 1-500",
+		"gaps:     1500 heights of the job's range not staged yet, 501-2000",
 		"  size:     ",
+		"mirror:   pg:",
+		"/evm/backfill/range-1-100 at 100",
+		"postgresql schema evm\n",
+		"1-100 at 100, complete",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status does not say %q", want)

@@ -33,7 +33,7 @@ func stagingStatus(cfg *Config, out io.Writer) (err error) {
 	// Read-only: status writes nothing, so it answers on a full disk too.
 	store, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
 	if err != nil {
-		return liveStatus(cfg.Staging, err, out)
+		return liveStatus(cfg, cfg.Staging, err, out)
 	}
 	defer store.Close()
 	// The directory's files, blob files included: Pebble's own figure
@@ -99,6 +99,12 @@ func stagingStatus(cfg *Config, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	writeMirrors(out, mirrors)
+	return nil
+}
+
+// writeMirrors prints the target checkpoints a store mirrors, by name.
+func writeMirrors(out io.Writer, mirrors map[string]staging.Checkpoint) {
 	targets := make([]string, 0, len(mirrors))
 	for t := range mirrors {
 		targets = append(targets, t)
@@ -108,7 +114,6 @@ func stagingStatus(cfg *Config, out io.Writer) (err error) {
 		m := mirrors[t]
 		fmt.Fprintf(out, "  mirror:   %s at %d (%s)\n", t, m.Height, m.Updated.Format("2006-01-02 15:04:05"))
 	}
-	return nil
 }
 
 func ranges(rs []staging.Range, max int) string {
