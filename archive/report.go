@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 )
 
 // ChecksumReport is what the checksum command prints: one digest, or two
@@ -149,6 +150,11 @@ func sameStreams(a, b []StreamState) bool {
 type VerifyReport struct {
 	Staging *StagingReport `json:"staging"`
 	PG      *PGReport      `json:"postgresql,omitempty"`
+	// HeldBy is the PID of the running job that held the store: what was
+	// verified is a checkpoint it took for it (a consistent state of the
+	// store at CheckpointAt, while the job went on writing).
+	HeldBy       int       `json:"held_by,omitempty"`
+	CheckpointAt time.Time `json:"checkpoint_at,omitzero"`
 }
 
 // Problems is the number of things found wrong.
@@ -165,6 +171,9 @@ func (r VerifyReport) Problems() int {
 
 // WriteText writes the report for a terminal.
 func (r VerifyReport) WriteText(w io.Writer) {
+	if r.HeldBy != 0 {
+		fmt.Fprintf(w, "a running blockhaul (pid %d) holds the store: verifying the checkpoint it took at %s\n", r.HeldBy, r.CheckpointAt.UTC().Format(time.RFC3339))
+	}
 	if s := r.Staging; s != nil {
 		mode := "headers and checksums"
 		if s.Deep {

@@ -171,7 +171,24 @@ func Verify(ctx context.Context, cfg Config, out io.Writer) error {
 	if _, err := os.Stat(cfg.Staging); err != nil {
 		return &ConfigError{Fields: []*FieldError{{Flag: "staging", Env: EnvName("staging"), Msg: fmt.Sprintf("no staging directory: %v", err)}}}
 	}
+	var r archive.VerifyReport
 	store, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
+	var iu *staging.InUseError
+	if errors.As(err, &iu) {
+		// A running job holds the store: it takes a checkpoint (hard
+		// links), and that is verified.
+		if cfg.PG != "" {
+			return &ConfigError{Fields: []*FieldError{{Flag: "pg", Env: EnvName("pg"), Msg: fmt.Sprintf(
+				"a running blockhaul (pid %d) holds %s, and PostgreSQL moves on while it runs: verify the staging alone now (without --pg), and PostgreSQL against it when the job ends", iu.PID, cfg.Staging)}}}
+		}
+		var release func()
+		store, r.HeldBy, release, err = heldCheckpoint(ctx, cfg.Staging)
+		if err != nil {
+			return err
+		}
+		defer release()
+		r.CheckpointAt = time.Now()
+	}
 	if err != nil {
 		return err
 	}
@@ -193,10 +210,10 @@ func Verify(ctx context.Context, cfg Config, out io.Writer) error {
 	case chain.FamilyEVM:
 		vcfg.Recompute = evm.VerifyBlock
 	}
-	var r archive.VerifyReport
 	if r.Staging, err = archive.Verify(store, vcfg); err != nil {
 		return err
 	}
+	r.Staging.Dir = cfg.Staging // not the checkpoint's directory
 	if cfg.PG != "" {
 		conn, err := connect(ctx, &cfg)
 		if err != nil {
@@ -218,6 +235,30 @@ func Verify(ctx context.Context, cfg Config, out io.Writer) error {
 		return &archive.DataError{Check: "verify", Problems: n}
 	}
 	return nil
+}
+
+// heldCheckpoint asks the running job that holds the store in dir for a
+// Pebble checkpoint beside it (hard links: the same filesystem, little
+// space) and opens it read-only. release closes it and removes it.
+func heldCheckpoint(ctx context.Context, dir string) (store *staging.Store, pid int, release func(), err error) {
+	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(dir)), ".blockhaul-verify-")
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("verify: a directory for the checkpoint beside %s: %w", dir, err)
+	}
+	cp := filepath.Join(tmp, "store")
+	if pid, err = staging.RequestCheckpoint(ctx, dir, cp, snapshotWait, 50*time.Millisecond); err != nil {
+		os.RemoveAll(tmp)
+		return nil, 0, nil, err
+	}
+	store, err = staging.Open(cp, staging.Options{ReadOnly: true})
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, 0, nil, fmt.Errorf("verify: the checkpoint the running job (pid %d) took does not open: %w", pid, err)
+	}
+	return store, pid, func() {
+		store.Close()
+		os.RemoveAll(tmp)
+	}, nil
 }
 
 // Prune deletes the staged blocks below --below once every target mirrored

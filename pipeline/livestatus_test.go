@@ -53,6 +53,72 @@ func TestLiveStatusChild(t *testing.T) {
 	Run(context.Background(), cfg, &bytes.Buffer{}, quiet)
 }
 
+// startStalledJob runs TestLiveStatusChild's fetch into the store in dir
+// (this test binary, re-executed), waits until it has staged 1-500 and
+// stalled, and kills it when the test ends.
+func startStalledJob(t *testing.T, dir string) *exec.Cmd {
+	t.Helper()
+	child := exec.Command(os.Args[0], "-test.run=^TestLiveStatusChild$", "-test.count=1")
+	child.Env = append(os.Environ(), liveChildEnv+"="+dir)
+	var childOut bytes.Buffer
+	child.Stdout, child.Stderr = &childOut, &childOut
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		child.Process.Kill()
+		child.Wait()
+	})
+	// Wait (bounded) until the job has said it staged what it can.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ls, err := readLiveStatus(dir)
+		if err == nil && ls.Fetch.Blocks >= 400 && ls.StagedOK && len(ls.Staged) == 1 && ls.Staged[0].To == 500 {
+			return child
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the running job never reported 1-500 staged (last: %+v, %v); its output:\n%s", ls, err, childOut.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the child's file, bounded above
+	}
+}
+
+// TestVerifyBesideARunningJob: verify of a store a running job holds asks
+// the job for a checkpoint and verifies that (1-500, clean, under the
+// store's own name), leaving nothing beside the store; with --pg it is
+// refused (PostgreSQL moves on while the job runs), naming the job.
+func TestVerifyBesideARunningJob(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	dsn := pgtest.NewDatabase(t)
+	if _, err := Run(context.Background(), synthConfig(CmdRun, "evm", dsn, dir, 1, 100), &bytes.Buffer{}, quiet); err != nil {
+		t.Fatal(err)
+	}
+	child := startStalledJob(t, dir)
+	cfg := verifyCmd(dir, "")
+	cfg.Deep = true
+	r, err := runVerify(t, cfg)
+	if err != nil {
+		t.Fatalf("verify beside a running job: %v", err)
+	}
+	if r.HeldBy != child.Process.Pid || r.CheckpointAt.IsZero() || r.Staging.Dir != dir || r.Staging.Records != 500 || r.Problems() != 0 {
+		t.Fatalf("verify beside a running job (pid %d): held by %d at %v, %s: %d records, %d problems",
+			child.Process.Pid, r.HeldBy, r.CheckpointAt, r.Staging.Dir, r.Staging.Records, r.Problems())
+	}
+	ents, err := os.ReadDir(filepath.Dir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() != "s" {
+			t.Errorf("verify left %s beside the store", e.Name())
+		}
+	}
+	_, err = Run(context.Background(), verifyCmd(dir, dsn), &bytes.Buffer{}, quiet)
+	if ExitCode(err) != ExitConfig || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", child.Process.Pid)) {
+		t.Errorf("verify --pg beside a running job: exit %d, %v", ExitCode(err), err)
+	}
+}
+
 // TestStatusBesideARunningJob runs a fetch in another process (this test
 // binary, re-executed) into an EVM store with 1-100 exported already, and
 // asks for status with --pg while it holds the staging directory: status
@@ -67,29 +133,7 @@ func TestStatusBesideARunningJob(t *testing.T) {
 	if _, err := Run(context.Background(), synthConfig(CmdRun, "evm", dsn, dir, 1, 100), &bytes.Buffer{}, quiet); err != nil {
 		t.Fatal(err)
 	}
-	child := exec.Command(os.Args[0], "-test.run=^TestLiveStatusChild$", "-test.count=1")
-	child.Env = append(os.Environ(), liveChildEnv+"="+dir)
-	var childOut bytes.Buffer
-	child.Stdout, child.Stderr = &childOut, &childOut
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		child.Process.Kill()
-		child.Wait()
-	}()
-	// Wait (bounded) until the job has said it staged what it can.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		ls, err := readLiveStatus(dir)
-		if err == nil && ls.Fetch.Blocks >= 400 && ls.StagedOK && len(ls.Staged) == 1 && ls.Staged[0].To == 500 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the running job never reported 1-500 staged (last: %+v, %v); its output:\n%s", ls, err, childOut.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling the child's file, bounded above
-	}
+	child := startStalledJob(t, dir)
 	cfg := DefaultConfig()
 	cfg.Command, cfg.Staging, cfg.PG = CmdStatus, dir, dsn
 	var out bytes.Buffer
