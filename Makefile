@@ -28,7 +28,8 @@ vet:
 test:
 	@url=$(PG_URL) && echo "tests use PostgreSQL at $${url%%\?*}" && \
 	weed=$$(GO=$(GO) scripts/seaweedfs.sh || echo "unavailable: scripts/seaweedfs.sh failed") && echo "tests use SeaweedFS at $$weed" && \
-	DATABASE_URL="$$url" BLOCKHAUL_TEST_WEED="$$weed" $(GO) test -count=1 -timeout 40m ./...
+	azurite=$$(scripts/azurite.sh || echo "unavailable: scripts/azurite.sh failed") && echo "tests use Azurite at $$azurite" && \
+	DATABASE_URL="$$url" BLOCKHAUL_TEST_WEED="$$weed" BLOCKHAUL_TEST_AZURITE="$$azurite" $(GO) test -count=1 -timeout 40m ./...
 
 # The fault campaign (faults/ with -tags faults: SIGKILLs, database faults,
 # the fault proxy, damaged staging files, a full disk, concurrent starts),

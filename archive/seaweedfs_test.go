@@ -41,50 +41,7 @@ func TestSnapshotThroughSeaweedFS(t *testing.T) {
 
 	bucket := roundTrip(t, url, families()[1], "SeaweedFS")
 	ctx := context.Background()
-
-	// The same bucket without the prefix shows the objects as the server
-	// holds them: alter one and restore again.
-	mb, err := bucket.ReadAll(ctx, ManifestName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m Manifest
-	if err := json.Unmarshal(mb, &m); err != nil {
-		t.Fatal(err)
-	}
-	// The largest file holds the records (a WAL or a table, as the store
-	// last flushed).
-	victim, size := "", int64(0)
-	for _, fe := range m.Files {
-		if fe.Size > size {
-			victim, size = fe.Name, fe.Size
-		}
-	}
-	if size < 1000 {
-		t.Fatalf("no file of the records in the snapshot's manifest: %+v", m.Files)
-	}
-	key := "chain-a/" + victim
-	raw, err := OpenBucket(ctx, strings.Replace(url, "&prefix=chain-a/", "", 1), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	data, err := raw.ReadAll(ctx, key)
-	if err != nil {
-		t.Fatalf("read %s back from SeaweedFS: %v", key, err)
-	}
-	data[len(data)/2] ^= 0x40
-	if err := raw.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: "application/octet-stream"}); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "restored")
-	var re *RestoreError
-	if _, err := Restore(ctx, bucket, RedactURL(url), dir); !errors.As(err, &re) || !strings.Contains(err.Error(), victim) || !strings.Contains(err.Error(), "sha256") {
-		t.Fatalf("restore of a snapshot with %s altered on the server: %v", victim, err)
-	}
-	if _, err := os.Stat(dir); err == nil {
-		t.Errorf("a refused restore left %s", dir)
-	}
+	refusesTampered(t, bucket, url, strings.Replace(url, "&prefix=chain-a/", "", 1), "chain-a/", "SeaweedFS")
 
 	// The server checks the signature: the same request with another
 	// secret is refused.
@@ -220,4 +177,55 @@ func freePorts(t *testing.T, n int) []int {
 		l.Close()
 	}
 	return ports
+}
+
+// refusesTampered flips a byte in the middle of the largest file of the
+// snapshot in bucket (opened at url), through the server's own API at
+// rawURL (the same bucket without the prefix, under which the keys are
+// prefix+name), and checks that restore then refuses, naming the file and
+// its SHA-256, and leaves nothing behind.
+func refusesTampered(t *testing.T, bucket *blob.Bucket, url, rawURL, prefix, server string) {
+	t.Helper()
+	ctx := context.Background()
+	mb, err := bucket.ReadAll(ctx, ManifestName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(mb, &m); err != nil {
+		t.Fatal(err)
+	}
+	// The largest file holds the records (a WAL or a table, as the store
+	// last flushed).
+	victim, size := "", int64(0)
+	for _, fe := range m.Files {
+		if fe.Size > size {
+			victim, size = fe.Name, fe.Size
+		}
+	}
+	if size < 1000 {
+		t.Fatalf("no file of the records in the snapshot's manifest: %+v", m.Files)
+	}
+	key := prefix + victim
+	raw, err := OpenBucket(ctx, rawURL, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	data, err := raw.ReadAll(ctx, key)
+	if err != nil {
+		t.Fatalf("read %s back from %s: %v", key, server, err)
+	}
+	data[len(data)/2] ^= 0x40
+	if err := raw.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: "application/octet-stream"}); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "restored")
+	var re *RestoreError
+	if _, err := Restore(ctx, bucket, RedactURL(url), dir); !errors.As(err, &re) || !strings.Contains(err.Error(), victim) || !strings.Contains(err.Error(), "sha256") {
+		t.Fatalf("restore of a snapshot with %s altered on %s: %v", victim, server, err)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("a refused restore left %s", dir)
+	}
 }

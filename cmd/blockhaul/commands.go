@@ -30,7 +30,7 @@ var commandDocs = map[string]commandDoc{
 	cmdVerify:   {"[--deep] [--pg DSN]", "check every staged record, the chain, and PostgreSQL against it", "Checks every staged record's checksum and hashes and the chain's continuity; with --pg, PostgreSQL's rows against staging (exit 4 when something is wrong)."},
 	cmdRepair:   {"[--rpc URL] [--from N --to M]", "refetch what verify finds missing or wrong; salvage a damaged store", "Refetches the records verify finds missing or wrong, and salvages a store Pebble cannot open."},
 	cmdPrune:    {"--below H [--force]", "delete staged blocks every target has exported", "Deletes staged heights below --below once every target database has exported them (--force: even when not)."},
-	cmdSnapshot: {"DEST", "consistent copy of --staging to a directory or blob URL", "Writes a consistent copy of --staging to DEST: a directory, or a blob URL (s3://, gs://, file://)."},
+	cmdSnapshot: {"DEST", "consistent copy of --staging to a directory or blob URL", "Writes a consistent copy of --staging to DEST: a directory, or a blob URL (file://, s3://, gs://, azblob://)."},
 	cmdRestore:  {"SRC", "restore a snapshot into --staging, verified first", "Restores a snapshot from SRC into --staging, verified before it replaces anything."},
 	cmdEstimate: {"--from N --to M [--pg DSN]", "heights, bytes and time a job would take; disk room", "Estimates the heights, staged bytes, rows and time of a range, and whether the disk has room."},
 }
