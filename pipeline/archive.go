@@ -263,11 +263,11 @@ func heldCheckpoint(ctx context.Context, dir string) (store *staging.Store, pid 
 
 // Prune deletes the staged blocks below --below once every target mirrored
 // in the store has exported them (--force: regardless), then compacts.
-func Prune(ctx context.Context, cfg Config, out io.Writer) error {
+func Prune(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error {
 	if _, err := os.Stat(cfg.Staging); err != nil {
 		return &ConfigError{Fields: []*FieldError{{Flag: "staging", Env: EnvName("staging"), Msg: fmt.Sprintf("no staging directory: %v", err)}}}
 	}
-	store, err := staging.Open(cfg.Staging, staging.Options{})
+	store, err := staging.Open(cfg.Staging, staging.Options{Logger: log})
 	if err != nil {
 		return err
 	}

@@ -117,7 +117,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	case CmdVerify:
 		return Summary{Command: cfg.Command}, Verify(ctx, cfg, out)
 	case CmdPrune:
-		return Summary{Command: cfg.Command}, Prune(ctx, cfg, out)
+		return Summary{Command: cfg.Command}, Prune(ctx, cfg, out, log)
 	case CmdRepair:
 		return Summary{Command: cfg.Command}, Repair(ctx, cfg, out, log)
 	case CmdSnapshot:

@@ -84,6 +84,16 @@ func (s *Store) awaitReclaim(ctx context.Context) error {
 	idle := 0
 	tick := time.NewTicker(reclaimPoll)
 	defer tick.Stop()
+	start := time.Now()
+	if m := s.db.Metrics(); garbage(m) > pruneGarbageTarget {
+		s.opts.Logger.Info("staging: prune: Pebble rewrites the blob files shared with kept records",
+			"dir", s.dir, "garbage", fmt.Sprintf("%.0f%%", 100*garbage(m)), "blob_bytes", m.BlobFiles.LiveSize)
+		defer func() {
+			m := s.db.Metrics()
+			s.opts.Logger.Info("staging: prune: blob files rewritten", "dir", s.dir,
+				"garbage", fmt.Sprintf("%.0f%%", 100*garbage(m)), "blob_bytes", m.BlobFiles.LiveSize, "duration", time.Since(start).Round(time.Millisecond))
+		}()
+	}
 	for {
 		if err := s.faults.broken(); err != nil {
 			return err
