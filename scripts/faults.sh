@@ -7,6 +7,12 @@
 # found interesting are copied from go's fuzz cache into that directory too,
 # to be committed as seed corpus. Usage: scripts/faults.sh DATABASE_URL
 #
+# A target that fails with Go's bare "context deadline exceeded" at the end
+# of a duration FUZZTIME, having written no failing input, is the race in
+# Go's fuzz coordinator (golang/go#75804, fixed in Go 1.27; seen here on
+# go1.26.8 for evm FuzzBlockAnswer at 15 s, which passed twice on a rerun):
+# it is reported ok, saying so. A failing input written fails the target.
+#
 # FUZZMINIMIZE bounds the minimisation of each new interesting input (go
 # test's -fuzzminimizetime; default 200 runs). Go's default, 60 s, is spent
 # on the first input of a target whose seeds are whole block records: with
@@ -44,16 +50,32 @@ if [[ "$FUZZTIME" != 0 ]]; then
 	for t in "${targets[@]}"; do
 		pkg=${t%%:*} fn=${t##*:}
 		t0=$(date +%s)
-		if out=$("$GO" test -run '^$' -fuzz "^${fn}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZE" "$pkg" 2>&1); then
-			execs=$(grep -oE 'execs: [0-9]+' <<<"$out" | tail -1)
-			echo "faults: fuzz $pkg $fn $FUZZTIME: ok (${execs:-execs: ?}, $(($(date +%s) - t0))s with the build)"
+		corpus="$pkg/testdata/fuzz/$fn"
+		before=$(ls "$corpus" 2>/dev/null)
+		out=$("$GO" test -run '^$' -fuzz "^${fn}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZE" "$pkg" 2>&1)
+		rc=$?
+		execs=$(grep -oE 'execs: [0-9]+' <<<"$out" | tail -1)
+		new=$(comm -13 <(echo "$before") <(ls "$corpus" 2>/dev/null))
+		note=""
+		# Go < 1.27 can fail a target at the end of a duration -fuzztime with
+		# a bare "context deadline exceeded" and no failing input: a race in
+		# its fuzz coordinator (golang/go#75804), not the target's.
+		if ((rc != 0)) && [[ -z "$new" ]] && grep -qx $'[[:space:]]*context deadline exceeded' <<<"$out" && ! grep -q -- '--- FAIL: .*#\|Failing input written' <<<"$out"; then
+			rc=0 note="; go test's end-of-fuzztime race (golang/go#75804), no input failed"
+		fi
+		if ((rc == 0)); then
+			echo "faults: fuzz $pkg $fn $FUZZTIME: ok (${execs:-execs: ?}, $(($(date +%s) - t0))s with the build$note)"
 			if [[ -n "${FUZZ_KEEP:-}" ]]; then
 				cache="$("$GO" env GOCACHE)/fuzz/github.com/blockhaul/blockhaul/${pkg#./}/$fn"
-				mkdir -p "$pkg/testdata/fuzz/$fn"
-				ls -t "$cache" 2>/dev/null | head -n "$FUZZ_KEEP" | while read -r f; do cp "$cache/$f" "$pkg/testdata/fuzz/$fn/"; done
+				mkdir -p "$corpus"
+				ls -t "$cache" 2>/dev/null | head -n "$FUZZ_KEEP" | while read -r f; do cp "$cache/$f" "$corpus/"; done
 			fi
 		else
-			echo "faults: fuzz $pkg $fn: FAILED; the crasher is kept under $pkg/testdata/fuzz/$fn/"
+			if [[ -n "$new" ]]; then
+				echo "faults: fuzz $pkg $fn: FAILED; the failing input is kept as $corpus/$(head -1 <<<"$new")"
+			else
+				echo "faults: fuzz $pkg $fn: FAILED (no failing input written)"
+			fi
 			tail -30 <<<"$out"
 			failed+=("$fn")
 		fi
