@@ -23,6 +23,14 @@ import (
 	"gocloud.dev/gcerrors"
 )
 
+// NotEmptyError is a restore into a directory that holds files already:
+// nothing there is replaced.
+type NotEmptyError struct{ Dir string }
+
+func (e *NotEmptyError) Error() string {
+	return fmt.Sprintf("archive: restore: %s is not empty: restore into a new directory", e.Dir)
+}
+
 // ManifestName is the object a snapshot writes last: the list of its files
 // with their sizes and SHA-256. A destination without it holds no complete
 // snapshot.
@@ -258,7 +266,7 @@ func (e *RestoreError) Error() string {
 func Restore(ctx context.Context, bucket *blob.Bucket, source, dir string) (*RestoreReport, error) {
 	start := time.Now()
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
-		return nil, fmt.Errorf("archive: restore: %s is not empty: restore into a new directory", dir)
+		return nil, &NotEmptyError{Dir: dir}
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("archive: restore: %w", err)
 	}

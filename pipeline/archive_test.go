@@ -512,6 +512,11 @@ func TestSnapshotAndRestoreCommands(t *testing.T) {
 	if out, err := cmd(CmdRestore, restored, dest); err != nil {
 		t.Fatalf("restore from %s: %v\n%s", dest, err, out)
 	}
+	// Into a directory that holds a store already: refused, exit 2.
+	var notEmpty *archive.NotEmptyError
+	if _, err := cmd(CmdRestore, stg, dest); ExitCode(err) != ExitConfig || !errorsAs(err, &notEmpty) {
+		t.Errorf("restore over a store: exit %d, %v", ExitCode(err), err)
+	}
 	s, err := staging.Open(restored, staging.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
@@ -534,4 +539,59 @@ func TestChecksumOfAWrongSchemaIsAConfigurationError(t *testing.T) {
 	if ExitCode(err) != ExitConfig || !errorsAs(err, &missing) || missing.Schema != "evm" || !strings.Contains(err.Error(), `"evm"."blocks" does not exist`) {
 		t.Fatalf("checksum of an empty database: exit %d, %v", ExitCode(err), err)
 	}
+}
+
+// TestExportTakesTheStoresFamily: export of an EVM store without --chain
+// takes the store's family (and its schema) instead of refusing the
+// default, cometbft; with --chain cometbft given, it still refuses, exit 4,
+// before any schema is made.
+func TestExportTakesTheStoresFamily(t *testing.T) {
+	stg := archiveFixture(t, "evm", 50)
+	dsn := pgtest.NewDatabase(t)
+	cfg := testConfig(CmdExport, dsn, stg, nil, 1, 50)
+	cfg.Chain, cfg.Schema, cfg.ChainSet, cfg.FromSet = "cometbft", "", false, true // --from 1 --to 50
+	sum, err := Run(context.Background(), cfg, &bytes.Buffer{}, quiet)
+	if err != nil || !sum.Complete || sum.Export.Blocks != 50 {
+		t.Fatalf("export of an EVM store without --chain: %v (complete %v, %d blocks)", err, sum.Complete, sum.Export.Blocks)
+	}
+	if n := countRows(t, dsn, "evm.blocks"); n != 50 {
+		t.Fatalf("evm.blocks holds %d rows, want 50", n)
+	}
+	// Without --from either, the range starts at the family's first block:
+	// the EVM genesis, 0, not CometBFT's 1.
+	gen := filepath.Join(t.TempDir(), "g")
+	if _, err := Run(context.Background(), synthConfig(CmdFetch, "evm", "", gen, 0, 20), &bytes.Buffer{}, quiet); err != nil {
+		t.Fatal(err)
+	}
+	cfg = testConfig(CmdExport, pgtest.NewDatabase(t), gen, nil, 1, 20)
+	cfg.Chain, cfg.Schema, cfg.ChainSet, cfg.FromSet = "cometbft", "", false, false
+	if sum, err := Run(context.Background(), cfg, &bytes.Buffer{}, quiet); err != nil || sum.Export.Blocks != 21 {
+		t.Fatalf("export of an EVM store without --chain or --from: %v, %d blocks, want 0-20", err, sum.Export.Blocks)
+	}
+	other := pgtest.NewDatabase(t)
+	cfg = testConfig(CmdExport, other, stg, nil, 1, 50)
+	cfg.Chain, cfg.Schema, cfg.ChainSet = "cometbft", "", true
+	_, err = Run(context.Background(), cfg, &bytes.Buffer{}, quiet)
+	var wrong *staging.WrongChainError
+	if ExitCode(err) != ExitData || !errorsAs(err, &wrong) {
+		t.Fatalf("export of an EVM store with --chain cometbft: exit %d, %v", ExitCode(err), err)
+	}
+	if n := countRows(t, other, "pg_namespace WHERE nspname = 'cometbft'"); n != 0 {
+		t.Errorf("a refused export made the cometbft schema")
+	}
+}
+
+// countRows is SELECT count(*) FROM from, on dsn.
+func countRows(t *testing.T, dsn, from string) int64 {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int64
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM "+from).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

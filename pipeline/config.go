@@ -77,7 +77,11 @@ type Config struct {
 	// SchemaDefaulted: Schema was not given but derived from Chain, so a
 	// command that learns the family from staging may derive it again.
 	SchemaDefaulted bool
-	Alias           string // --alias (default: derived from the range)
+	// ChainSet: --chain was given (flag or environment). Without it, a
+	// command on a store that holds a chain already takes the store's
+	// family instead of the default.
+	ChainSet bool
+	Alias    string // --alias (default: derived from the range)
 
 	FetchWorkers int           // --fetch-workers
 	FetchSpan    int           // --fetch-span

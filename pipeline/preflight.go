@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"strings"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/evm"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
 )
@@ -62,11 +64,33 @@ func listenHTTP(cfg *Config) (net.Listener, error) {
 
 // checkStagedChain refuses a store that holds another chain family than
 // --chain, as *staging.WrongChainError (status 4) from every command, before
-// any schema is created for the wrong family.
-func checkStagedChain(cfg *Config, store *staging.Store) error {
+// any schema is created for the wrong family. Without --chain the store's
+// family is taken instead (and its schema, and its default memory limit,
+// where those were the default's).
+func checkStagedChain(cfg *Config, store *staging.Store, log *slog.Logger) error {
 	fam, err := chain.ParseFamily(cfg.Chain)
 	if err != nil {
 		return err
+	}
+	if id, ok := store.Identity(); ok && id.Family != fam && !cfg.ChainSet {
+		log.Info("the staging store holds another chain family than the default: taking it", "dir", store.Dir(), "chain", id.Family.String())
+		cfg.Chain = id.Family.String()
+		if cfg.SchemaDefaulted {
+			cfg.Schema = cfg.Chain
+		}
+		// The range starts at the family's first block unless --from
+		// says otherwise (EnsureDefaults gave the default family's).
+		if !cfg.FromSet {
+			cfg.From = DefaultConfig().From
+			if id.Family == chain.FamilyEVM {
+				cfg.From = evm.GenesisHeight
+			}
+		}
+		if cfg.MemoryLimitPerStream == DefaultMemoryLimitMiB(fam.String())<<20 {
+			cfg.MemoryLimitPerStream = DefaultMemoryLimitMiB(cfg.Chain) << 20
+			debug.SetMemoryLimit(cfg.MemoryLimitPerStream)
+		}
+		return nil
 	}
 	if id, ok := store.Identity(); ok && id.Family != fam {
 		return &staging.WrongChainError{Dir: store.Dir(),

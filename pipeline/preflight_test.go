@@ -49,7 +49,7 @@ func TestJobRefusedForAnotherChainsStagingLeavesNothing(t *testing.T) {
 	}
 	for _, cmd := range []string{CmdRun, CmdExport, CmdFollow, CmdFetch} {
 		cfg := testConfig(cmd, dsn, stg, nil, 1, 50)
-		cfg.Chain, cfg.Schema = "evm", ""
+		cfg.Chain, cfg.Schema, cfg.ChainSet = "evm", "", true
 		err := run(t, cfg)
 		if ExitCode(err) != ExitData || !strings.Contains(err.Error(), "--chain evm") {
 			t.Errorf("%s --chain evm on a cometbft store: exit %d (%v), want %d naming --chain evm", cmd, ExitCode(err), err, ExitData)

@@ -54,12 +54,13 @@ func ExitCode(err error) int {
 	var refused *archive.PruneRefusedError
 	var noRoom *archive.NoRoomError
 	var noTable *archive.MissingTableError
+	var notEmpty *archive.NotEmptyError
 	var lie *chain.HashMismatchError
 	var held *HeldReplayError
 	switch {
 	case errors.As(err, &held):
 		return held.Code
-	case errors.As(err, &refused), errors.As(err, &noRoom), errors.As(err, &noTable), errors.As(err, &ce), errors.As(err, &alias), errors.As(err, &shape), errors.As(err, &replayRange):
+	case errors.As(err, &refused), errors.As(err, &noRoom), errors.As(err, &noTable), errors.As(err, &notEmpty), errors.As(err, &ce), errors.As(err, &alias), errors.As(err, &shape), errors.As(err, &replayRange):
 		return ExitConfig
 	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &damaged), errors.As(err, &wrong), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv), errors.As(err, &reorg), errors.As(err, &archived), errors.As(err, &lie):
 		return ExitData
@@ -154,7 +155,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	}
 	if err == nil {
 		defer store.Close()
-		err = checkStagedChain(&cfg, store)
+		err = checkStagedChain(&cfg, store, log)
 	}
 	if err == nil && cfg.Command != CmdExport {
 		err = checkSyntheticMatches(ctx, &cfg, store, tip, log)

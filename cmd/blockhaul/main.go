@@ -47,6 +47,7 @@ func run(args []string) int {
 	cfg.FromSet = cl.fs.Changed("from")
 	cfg.BackfillFromSet = cl.fs.Changed("backfill-from")
 	cfg.BelowSet = cl.fs.Changed("below")
+	cfg.ChainSet = cl.fs.Changed("chain")
 	cfg.EnsureDefaults()
 	problems := cl.problems
 	var ce *pipeline.ConfigError
