@@ -3,7 +3,6 @@
 package archive
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
-	"github.com/blockhaul/blockhaul/internal/syncbuf"
 )
 
 // Azurite's well-known development account (the emulator's documented
@@ -81,49 +79,8 @@ func startAzurite(t *testing.T, bin string) string {
 	port := freePorts(t, 1)[0]
 	cmd := exec.Command(bin, "--blobHost", "127.0.0.1", "--blobPort", fmt.Sprint(port),
 		"--location", t.TempDir(), "--skipApiVersionCheck", "--disableProductStyleUrl", "--silent")
-	var out syncbuf.Buffer
-	cmd.Stderr = &out
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		seen := false
-		for sc.Scan() {
-			out.Write([]byte(sc.Text() + "\n"))
-			if !seen && strings.Contains(sc.Text(), "successfully listens on") {
-				seen = true
-				close(ready)
-			}
-		}
-	}()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		// Azurite closes its server on an interrupt, which waits for the
-		// clients' idle keep-alive connections: a few seconds, then kill.
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(3 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("azurite output:\n%s", out.String())
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-exited:
-		t.Fatalf("azurite exited before it listened: %v\n%s", err, out.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("azurite did not say it listens in 60 s:\n%s", out.String())
-	}
+	// Azurite closes its server on an interrupt, which waits for the
+	// clients' idle keep-alive connections: a few seconds, then kill.
+	startServer(t, cmd, "azurite", "successfully listens on", 60*time.Second, 3*time.Second)
 	return fmt.Sprintf("127.0.0.1:%d", port)
 }

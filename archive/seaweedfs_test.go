@@ -79,49 +79,8 @@ func startSeaweedFS(t *testing.T, weed, bucketName string) string {
 		"-s3.port.iceberg=0", "-s3.port.lance=0",
 		"-webdav=false", "-admin.ui=false", "-master.telemetry=false")
 	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+access, "AWS_SECRET_ACCESS_KEY="+secret, "S3_BUCKET="+bucketName)
-	var out syncbuf.Buffer
-	cmd.Stderr = &out
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s mini: %v", weed, err)
-	}
 	// weed prints its banner once every component it started is running.
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		seen := false
-		for sc.Scan() {
-			out.Write([]byte(sc.Text() + "\n"))
-			if !seen && strings.Contains(sc.Text(), "All enabled components are running") {
-				seen = true
-				close(ready)
-			}
-		}
-	}()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("weed mini output:\n%s", out.String())
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-exited:
-		t.Fatalf("weed mini exited before it served S3: %v\n%s", err, out.String())
-	case <-time.After(120 * time.Second):
-		t.Fatalf("weed mini did not say its components run in 120 s:\n%s", out.String())
-	}
+	out := startServer(t, cmd, "weed mini", "All enabled components are running", 120*time.Second, 20*time.Second)
 	endpoint := fmt.Sprintf("http://127.0.0.1:%d", ports[6])
 	url := "s3://" + bucketName + "?endpoint=" + endpoint + "&use_path_style=true&disable_https=true&region=us-east-1"
 	// The bucket is created as the gateway starts: a few tries, each a
@@ -228,4 +187,57 @@ func refusesTampered(t *testing.T, bucket *blob.Bucket, url, rawURL, prefix, ser
 	if _, err := os.Stat(dir); err == nil {
 		t.Errorf("a refused restore left %s", dir)
 	}
+}
+
+// startServer starts cmd, a test's server, and waits until a line of its
+// standard output contains ready (at most wait); the test fails when it
+// exits first or does not say so in time, with what it printed. When the
+// test ends the server is interrupted, and killed if it has not exited
+// after stopWait; its output is logged when the test failed. It returns the
+// server's output so far, for the test's own messages.
+func startServer(t *testing.T, cmd *exec.Cmd, name, ready string, wait, stopWait time.Duration) *syncbuf.Buffer {
+	t.Helper()
+	out := &syncbuf.Buffer{}
+	cmd.Stderr = out
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	said := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		seen := false
+		for sc.Scan() {
+			out.Write([]byte(sc.Text() + "\n"))
+			if !seen && strings.Contains(sc.Text(), ready) {
+				seen = true
+				close(said)
+			}
+		}
+	}()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(stopWait):
+			cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, out.String())
+		}
+	})
+	select {
+	case <-said:
+	case err := <-exited:
+		t.Fatalf("%s exited before it said %q: %v\n%s", name, ready, err, out.String())
+	case <-time.After(wait):
+		t.Fatalf("%s did not say %q in %v:\n%s", name, ready, wait, out.String())
+	}
+	return out
 }
