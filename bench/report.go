@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Markdown renders r as the tables the README shows. When images is not
+// Markdown renders r as the tables docs/benchmarks.md shows. When images is not
 // empty, the plots are linked as images+"throughput-<density>.svg" and
 // images+"scaling.svg" (the names WriteFiles gives them).
 func Markdown(r Result, images string) string {

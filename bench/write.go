@@ -10,7 +10,7 @@ import (
 
 // WriteFiles writes r into dir as <date>-<host>.json and .md, the plots as
 // <date>-<host>-throughput-<density>.svg and <date>-<host>-scaling.svg, and
-// the same again as latest.json, latest.md and latest-*.svg for the README
+// the same again as latest.json, latest.md and latest-*.svg for docs/benchmarks.md
 // to link. It returns the paths written.
 func WriteFiles(dir string, r Result) ([]string, error) {
 	return writeFiles(dir, r, []string{filesPrefix(r), "latest"})

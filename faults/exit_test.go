@@ -15,7 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// TestExitStatuses asserts every exit status the README maps, each for its
+// TestExitStatuses asserts every exit status docs/exit-status.md maps, each for its
 // causes, on the built binary.
 func TestExitStatuses(t *testing.T) {
 	type tc struct {

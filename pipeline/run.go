@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Exit statuses, documented in the README. A Kubernetes Job retries any
+// Exit statuses, documented in docs/exit-status.md. A Kubernetes Job retries any
 // non-zero status; the distinction tells an operator what happened.
 const (
 	ExitComplete    = 0 // the requested range is complete

@@ -29,11 +29,11 @@ type streamFacts struct {
 }
 
 // Most streams auto chooses for a server elsewhere: its cores are not
-// known, and the projection of the README's streams benchmark goes to 16.
+// known, and the projection of the streams benchmark of docs/benchmarks.md goes to 16.
 const maxAutoStreams = 16
 
 // autoStreams is --export-streams auto: how many export streams the range
-// of f is split into, and why, from the measurements of the README's
+// of f is split into, and why, from the measurements of docs/benchmarks.md's
 // "Export streams" (2 cores: 2 streams 1.21× one, 4 streams 1.05×). A
 // stream is one backend, which runs on one core; feeding it costs blockhaul
 // about a third of a core (≈2.2 µs of blockhaul CPU per row against ≈6 µs
@@ -41,7 +41,7 @@ const maxAutoStreams = 16
 // takes ≈1.35 of them: three quarters of the CPUs, rounded up (2 of 2: the
 // best measured; 4, on 2 cores, gave back most of the gain, though that
 // was before the heap limit per stream and not re-decided since: the
-// README's later run was too busy to rank them). On a server
+// docs/benchmarks.md's later run was too busy to rank them). On a server
 // elsewhere blockhaul's CPUs only decode: two streams per CPU, at most
 // maxAutoStreams. Either way at most half the free connections (other
 // clients, and the index builds at the end, need theirs), and no more
@@ -150,7 +150,7 @@ func planStreams(ctx context.Context, cfg *Config, db *export.Session, s export.
 	log.Info("export streams", "streams", n, "reason", why, "alias", s.Alias, "from", s.From, "to", s.To)
 	if per := cfg.MemoryLimitPerStream; per > 0 && n > 1 {
 		// One stream's batch is its working set: under one stream's limit
-		// N of them keep the collector running (the README's profile: 4
+		// N of them keep the collector running (docs/benchmarks.md's profile: 4
 		// streams under 128 MiB spent half their CPU in it). Within a
 		// container's memory limit, though: a soft limit above it is an
 		// OOM kill rather than more collections.

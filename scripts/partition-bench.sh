@@ -7,7 +7,7 @@
 # indexes deferred; then, per layout, the deferred index build, a height
 # range count and a by-hash lookup (also with 200 partitions), and the
 # re-export of one partition's heights (export.Replay against DETACH, DROP,
-# CREATE and export of that partition). README "Range partitions by height"
+# CREATE and export of that partition). docs/design/partitions.md
 # holds the figures of the run the decision rests on.
 #
 # Usage: scripts/partition-bench.sh [OUTDIR]  (the Markdown and JSON of each

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// queryChains are the synthetic chains the README's example queries are
+// queryChains are the synthetic chains the example queries of docs/querying.md are
 // written for: query-bench.sh loads the same ones, 100,000 blocks each;
 // here the first few hundred blocks, which hold every value the examples
 // name.
@@ -28,16 +28,16 @@ var queryChains = []struct {
 	{"evm", 0, 200, 15},
 }
 
-// Every SQL example of README.md's "Querying your data" runs against a
-// small exported database and returns rows, so the README cannot rot: a
+// Every SQL example of docs/querying.md's "Example queries" runs against a
+// small exported database and returns rows, so the examples cannot rot: a
 // column renamed, a table dropped or a value no longer in the synthetic
 // chain fails here, naming the query.
-func TestREADMEQueriesRun(t *testing.T) {
+func TestExampleQueriesRun(t *testing.T) {
 	for _, qc := range queryChains {
 		t.Run(qc.family, func(t *testing.T) {
-			queries := readmeQueries(t, qc.family)
+			queries := exampleQueries(t, qc.family)
 			if len(queries) < 5 {
-				t.Fatalf("README has %d %s queries, want at least 5", len(queries), qc.family)
+				t.Fatalf("docs/querying.md has %d %s queries, want at least 5", len(queries), qc.family)
 			}
 			dsn := pgtest.NewDatabase(t)
 			cfg := pipeline.DefaultConfig()
@@ -73,13 +73,13 @@ func TestREADMEQueriesRun(t *testing.T) {
 	}
 }
 
-// readmeQueries extracts the family's example queries from README.md with
-// readme-queries.awk, as query-bench.sh does, keyed by their title line.
-func readmeQueries(t *testing.T, family string) map[string]string {
+// exampleQueries extracts the family's example queries from docs/querying.md
+// with example-queries.awk, as query-bench.sh does, keyed by their title line.
+func exampleQueries(t *testing.T, family string) map[string]string {
 	t.Helper()
 	dir := t.TempDir()
-	if out, err := exec.Command("awk", "-v", "family="+family, "-v", "out="+dir, "-f", "readme-queries.awk", "../README.md").CombinedOutput(); err != nil {
-		t.Fatalf("readme-queries.awk: %v\n%s", err, out)
+	if out, err := exec.Command("awk", "-v", "family="+family, "-v", "out="+dir, "-f", "example-queries.awk", "../docs/querying.md").CombinedOutput(); err != nil {
+		t.Fatalf("example-queries.awk: %v\n%s", err, out)
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.sql"))
 	if err != nil {

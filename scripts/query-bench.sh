@@ -1,6 +1,6 @@
 #!/bin/sh
 # query-bench.sh: what the default secondary indexes cost, and how long
-# each example query of README.md's "Querying your data" takes on them.
+# each example query of docs/querying.md takes on them.
 #
 # For each family: stage BLOCKS synthetic blocks (EVM at --synthetic-txs 15,
 # a tenth of its default density, so that 100,000 blocks fit a small
@@ -9,7 +9,7 @@
 # time (from the export's log), their sum, and each size. Then drop and
 # build them all again with --index-workers 4 (an export
 # --defer-indexes=always of the completed range does only that) for the
-# serial/parallel ratio in one run. Last, EXPLAIN ANALYZE each README query of the family twice and
+# serial/parallel ratio in one run. Last, EXPLAIN ANALYZE each example query of the family twice and
 # print the second (warm) run's execution time and its scans.
 #
 # Usage: scripts/query-bench.sh [BLOCKS] [FAMILIES]  (defaults: 100000, "cometbft evm")
@@ -65,8 +65,8 @@ for fam in $FAMILIES; do
 		--defer-indexes=always --index-workers 4 --progress-interval 0 >/dev/null 2>&1
 	echo "the same indexes dropped and built again, --index-workers 4: $(secs "$t0" "$(now)") s"
 	mkdir -p "$work/q-$fam"
-	awk -v family="$fam" -v out="$work/q-$fam" -f scripts/readme-queries.awk README.md
-	echo "README queries (EXPLAIN ANALYZE, second run):"
+	awk -v family="$fam" -v out="$work/q-$fam" -f scripts/example-queries.awk docs/querying.md
+	echo "Example queries (EXPLAIN ANALYZE, second run):"
 	for q in "$work/q-$fam"/*.sql; do
 		title=$(head -1 "$q" | sed 's/^-- [a-z]*: //')
 		{ echo "EXPLAIN (ANALYZE, BUFFERS)"; sed 1d "$q"; } >"$work/explain.sql"

@@ -184,7 +184,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	di := defValue(d, &cfg.DeferIndexes, "defer-indexes", "drop secondary indexes for the fill and build them when the range completes: auto (when the tables are empty), always (the flag alone) or never",
 		in(groupDatabase, exporting).oneOf(string(pipeline.IndexesAuto), string(pipeline.IndexesAlways), string(pipeline.IndexesNever)))
 	di.NoOptDefVal = string(pipeline.IndexesAlways)
-	defValue(d, &cfg.Indexes, "indexes", "secondary indexes to create: default (the README's set), minimal (lookups by hash), none, or index names separated by commas",
+	defValue(d, &cfg.Indexes, "indexes", "secondary indexes to create: default (the set in docs/querying.md), minimal (lookups by hash), none, or index names separated by commas",
 		in(groupDatabase, exporting).oneOf("default", "minimal", "none"))
 	def(d, fs.IntVar, &cfg.IndexWorkers, "index-workers", dc.IndexWorkers, "deferred indexes built at once when a fill completes, each on a connection of its own (1: one after another)", in(groupDatabase, exporting))
 	defValue(d, &cfg.EventEncoding, "event-encoding", "cometbft: how event attributes are written: auto (decided per block from the data), base64 or text",

@@ -7,6 +7,8 @@
 // (BLOCKHAUL_<FLAG>); flags win over the environment.
 package main
 
+//go:generate go test -run ^TestCLIReferenceIsCurrent$ -update-cli-reference .
+
 import (
 	"context"
 	"errors"
