@@ -19,6 +19,7 @@ import (
 	"github.com/blockhaul/blockhaul/internal/crashpoint"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Config configures an export. Schema and Stream are required.
@@ -391,13 +392,20 @@ func TargetName(ctx context.Context, conn *pgx.Conn, schema string, s Stream) (s
 	var sysid int64
 	var db string
 	err := conn.QueryRow(ctx, "SELECT (SELECT system_identifier FROM pg_control_system()), current_database()").Scan(&sysid, &db)
-	if err != nil {
-		// pg_control_system may be restricted; the host identifies the
-		// cluster well enough.
+	var refused *pgconn.PgError
+	if errors.As(err, &refused) {
+		// The server refused pg_control_system (a role without the
+		// right); the host identifies the cluster well enough.
 		if err2 := conn.QueryRow(ctx, "SELECT current_database()").Scan(&db); err2 != nil {
 			return "", fmt.Errorf("export: identify database: %w", err2)
 		}
 		return fmt.Sprintf("pg:%s:%d/%s/%s/%s", conn.Config().Host, conn.Config().Port, db, schema, s.Name()), nil
+	}
+	if err != nil {
+		// Anything else (a cancelled context, a lost connection) is the
+		// answer: asking again on a connection pgx has closed would hide
+		// it behind "conn closed".
+		return "", fmt.Errorf("export: identify database: %w", err)
 	}
 	return fmt.Sprintf("pg:%d/%s/%s/%s", sysid, db, schema, s.Name()), nil
 }

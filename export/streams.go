@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
@@ -131,8 +133,13 @@ func RunStreams(ctx context.Context, sessions []*Session, store *staging.Store, 
 		}
 	}
 
+	// The first stream to fail cancels the others: what they fail with
+	// afterwards (a query cut short, a closed connection, not always
+	// wrapping context.Canceled) is its effect, so its index is kept.
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var cause atomic.Int64
+	cause.Store(-1)
 	results := make([]Result, len(parts))
 	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
@@ -157,6 +164,9 @@ func RunStreams(ctx context.Context, sessions []*Session, store *staging.Store, 
 				results[i], errs[i] = Run(sctx, sessions[i], store, dec, pc)
 			}
 			if errs[i] != nil {
+				if ctx.Err() == nil { // not the caller's cancellation
+					cause.CompareAndSwap(-1, int64(i))
+				}
 				cancel() // one stream's failure stops the others
 			}
 		}()
@@ -179,11 +189,20 @@ func RunStreams(ctx context.Context, sessions []*Session, store *staging.Store, 
 			res.Last = r.Last
 		}
 	}
-	// The error that stopped the export, not the cancellations it caused.
+	// The error that stopped the export, not the failures its
+	// cancellation caused in the other streams. When the caller's context
+	// was cancelled first, a stream's error that says so (or the
+	// context's own).
 	var first error
-	for _, e := range errs {
-		if e != nil && (first == nil || errors.Is(first, context.Canceled) && !errors.Is(e, context.Canceled)) {
-			first = e
+	if i := cause.Load(); i >= 0 {
+		first = errs[i]
+	} else if slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
+		first = ctx.Err()
+		for _, e := range errs {
+			if errors.Is(e, context.Canceled) {
+				first = e
+				break
+			}
 		}
 	}
 	if first != nil || !res.Complete {

@@ -147,3 +147,40 @@ func TestStreamsRefuseABrokenSeamBeforeCommitting(t *testing.T) {
 		t.Fatalf("%d blocks committed despite the broken seam", n)
 	}
 }
+
+// The stream that failed first is what RunStreams reports, whatever the
+// others fail with once its failure has cancelled them: a query cut short
+// there can surface as pgx's "conn closed", which does not wrap
+// context.Canceled (make test failed once with "export: identify database:
+// conn closed" in place of the kill that caused it).
+func TestStreamsReportTheFirstFailureNotItsEffects(t *testing.T) {
+	e := newEnv(t)
+	e.stage(1, faultRange, items)
+	killed := errors.New("killed")
+	cfg := faultConfig()
+	cfg.RunPart = func(ctx context.Context, i int, _ *Session, _ Config) (Result, error) {
+		if i == 1 {
+			return Result{}, killed
+		}
+		<-ctx.Done() // stream 1's failure cancels this one
+		return Result{}, errors.New("export: identify database: conn closed")
+	}
+	_, err := RunStreams(e.ctx, fixedSessions(t, e.conn.Config().ConnString(), 2), e.store, testDecoder{}, cfg)
+	if !errors.Is(err, killed) {
+		t.Fatalf("RunStreams: %v, want the failure that stopped the other stream (%v)", err, killed)
+	}
+
+	// The caller's cancellation is reported as such, even when no stream's
+	// error wraps it.
+	ctx, cancel := context.WithCancel(e.ctx)
+	cfg.RunPart = func(ctx context.Context, i int, _ *Session, _ Config) (Result, error) {
+		if i == 0 {
+			cancel()
+		}
+		<-ctx.Done()
+		return Result{}, errors.New("conn closed")
+	}
+	if _, err := RunStreams(ctx, fixedSessions(t, e.conn.Config().ConnString(), 2), e.store, testDecoder{}, cfg); !errors.Is(err, context.Canceled) {
+		t.Fatalf("RunStreams cancelled by its caller: %v, want context.Canceled", err)
+	}
+}
