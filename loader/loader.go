@@ -185,6 +185,13 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 	if err != nil {
 		return Stats{}, err
 	}
+	if rc, ok := src.(RangeChecker); ok {
+		for _, r := range missing {
+			if err := rc.CheckRange(ctx, r.From, r.To); err != nil {
+				return Stats{}, err
+			}
+		}
+	}
 	if progress == nil {
 		progress = NewProgress(from, to)
 	}

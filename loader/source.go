@@ -22,3 +22,13 @@ type Source interface {
 	// for. Errors worth retrying implement Retryable() bool returning true.
 	Fetch(ctx context.Context, from, to uint64) ([]chain.Block, error)
 }
+
+// RangeChecker is a Source that can say, before anything is fetched, which
+// height of a range it cannot serve (a node home that was pruned below it,
+// or keeps no results). Fetch asks it for every range it is about to
+// fetch, so such a range is refused before anything is staged.
+type RangeChecker interface {
+	// CheckRange returns an error naming the first height of from..to
+	// that the source cannot serve, or nil.
+	CheckRange(ctx context.Context, from, to uint64) error
+}

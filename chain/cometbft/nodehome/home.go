@@ -1,0 +1,139 @@
+package nodehome
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	dbm "github.com/cometbft/cometbft-db"
+	"github.com/pelletier/go-toml/v2"
+	"github.com/syndtr/goleveldb/leveldb/opt"
+)
+
+// nodeConfig is what the source reads of a node's config/config.toml: the
+// database backend and directory, and whether results are kept.
+type nodeConfig struct {
+	DBBackend string `toml:"db_backend"`
+	DBDir     string `toml:"db_dir"`
+	Storage   struct {
+		DiscardABCIResponses bool `toml:"discard_abci_responses"`
+	} `toml:"storage"`
+}
+
+// Backends the source reads, by the name config.toml gives them.
+const (
+	backendGoLevelDB = "goleveldb"
+	backendPebble    = "pebbledb"
+)
+
+// readConfig reads home/config/config.toml. A home without one is refused:
+// it is how a node home is recognised, and the backend is named there.
+func readConfig(home string) (nodeConfig, error) {
+	var c nodeConfig
+	path := filepath.Join(home, "config", "config.toml")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return c, fmt.Errorf("nodehome: %s is not a CometBFT node home: no %s", home, path)
+		}
+		return c, fmt.Errorf("nodehome: read %s: %w", path, err)
+	}
+	if err := toml.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("nodehome: read %s: %w", path, err)
+	}
+	if c.DBBackend == "" {
+		c.DBBackend = backendGoLevelDB // CometBFT's default
+	}
+	if c.DBDir == "" {
+		c.DBDir = "data"
+	}
+	return c, nil
+}
+
+// dbDir is where the node keeps its databases (db_dir, relative to home).
+func (c nodeConfig) dbDir(home string) string {
+	if filepath.IsAbs(c.DBDir) {
+		return c.DBDir
+	}
+	return filepath.Join(home, c.DBDir)
+}
+
+// ErrLocked is matched (errors.Is) by a *LockedError.
+var ErrLocked = errors.New("nodehome: database locked by a running node")
+
+// LockedError is a node database another process holds: the node is
+// running. Its lock is never taken from it.
+type LockedError struct {
+	Path string
+	Err  error
+}
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("nodehome: %s is locked by a running node (%v): stop the node first, or read a copy of its home "+
+		"(stop it and copy the home, or take a filesystem snapshot and mount it; see docs/sources.md)", e.Path, e.Err)
+}
+
+func (e *LockedError) Unwrap() error        { return e.Err }
+func (e *LockedError) Is(target error) bool { return target == ErrLocked }
+
+// Retryable reports false.
+func (e *LockedError) Retryable() bool { return false }
+
+// ErrCorrupt is matched (errors.Is) by a *CorruptError.
+var ErrCorrupt = errors.New("nodehome: damaged node database")
+
+// CorruptError is a node database that cannot be read: a damaged file, a
+// record that does not decode. Height is 0 when the damage is not tied to
+// one height (the database would not open).
+type CorruptError struct {
+	Path   string
+	Height uint64
+	Err    error
+}
+
+func (e *CorruptError) Error() string {
+	if e.Height == 0 {
+		return fmt.Sprintf("nodehome: damaged node database %s: %v", e.Path, e.Err)
+	}
+	return fmt.Sprintf("nodehome: damaged node database %s at height %d: %v", e.Path, e.Height, e.Err)
+}
+
+func (e *CorruptError) Unwrap() error        { return e.Err }
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// Retryable reports false: reading the file again gives the same bytes.
+func (e *CorruptError) Retryable() bool { return false }
+
+// openDB opens the node database name (blockstore or state) of the backend
+// read-only.
+func openDB(backend, dir, name string) (dbm.DB, error) {
+	path := filepath.Join(dir, name+".db")
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("nodehome: no %s database: %w", name, err)
+	}
+	switch backend {
+	case backendGoLevelDB:
+		db, err := dbm.NewGoLevelDBWithOpts(name, dir, &opt.Options{ReadOnly: true, ErrorIfMissing: true})
+		if err != nil {
+			return nil, classifyOpen(path, err)
+		}
+		return db, nil
+	case backendPebble:
+		return openPebble(path)
+	}
+	return nil, fmt.Errorf("nodehome: db_backend %q is not supported (goleveldb and pebbledb are)", backend)
+}
+
+// classifyOpen names an error opening a database: a lock held by a running
+// node, or damage.
+func classifyOpen(path string, err error) error {
+	if errors.Is(err, syscall.EWOULDBLOCK) || errors.Is(err, syscall.EAGAIN) {
+		return &LockedError{Path: path, Err: err}
+	}
+	if errors.Is(err, os.ErrPermission) || errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("nodehome: open %s: %w", path, err)
+	}
+	return &CorruptError{Path: path, Err: err}
+}

@@ -1,0 +1,352 @@
+package nodehome
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	dbm "github.com/cometbft/cometbft-db"
+	abci "github.com/cometbft/cometbft/abci/types"
+	cmtjson "github.com/cometbft/cometbft/libs/json"
+	cmtstate "github.com/cometbft/cometbft/proto/tendermint/state"
+	ctypes "github.com/cometbft/cometbft/rpc/core/types"
+	sm "github.com/cometbft/cometbft/state"
+	"github.com/cometbft/cometbft/store"
+
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/cometbft"
+)
+
+// Config configures a Source.
+type Config struct {
+	// Home is the node's home directory (the one holding config/ and
+	// data/); required.
+	Home string
+}
+
+// Source serves CometBFT records from a node's home. It is safe for
+// concurrent use (the block store and state store are read-only views of
+// databases that allow concurrent reads); Close releases the databases
+// once no Fetch is running.
+type Source struct {
+	home      string
+	blockPath string
+	statePath string
+	blockDB   dbm.DB
+	stateDB   dbm.DB
+	blocks    *store.BlockStore
+	state     sm.Store
+	discard   bool
+	// legacyShape is set for the home of a 0.37 (or 0.34) node: its latest
+	// results are legacy ABCIResponses, and its RPC answered /block_results
+	// in the 0.37 shape.
+	legacyShape bool
+	tip         uint64
+	chainID     string
+	closeOnce   sync.Once
+}
+
+// Open opens the node home of cfg read-only and reads what it holds: its
+// base and latest heights, its chain id and the shape of its results. It
+// refuses a home whose databases a running node holds (*LockedError), a
+// backend other than goleveldb or pebbledb, and a damaged database
+// (*CorruptError).
+func Open(cfg Config) (*Source, error) {
+	if cfg.Home == "" {
+		return nil, errors.New("nodehome: no node home")
+	}
+	home, err := filepath.Abs(cfg.Home)
+	if err != nil {
+		return nil, fmt.Errorf("nodehome: %w", err)
+	}
+	nc, err := readConfig(home)
+	if err != nil {
+		return nil, err
+	}
+	if nc.DBBackend != backendGoLevelDB && nc.DBBackend != backendPebble {
+		return nil, fmt.Errorf("nodehome: %s: db_backend %q is not supported (goleveldb and pebbledb are)",
+			filepath.Join(home, "config", "config.toml"), nc.DBBackend)
+	}
+	dir := nc.dbDir(home)
+	s := &Source{
+		home:      home,
+		blockPath: filepath.Join(dir, "blockstore.db"),
+		statePath: filepath.Join(dir, "state.db"),
+		discard:   nc.Storage.DiscardABCIResponses,
+	}
+	if s.blockDB, err = openDB(nc.DBBackend, dir, "blockstore"); err != nil {
+		return nil, err
+	}
+	if s.stateDB, err = openDB(nc.DBBackend, dir, "state"); err != nil {
+		s.blockDB.Close()
+		return nil, err
+	}
+	if err := s.load(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// load reads the block store's state, the chain id and the results' shape.
+func (s *Source) load() (err error) {
+	defer s.recoverCorrupt(s.blockPath, 0, &err)
+	s.blocks = store.NewBlockStore(s.blockDB)
+	// The state store is only read: the discard option is checked here, by
+	// the source, so that a refusal can name the first height.
+	s.state = sm.NewStore(s.stateDB, sm.StoreOptions{DiscardABCIResponses: false})
+	height := s.blocks.Height()
+	if height <= 0 {
+		return fmt.Errorf("nodehome: %s holds no blocks", s.blockPath)
+	}
+	meta := s.blocks.LoadBlockMeta(height)
+	if meta == nil {
+		return &CorruptError{Path: s.blockPath, Height: uint64(height), Err: errors.New("no block meta at the store's latest height")}
+	}
+	s.chainID = meta.Header.ChainID
+	s.tip = uint64(height)
+	if s.discard {
+		return nil
+	}
+	// A node stopped between saving a block and its results holds the
+	// block alone; its results come when it replays the block on restart.
+	buf, err := s.stateDB.Get(resultsKey(s.tip))
+	if err != nil {
+		return &CorruptError{Path: s.statePath, Height: s.tip, Err: err}
+	}
+	if len(buf) == 0 && s.tip > 1 {
+		s.tip--
+		if buf, err = s.stateDB.Get(resultsKey(s.tip)); err != nil {
+			return &CorruptError{Path: s.statePath, Height: s.tip, Err: err}
+		}
+	}
+	if len(buf) > 0 {
+		s.legacyShape = isLegacy(buf)
+	}
+	return nil
+}
+
+// recoverCorrupt turns a panic of the block store (it panics on any read
+// or decode error) into a *CorruptError in *err.
+func (s *Source) recoverCorrupt(path string, height uint64, err *error) {
+	if r := recover(); r != nil {
+		e, ok := r.(error)
+		if !ok {
+			e = fmt.Errorf("%v", r)
+		}
+		*err = &CorruptError{Path: path, Height: height, Err: e}
+	}
+}
+
+// Close releases the databases. Later calls do nothing.
+func (s *Source) Close() {
+	s.closeOnce.Do(func() {
+		if s.blockDB != nil {
+			s.blockDB.Close()
+		}
+		if s.stateDB != nil {
+			s.stateDB.Close()
+		}
+	})
+}
+
+// Family returns chain.FamilyCometBFT.
+func (s *Source) Family() chain.Family { return chain.FamilyCometBFT }
+
+// ChainID returns the chain id of the home's latest block header.
+func (s *Source) ChainID(context.Context) (string, error) { return s.chainID, nil }
+
+// Tip returns the highest height whose block and results the home holds.
+func (s *Source) Tip(context.Context) (uint64, error) { return s.tip, nil }
+
+// Base returns the lowest height the home's block store holds.
+func (s *Source) Base() uint64 { return uint64(s.blocks.Base()) }
+
+// LegacyShape reports whether results are written in the 0.37 shape (the
+// home is a 0.37 or 0.34 node's).
+func (s *Source) LegacyShape() bool { return s.legacyShape }
+
+// String names the source for logs.
+func (s *Source) String() string { return s.home }
+
+// CheckRange returns an *UnavailableError naming the first height of
+// from..to the home cannot serve: every height when results are discarded,
+// the heights below the block store's base (pruned), a height whose results
+// are not stored, a height above the tip. It reads a key per height, so a
+// run is refused before anything is staged.
+func (s *Source) CheckRange(ctx context.Context, from, to uint64) error {
+	if s.discard {
+		return &UnavailableError{Home: s.home, Height: from,
+			Reason: "config.toml sets discard_abci_responses = true: the node keeps no block results"}
+	}
+	if base := s.Base(); from < base {
+		return &UnavailableError{Home: s.home, Height: from,
+			Reason: fmt.Sprintf("pruned: the block store's lowest height is %d", base)}
+	}
+	if to > s.tip {
+		return &UnavailableError{Home: s.home, Height: s.tip + 1,
+			Reason: fmt.Sprintf("above the home's latest height %d", s.tip)}
+	}
+	for h := from; h <= to; h++ {
+		if h%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		ok, err := s.stateDB.Has(resultsKey(h))
+		if err != nil {
+			return &CorruptError{Path: s.statePath, Height: h, Err: err}
+		}
+		if !ok {
+			return &UnavailableError{Home: s.home, Height: h, Reason: "no block results stored for it (pruned or discarded)"}
+		}
+	}
+	return nil
+}
+
+// Fetch returns the records of heights from..to, in order.
+func (s *Source) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, error) {
+	if to < from {
+		return nil, fmt.Errorf("nodehome: fetch: empty range %d-%d", from, to)
+	}
+	out := make([]chain.Block, 0, to-from+1)
+	for h := from; h <= to; h++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		raw, err := s.Record(h)
+		if err != nil {
+			return nil, err
+		}
+		hash, parent, got, err := cometbft.BlockIdentity(raw)
+		if err != nil {
+			return nil, &CorruptError{Path: s.blockPath, Height: h, Err: err}
+		}
+		if got != h {
+			return nil, &CorruptError{Path: s.blockPath, Height: h, Err: fmt.Errorf("block header height is %d", got)}
+		}
+		out = append(out, chain.Block{Height: h, Hash: hash, ParentHash: parent, Raw: raw})
+	}
+	return out, nil
+}
+
+// Record returns the raw record of height h: the /block and /block_results
+// results the node's RPC would have answered, joined by
+// cometbft.MarshalRecord.
+func (s *Source) Record(h uint64) ([]byte, error) {
+	block, err := s.blockResult(h)
+	if err != nil {
+		return nil, err
+	}
+	results, err := s.resultsResult(h)
+	if err != nil {
+		return nil, err
+	}
+	return cometbft.MarshalRecord(block, results), nil
+}
+
+// blockResult is the result of /block?height=h (rpc/core Block).
+func (s *Source) blockResult(h uint64) (out json.RawMessage, err error) {
+	defer s.recoverCorrupt(s.blockPath, h, &err)
+	meta := s.blocks.LoadBlockMeta(int64(h))
+	if meta == nil {
+		if base := s.Base(); h < base {
+			return nil, &UnavailableError{Home: s.home, Height: h, Reason: fmt.Sprintf("pruned: the block store's lowest height is %d", base)}
+		}
+		return nil, &UnavailableError{Home: s.home, Height: h, Reason: "no block stored at this height"}
+	}
+	block := s.blocks.LoadBlock(int64(h))
+	if block == nil {
+		return nil, &CorruptError{Path: s.blockPath, Height: h, Err: errors.New("block meta without its block parts")}
+	}
+	return rpcResult(&ctypes.ResultBlock{BlockID: meta.BlockID, Block: block})
+}
+
+// resultsResult is the result of /block_results?height=h: rpc/core
+// BlockResults of 0.38, or of 0.37 for a 0.37 node's home.
+func (s *Source) resultsResult(h uint64) (json.RawMessage, error) {
+	if s.discard {
+		return nil, &UnavailableError{Home: s.home, Height: h,
+			Reason: "config.toml sets discard_abci_responses = true: the node keeps no block results"}
+	}
+	if s.legacyShape {
+		buf, err := s.stateDB.Get(resultsKey(h))
+		if err != nil {
+			return nil, &CorruptError{Path: s.statePath, Height: h, Err: err}
+		}
+		if len(buf) == 0 {
+			return nil, s.noResults(h)
+		}
+		var legacy cmtstate.LegacyABCIResponses
+		if err := legacy.Unmarshal(buf); err != nil {
+			return nil, &CorruptError{Path: s.statePath, Height: h, Err: fmt.Errorf("legacy ABCI responses: %w", err)}
+		}
+		return rpcResult(legacyResults(int64(h), &legacy))
+	}
+	res, err := s.state.LoadFinalizeBlockResponse(int64(h))
+	if err != nil {
+		var none sm.ErrNoABCIResponsesForHeight
+		if errors.As(err, &none) {
+			return nil, s.noResults(h)
+		}
+		return nil, &CorruptError{Path: s.statePath, Height: h, Err: err}
+	}
+	return rpcResult(&ctypes.ResultBlockResults{
+		Height:                int64(h),
+		TxsResults:            res.TxResults,
+		FinalizeBlockEvents:   res.Events,
+		ValidatorUpdates:      res.ValidatorUpdates,
+		ConsensusParamUpdates: res.ConsensusParamUpdates,
+		AppHash:               res.AppHash,
+	})
+}
+
+func (s *Source) noResults(h uint64) error {
+	return &UnavailableError{Home: s.home, Height: h, Reason: "no block results stored for it (pruned or discarded)"}
+}
+
+// rpcResult encodes v as the node's JSON-RPC server encodes a result:
+// libs/json (rpc/jsonrpc/types NewRPCSuccessResponse), then embedded as a
+// json.RawMessage in the response that encoding/json marshals, which
+// compacts it and escapes HTML characters.
+func rpcResult(v any) (json.RawMessage, error) {
+	b, err := cmtjson.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("nodehome: encode result: %w", err)
+	}
+	return json.Marshal(json.RawMessage(b))
+}
+
+// resultsKey is the state store's key of a height's results
+// (state/store.go calcABCIResponsesKey, the same in 0.34 to 0.38).
+func resultsKey(h uint64) []byte {
+	return fmt.Appendf(nil, "abciResponsesKey:%d", h)
+}
+
+// isLegacy is CometBFT 0.38's own test (state/store.go
+// LoadFinalizeBlockResponse) for results stored as the legacy
+// ABCIResponses of 0.34/0.37: they do not decode as a finalize-block
+// response, or decode to one without an app hash.
+func isLegacy(buf []byte) bool {
+	var resp abci.ResponseFinalizeBlock
+	return resp.Unmarshal(buf) != nil || resp.AppHash == nil
+}
+
+// UnavailableError is a height the home cannot serve: pruned, results
+// discarded, or above its latest height. It is not retryable.
+type UnavailableError struct {
+	Home   string
+	Height uint64
+	Reason string
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("nodehome: height %d is not available in node home %s: %s", e.Height, e.Home, e.Reason)
+}
+
+// Is matches cometbft.ErrUnavailable, as the RPC source's error does.
+func (e *UnavailableError) Is(target error) bool { return target == cometbft.ErrUnavailable }
+
+// Retryable reports false.
+func (e *UnavailableError) Retryable() bool { return false }
