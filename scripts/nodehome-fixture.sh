@@ -14,6 +14,9 @@
 #   BLOCKHAUL_NODES_DIR build cache for node binaries      (default ~/.cache/blockhaul-nodes)
 #   COMETBFT_RPC_PORT  26657    COMETBFT_P2P_PORT 26656
 #   TIMEOUT_COMMIT     consensus timeout_commit           (default 20ms)
+#   UPGRADE_TO         a later cometbft version: after BLOCKS, stop the node, run this version on
+#                      the same home for UPGRADE_BLOCKS more (default 300), and record 1..the end
+#                      from the upgraded node's RPC (a 0.38 node holding 0.37 results)
 #
 # Needs go, python3 (standard library), curl, tar with zstd.
 set -euo pipefail
@@ -33,14 +36,23 @@ log() { printf 'nodehome-fixture: %s\n' "$*" >&2; }
 
 mkdir -p "$nodes_dir" "$out"
 out="$(cd "$out" && pwd)"
-bin="$nodes_dir/cometbft-$version"
-if [[ ! -x "$bin" ]]; then
-	log "building cometbft $version into $nodes_dir (a few minutes the first time)"
-	gobin="$(mktemp -d "$nodes_dir/.build.XXXXXX")"
-	GOBIN="$gobin" go install "github.com/cometbft/cometbft/cmd/cometbft@$version" >&2
-	mv "$gobin/cometbft" "$bin"
-	rmdir "$gobin"
-fi
+# build VERSION -> prints the binary path; builds once per version.
+build() {
+	local bin="$nodes_dir/cometbft-$1"
+	if [[ ! -x "$bin" ]]; then
+		log "building cometbft $1 into $nodes_dir (a few minutes the first time)"
+		local gobin
+		gobin="$(mktemp -d "$nodes_dir/.build.XXXXXX")"
+		GOBIN="$gobin" go install "github.com/cometbft/cometbft/cmd/cometbft@$1" >&2
+		mv "$gobin/cometbft" "$bin"
+		rmdir "$gobin"
+	fi
+	printf '%s\n' "$bin"
+}
+bin="$(build "$version")"
+upgrade_to="${UPGRADE_TO:-}"
+upgrade_blocks="${UPGRADE_BLOCKS:-300}"
+[[ -z "$upgrade_to" ]] || upgraded_bin="$(build "$upgrade_to")"
 
 workdir="$(mktemp -d "${TMPDIR:-/tmp}/blockhaul-nodehome.XXXXXX")"
 home="$workdir/home"
@@ -88,15 +100,25 @@ grep -q "^laddr = \"tcp://127.0.0.1:$rpc_port\"" "$home/config/config.toml"
 grep -q "^laddr = \"tcp://127.0.0.1:$p2p_port\"" "$home/config/config.toml"
 grep -q "^timeout_commit = \"$timeout_commit\"" "$home/config/config.toml"
 
-log "cometbft $version: running until height $blocks"
-"$bin" node --proxy_app=persistent_kvstore --home "$home" >"$workdir/node.log" 2>&1 &
-node_pid=$!
-deadline=$((SECONDS + 60))
-until curl -sf -o /dev/null "$rpc/status"; do
-	((SECONDS < deadline)) || { log "no answer from $rpc/status"; exit 1; }
-	sleep 0.2
-done
-python3 "$here/nodes/cometbft_load.py" --rpc "$rpc" --height "$blocks" >/dev/null
+# run_until BINARY HEIGHT: runs the node on the home and keeps it busy until HEIGHT.
+run_until() {
+	log "$("$1" version): running until height $2"
+	"$1" node --proxy_app=persistent_kvstore --home "$home" >>"$workdir/node.log" 2>&1 &
+	node_pid=$!
+	local deadline=$((SECONDS + 60))
+	until curl -sf -o /dev/null "$rpc/status"; do
+		((SECONDS < deadline)) || { log "no answer from $rpc/status"; exit 1; }
+		sleep 0.2
+	done
+	python3 "$here/nodes/cometbft_load.py" --rpc "$rpc" --height "$2" >/dev/null
+}
+run_until "$bin" "$blocks"
+if [[ -n "$upgrade_to" ]]; then
+	stop_node
+	blocks=$((blocks + upgrade_blocks))
+	bin="$upgraded_bin"
+	run_until "$bin" "$blocks"
+fi
 
 log "recording heights 1..$blocks through the RPC source"
 (cd "$repo" && NODEHOME_RECORD_RPC="$rpc" NODEHOME_RECORD_TO="$blocks" NODEHOME_RECORD_OUT="$out/records.ndjson.zst" \

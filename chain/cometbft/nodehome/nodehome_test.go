@@ -1,114 +1,25 @@
 package nodehome
 
 import (
-	"archive/tar"
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
-
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
 	"github.com/blockhaul/blockhaul/export"
+	"github.com/blockhaul/blockhaul/internal/nodefixture"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
 )
-
-// fixture is a node home recorded by scripts/nodehome-fixture.sh: the
-// packed home and the raw records the RPC source staged from the same
-// node, heights 1..len(records).
-type fixture struct {
-	dir     string
-	records [][]byte
-}
-
-func loadFixture(t testing.TB, name string) fixture {
-	t.Helper()
-	dir := filepath.Join("testdata", name)
-	f, err := os.Open(filepath.Join(dir, "records.ndjson.zst"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := zstd.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zr.Close()
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(nil, 64<<20)
-	var fx fixture
-	fx.dir = dir
-	for sc.Scan() {
-		fx.records = append(fx.records, append([]byte(nil), sc.Bytes()...))
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(fx.records) < 1000 {
-		t.Fatalf("%s holds %d records, want a chain of thousands", dir, len(fx.records))
-	}
-	return fx
-}
-
-// unpack extracts the fixture's home into a new temporary directory.
-func (fx fixture) unpack(t testing.TB) string {
-	t.Helper()
-	home := t.TempDir()
-	f, err := os.Open(filepath.Join(fx.dir, "home.tar.zst"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := zstd.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zr.Close()
-	tr := tar.NewReader(zr)
-	for {
-		hd, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(home, filepath.FromSlash(hd.Name))
-		switch hd.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(path, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			b, err := io.ReadAll(tr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return home
-}
-
-func (fx fixture) tip() uint64 { return uint64(len(fx.records)) }
 
 func openHome(t testing.TB, home string) *Source {
 	t.Helper()
@@ -123,15 +34,26 @@ func openHome(t testing.TB, home string) *Source {
 // TestRecordsEqualRPC builds every height's record from the home and
 // compares it with the record the RPC source staged from the same node.
 func TestRecordsEqualRPC(t *testing.T) {
-	for _, name := range []string{"home-0.38"} {
-		t.Run(name, func(t *testing.T) {
-			fx := loadFixture(t, name)
-			src := openHome(t, fx.unpack(t))
-			if src.Tip(context.Background()); src.tip < fx.tip() {
-				t.Fatalf("home tip %d, below the %d recorded heights", src.tip, fx.tip())
+	for _, tc := range []struct {
+		name   string
+		legacy bool // results in the 0.37 shape
+	}{
+		{"home-0.38", false},
+		{"home-0.37", true},
+		// 0.37.18 to 1500, then 0.38.26: 0.37 results served as 0.38 does.
+		{"home-0.37-0.38", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fx := nodefixture.Load(t, tc.name)
+			src := openHome(t, fx.Unpack(t))
+			if src.LegacyShape() != tc.legacy {
+				t.Fatalf("LegacyShape %v, want %v", src.LegacyShape(), tc.legacy)
+			}
+			if src.Tip(context.Background()); src.tip < fx.Tip() {
+				t.Fatalf("home tip %d, below the %d recorded heights", src.tip, fx.Tip())
 			}
 			withTxs := 0
-			for i, want := range fx.records {
+			for i, want := range fx.Records {
 				h := uint64(i + 1)
 				got, err := src.Record(h)
 				if err != nil {
@@ -146,8 +68,8 @@ func TestRecordsEqualRPC(t *testing.T) {
 				}
 			}
 			// The chain is what the test claims: many heights with tx results.
-			if withTxs < len(fx.records)/4 {
-				t.Fatalf("only %d of %d heights carry tx results", withTxs, len(fx.records))
+			if withTxs < len(fx.Records)/4 {
+				t.Fatalf("only %d of %d heights carry tx results", withTxs, len(fx.Records))
 			}
 		})
 	}
@@ -169,14 +91,14 @@ func around(b []byte, i int) string {
 
 // recordedNode serves the fixture's records through JSON-RPC as the node
 // did: status, block and block_results, each result the recorded bytes.
-func recordedNode(t testing.TB, fx fixture) *rpctest.Server {
+func recordedNode(t testing.TB, fx nodefixture.Fixture) *rpctest.Server {
 	t.Helper()
 	type parts struct {
 		Block        json.RawMessage `json:"block"`
 		BlockResults json.RawMessage `json:"block_results"`
 	}
-	split := make([]parts, len(fx.records))
-	for i, rec := range fx.records {
+	split := make([]parts, len(fx.Records))
+	for i, rec := range fx.Records {
 		if err := json.Unmarshal(rec, &split[i]); err != nil {
 			t.Fatalf("record %d: %v", i+1, err)
 		}
@@ -240,85 +162,89 @@ func stage(t testing.TB, src loader.Source, to uint64) *staging.Store {
 // and from the recorded node's RPC, compares what each staged height by
 // height, then exports both into PostgreSQL and compares the tables.
 func TestStagedAndExportedEqualRPC(t *testing.T) {
-	fx := loadFixture(t, "home-0.38")
-	home := openHome(t, fx.unpack(t))
-	node := recordedNode(t, fx)
-	client, err := jsonrpc.New(jsonrpc.Config{Endpoints: []string{node.URL}, MaxBatch: cometbft.RPCMaxBatch})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	rpc, err := cometbft.NewRPCSource(cometbft.RPCConfig{Client: client})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fromHome := stage(t, home, fx.tip())
-	fromRPC := stage(t, rpc, fx.tip())
-	if node.MethodCalls("block_results") < int64(fx.tip()) {
-		t.Fatalf("the RPC source made %d block_results calls for %d heights", node.MethodCalls("block_results"), fx.tip())
-	}
-	for h := uint64(1); h <= fx.tip(); h++ {
-		a, err := fromHome.Get(h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := fromRPC.Get(h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(a.Raw, b.Raw) || !bytes.Equal(a.Hash, b.Hash) || !bytes.Equal(a.ParentHash, b.ParentHash) {
-			t.Fatalf("height %d staged differently from the home and from RPC", h)
-		}
-	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	dec := cometbft.NewDecoder()
-	orderBy := map[string]string{}
-	for _, tb := range dec.Tables() {
-		key := tb.PrimaryKey
-		if len(key) == 0 {
-			t.Fatalf("table %s has no primary key to order by", tb.Name)
-		}
-		cols := ""
-		for i, c := range key {
-			if i > 0 {
-				cols += ", "
+	for _, name := range []string{"home-0.38", "home-0.37", "home-0.37-0.38"} {
+		t.Run(name, func(t *testing.T) {
+			fx := nodefixture.Load(t, name)
+			home := openHome(t, fx.Unpack(t))
+			node := recordedNode(t, fx)
+			client, err := jsonrpc.New(jsonrpc.Config{Endpoints: []string{node.URL}, MaxBatch: cometbft.RPCMaxBatch})
+			if err != nil {
+				t.Fatal(err)
 			}
-			cols += c
-		}
-		orderBy[tb.Name] = cols
-	}
-	var prints []map[string]string
-	for _, store := range []*staging.Store{fromHome, fromRPC} {
-		dsn := pgtest.NewDatabase(t)
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = export.Run(ctx, export.Fixed(conn), store, dec, export.Config{
-			Schema: "cometbft", BatchBlocks: 500, Stream: export.Stream{Alias: "nodehome", From: 1, To: fx.tip()}})
-		conn.Close(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		prints = append(prints, pgtest.Fingerprint(t, dsn, "cometbft", orderBy))
-	}
-	for table := range orderBy {
-		if prints[0][table] != prints[1][table] {
-			t.Errorf("table %s: from the home %s, from RPC %s", table, prints[0][table], prints[1][table])
-		}
-	}
-	if prints[0]["blocks"] == "" || prints[0]["transactions"] == "" {
-		t.Fatalf("no blocks or transactions exported: %v", prints[0])
+			defer client.Close()
+			rpc, err := cometbft.NewRPCSource(cometbft.RPCConfig{Client: client})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromHome := stage(t, home, fx.Tip())
+			fromRPC := stage(t, rpc, fx.Tip())
+			if node.MethodCalls("block_results") < int64(fx.Tip()) {
+				t.Fatalf("the RPC source made %d block_results calls for %d heights", node.MethodCalls("block_results"), fx.Tip())
+			}
+			for h := uint64(1); h <= fx.Tip(); h++ {
+				a, err := fromHome.Get(h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := fromRPC.Get(h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(a.Raw, b.Raw) || !bytes.Equal(a.Hash, b.Hash) || !bytes.Equal(a.ParentHash, b.ParentHash) {
+					t.Fatalf("height %d staged differently from the home and from RPC", h)
+				}
+			}
+
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			dec := cometbft.NewDecoder()
+			orderBy := map[string]string{}
+			for _, tb := range dec.Tables() {
+				key := tb.PrimaryKey
+				if len(key) == 0 {
+					t.Fatalf("table %s has no primary key to order by", tb.Name)
+				}
+				cols := ""
+				for i, c := range key {
+					if i > 0 {
+						cols += ", "
+					}
+					cols += c
+				}
+				orderBy[tb.Name] = cols
+			}
+			var prints []map[string]string
+			for _, store := range []*staging.Store{fromHome, fromRPC} {
+				dsn := pgtest.NewDatabase(t)
+				conn, err := pgx.Connect(ctx, dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = export.Run(ctx, export.Fixed(conn), store, dec, export.Config{
+					Schema: "cometbft", BatchBlocks: 500, Stream: export.Stream{Alias: "nodehome", From: 1, To: fx.Tip()}})
+				conn.Close(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				prints = append(prints, pgtest.Fingerprint(t, dsn, "cometbft", orderBy))
+			}
+			for table := range orderBy {
+				if prints[0][table] != prints[1][table] {
+					t.Errorf("table %s: from the home %s, from RPC %s", table, prints[0][table], prints[1][table])
+				}
+			}
+			if prints[0]["blocks"] == "" || prints[0]["transactions"] == "" {
+				t.Fatalf("no blocks or transactions exported: %v", prints[0])
+			}
+		})
 	}
 }
 
 // TestRefusesRunningNode: a database another process holds (a running
 // node) is refused by name, and its lock is left alone.
 func TestRefusesRunningNode(t *testing.T) {
-	fx := loadFixture(t, "home-0.38")
-	home := fx.unpack(t)
+	fx := nodefixture.Load(t, "home-0.38")
+	home := fx.Unpack(t)
 	held, err := dbmOpenWritable(filepath.Join(home, "data"), "blockstore")
 	if err != nil {
 		t.Fatal(err)

@@ -11,21 +11,23 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble"
+
+	"github.com/blockhaul/blockhaul/internal/nodefixture"
 )
 
 // TestPebbleHome moves the fixture's databases into the pebbledb backend,
 // written as cometbft-db's pebble backend writes them (pebble v1, default
 // options), and reads every height from it.
 func TestPebbleHome(t *testing.T) {
-	fx := loadFixture(t, "home-0.38")
-	home := fx.unpack(t)
+	fx := nodefixture.Load(t, "home-0.38")
+	home := fx.Unpack(t)
 	data := filepath.Join(home, "data")
 	for _, name := range []string{"blockstore", "state"} {
 		toPebble(t, data, name)
 	}
 	setConfig(t, home, "db_backend", `db_backend = "pebbledb"`)
 	src := openHome(t, home)
-	for i, want := range fx.records {
+	for i, want := range fx.Records {
 		got, err := src.Record(uint64(i + 1))
 		if err != nil {
 			t.Fatalf("height %d: %v", i+1, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/cometbft/cometbft/store"
 
 	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/internal/nodefixture"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
 )
@@ -70,8 +71,8 @@ func fetchInto(t *testing.T, src loader.Source, from, to uint64) (int, error) {
 }
 
 func TestRefusesDiscardedResults(t *testing.T) {
-	fx := loadFixture(t, "home-0.38")
-	home := fx.unpack(t)
+	fx := nodefixture.Load(t, "home-0.38")
+	home := fx.Unpack(t)
 	setConfig(t, home, "discard_abci_responses", "discard_abci_responses = true")
 	src := openHome(t, home)
 	staged, err := fetchInto(t, src, 5, 100)
@@ -91,8 +92,8 @@ func TestRefusesDiscardedResults(t *testing.T) {
 // block store and state store (as retain_height does) and asks for a
 // range that starts below what is left.
 func TestRefusesPrunedHome(t *testing.T) {
-	fx := loadFixture(t, "home-0.38")
-	home := fx.unpack(t)
+	fx := nodefixture.Load(t, "home-0.38")
+	home := fx.Unpack(t)
 	const retain = 1000
 	pruneHome(t, home, retain)
 	src := openHome(t, home)
@@ -144,8 +145,8 @@ func pruneHome(t *testing.T, home string, retain int64) {
 }
 
 func TestRefusesUnsupportedBackend(t *testing.T) {
-	fx := loadFixture(t, "home-0.38")
-	home := fx.unpack(t)
+	fx := nodefixture.Load(t, "home-0.38")
+	home := fx.Unpack(t)
 	setConfig(t, home, "db_backend", `db_backend = "rocksdb"`)
 	_, err := Open(Config{Home: home})
 	if err == nil || !strings.Contains(err.Error(), `db_backend "rocksdb" is not supported`) {
@@ -160,8 +161,8 @@ func TestRefusesUnsupportedBackend(t *testing.T) {
 // the source fails with a *CorruptError naming the database, never a panic
 // and never a wrong record.
 func TestDamagedDatabase(t *testing.T) {
-	fx := loadFixture(t, "home-0.38")
-	home := fx.unpack(t)
+	fx := nodefixture.Load(t, "home-0.38")
+	home := fx.Unpack(t)
 	dir := filepath.Join(home, "data", "blockstore.db")
 	files, err := filepath.Glob(filepath.Join(dir, "*.ldb"))
 	if err != nil || len(files) == 0 {
@@ -182,7 +183,7 @@ func TestDamagedDatabase(t *testing.T) {
 	src, err := Open(Config{Home: home})
 	if err == nil {
 		defer src.Close()
-		staged, err := fetchInto(t, src, 1, fx.tip())
+		staged, err := fetchInto(t, src, 1, fx.Tip())
 		if staged != 0 && err == nil {
 			t.Fatalf("a damaged block store staged %d heights without an error", staged)
 		}
