@@ -1,6 +1,9 @@
 package chain
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // HashMismatchError is a block whose recorded hash is not the hash its own
 // content gives: the block hash a node sent beside a header that hashes to
@@ -18,10 +21,18 @@ type HashMismatchError struct {
 	Claimed  []byte // as recorded
 	Computed []byte // recomputed from the content
 	Endpoint string // redacted; "" when not known
+	// Unknown names the header's fields the family's hasher does not know
+	// (a fork newer than it, or a draft one a node served): the likely
+	// reason the block hash does not match.
+	Unknown []string
 }
 
 func (e *HashMismatchError) Error() string {
 	s := fmt.Sprintf("%s: block %d: %s %X does not match its content (recomputed %X)", e.Family, e.Height, e.What, e.Claimed, e.Computed)
+	if len(e.Unknown) > 0 {
+		s += "; the header has fields the hasher does not know, which the node's hash may cover (a fork newer than this blockhaul, or a draft one): " +
+			strings.Join(e.Unknown, ", ")
+	}
 	if e.Endpoint != "" {
 		s += " (answered by " + e.Endpoint + ")"
 	}

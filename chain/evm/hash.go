@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"slices"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"golang.org/x/crypto/sha3"
@@ -52,6 +53,15 @@ var headerFields = [...]headerField{
 
 const firstOptional = 15
 
+// blockBodyKeys are the keys of a block object (eth_getBlockByNumber's
+// result, as geth's RPCMarshalBlock writes it) that are not header fields:
+// any other key the header hash does not cover is named when the hash does
+// not match (an EIP-7685 draft's requestsRoot, say).
+var blockBodyKeys = map[string]bool{
+	"hash": true, "size": true, "totalDifficulty": true,
+	"transactions": true, "uncles": true, "withdrawals": true,
+}
+
 // headerIndex maps a JSON key of the block object to its headerFields index.
 func headerIndex(key []byte) int {
 	for i := range headerFields {
@@ -66,10 +76,14 @@ func headerIndex(key []byte) int {
 type headerRLP struct {
 	vals [len(headerFields)][]byte // field contents as raw bytes (quantities big-endian, minimal)
 	have uint32
-	body []byte
-	out  []byte
-	k    hash.Hash
-	sum  [32]byte
+	// unknown are the block object's keys that are neither header fields
+	// nor its known body (a fork newer than this hasher, or a draft one):
+	// named when the hash does not match, as the likely cause.
+	unknown []string
+	body    []byte
+	out     []byte
+	k       hash.Hash
+	sum     [32]byte
 }
 
 // set decodes the JSON value v (a 0x-hex string) of field i.
@@ -212,7 +226,7 @@ func (r *headerRLP) check(claimed []byte, height uint64) ([]byte, error) {
 	}
 	if string(sum[:]) != string(claimed) {
 		return nil, &chain.HashMismatchError{Family: chain.FamilyEVM, Height: height, What: "block hash",
-			Claimed: claimed, Computed: append([]byte(nil), sum[:]...)}
+			Claimed: claimed, Computed: append([]byte(nil), sum[:]...), Unknown: slices.Clone(r.unknown)}
 	}
 	return append([]byte(nil), sum[:]...), nil
 }
@@ -227,6 +241,7 @@ func (r *headerRLP) read(s *scanner, c *verifier) (claimed []byte, height uint64
 	if err := s.beginObject(); err != nil {
 		return nil, 0, err
 	}
+	r.unknown = r.unknown[:0]
 	arena := make([]byte, 0, 1024)
 	claimed = make([]byte, 32)
 	sawHash := false
@@ -267,6 +282,9 @@ func (r *headerRLP) read(s *scanner, c *verifier) (claimed []byte, height uint64
 		i := headerIndex(key)
 		if i < 0 || s.null() {
 			if i < 0 {
+				if !blockBodyKeys[string(key)] {
+					r.unknown = append(r.unknown, string(key))
+				}
 				if err := s.skip(); err != nil {
 					return nil, 0, err
 				}

@@ -89,3 +89,38 @@ var mainnetHeaders = []struct{ fork, hash, json string }{
 	// mainnet block 23535880, header as in wagmi's getBlock test snapshot
 	{"prague (requests hash)", "0xe38d4bb2060a54519508612f40ef737a09c5b20488c12b0bec2d4f5ea7073c15", `{"baseFeePerGas":"0xb9e4be0","blobGasUsed":"0xc0000","difficulty":"0x0","excessBlobGas":"0x0","extraData":"0x546974616e2028746974616e6275696c6465722e78797a29","gasLimit":"0x2aea540","gasUsed":"0x1d1e02e","hash":"0xe38d4bb2060a54519508612f40ef737a09c5b20488c12b0bec2d4f5ea7073c15","logsBloom":"0x3effc77fb16497fa74fffeb6ef65dfbd7b97f8dd7f198ff37abfcf5fdeb329e7bdbc9d8caffdf765f7b75df9e737eff773fbf639ff9ffb376fb726a7ff2f68dffea0de7fafd3f7fbff8d5fdff57becf3e76f3f73fefc1ff9bbf9df7fb3fffff13f577b7fdffeb7f7ffb8cd71ff93fff3bfffd7e3bfbe576daefdfff6fb5afedf8ffbbd7d7baf977f46fbffceebfbe86fc6ffb6f1eff3fbbfbeb9eefbf954ffe3fbff9d73b8f9ecfdcfdf7df3fdd9ff3bbfdfe9efe8ffee6ff7fe4a3ff7a5fefbfffffcffcd7f2bc04bdf7c52d3fdfeff3f7dfe7b4fefa9f46edb53c2de9ffb7f3ffdff6fefa67f64f6e7f7bff5af1dffffeff9b99ff86fef589e3bbfffdfffb7","miner":"0x4838b106fce9647bdf1e7877bf73ce8b0bad5f97","mixHash":"0x15350a0cad9bc5cb1298b3710db038850f1df5d8ac00c4ca3b03fb64c7e8ab78","nonce":"0x0000000000000000","number":"0x1672108","parentBeaconBlockRoot":"0x2bd55d2f0e1a3d3e181659ebc21bb167527e517de88b39b0d7ebbeeb3e28eebc","parentHash":"0x1fab238a9630a2e95c8b735ebc63bc2751bc6492f409ee16a7b5a532985196eb","receiptsRoot":"0x01d0a60dd8fd8de710a191aba91f82e2a437ac21a6e77b21b2f745809e7feadf","requestsHash":"0x965c860907968cab126093a785436ad747495ae45b21dac1b6a92ae0f4866ce0","sha3Uncles":"0x1dcc4de8dec75d7aab85b567b6ccd41ad312451b948a7413f0a142fd40d49347","stateRoot":"0xd3c86549e5d57f14bd0b28630b70cb68038ac3334251bd194c93a18d96492f39","timestamp":"0x68e6df9f","transactionsRoot":"0x9da0226f723a9da4b8df8782930c0e83bd73c4a393069ee7861465188eed989b","withdrawalsRoot":"0x0740ba007069960b2d60f77b0ce2648cffa3573accd055d4803eb771e32903e7"}`},
 }
+
+// Issue 20 §7: a header with a field the hasher does not know (the
+// EIP-7685 draft's requestsRoot, which geth served for a while where
+// requestsHash is now) fails with that field named, not as a bare hash
+// mismatch; an unknown field in a block whose hash matches is no error.
+func TestVerifyBlockNamesUnknownHeaderField(t *testing.T) {
+	raw := fixtureRecord(t, 0) // a real geth genesis, Prague-shaped
+	draft := bytes.Replace(raw, []byte(`"requestsHash":`), []byte(`"requestsRoot":`), 1)
+	if bytes.Equal(draft, raw) {
+		t.Fatal("the fixture has no requestsHash")
+	}
+	for name, verify := range map[string]func([]byte) ([]byte, error){"full": VerifyBlock, "header": VerifyRecordHeader} {
+		_, err := verify(draft)
+		var hm *chain.HashMismatchError
+		if !errors.As(err, &hm) || hm.What != "block hash" {
+			t.Fatalf("%s: err = %v, want the block hash mismatch", name, err)
+		}
+		if len(hm.Unknown) != 1 || hm.Unknown[0] != "requestsRoot" || !strings.Contains(err.Error(), "the hasher does not know") || !strings.Contains(err.Error(), ": requestsRoot") {
+			t.Fatalf("%s: %v (unknown %q): want requestsRoot named as the field the hasher does not know", name, err, hm.Unknown)
+		}
+	}
+
+	// A key the hash does not cover beside a header that hashes right.
+	extra := bytes.Replace(raw, []byte(`"hash":`), []byte(`"l1BlockNumber":"0x1","hash":`), 1)
+	if _, err := VerifyBlock(extra); err != nil {
+		t.Fatalf("an unknown key in a block whose hash matches: %v", err)
+	}
+	// A tampered header without unknown fields says nothing of them.
+	tampered := bytes.Replace(raw, []byte(`"gasLimit":"0x`), []byte(`"gasLimit":"0x1`), 1)
+	_, err := VerifyBlock(tampered)
+	var hm *chain.HashMismatchError
+	if !errors.As(err, &hm) || len(hm.Unknown) != 0 || strings.Contains(err.Error(), "does not know") {
+		t.Fatalf("tampered: %v, want a bare hash mismatch", err)
+	}
+}
