@@ -60,6 +60,11 @@ type Config struct {
 	Logger *slog.Logger
 	// OnBatch, if set, is called after each committed batch.
 	OnBatch func(BatchStats)
+	// OnStart, if set, is called once the stream's checkpoint is read, with
+	// the first height it will export (Stream.To + 1 when it is complete),
+	// before anything is committed: again on each retry after a transient
+	// fault. RunStreams calls it for each sub-range, as it calls OnBatch.
+	OnStart func(s Stream, next uint64)
 }
 
 // BatchStats describes one committed batch.
@@ -198,6 +203,9 @@ func runOnce(ctx context.Context, sess *Session, conn *pgx.Conn, store *staging.
 
 	next := cur.Next(cfg.Stream.From)
 	end := cfg.Stream.To
+	if cfg.OnStart != nil {
+		cfg.OnStart(cfg.Stream, next)
+	}
 	if !cfg.Stream.Head && next > end {
 		return nil
 	}

@@ -143,7 +143,7 @@ func RunStreams(ctx context.Context, sessions []*Session, store *staging.Store, 
 	results := make([]Result, len(parts))
 	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
-	var mu sync.Mutex // serialises OnBatch
+	var mu sync.Mutex // serialises OnBatch and OnStart
 	for i, p := range parts {
 		pc := cfg
 		pc.Stream = Stream{Alias: PartAlias(parent.Alias, i, len(parts)), From: p[0], To: p[1]}
@@ -153,6 +153,13 @@ func RunStreams(ctx context.Context, sessions []*Session, store *staging.Store, 
 				mu.Lock()
 				defer mu.Unlock()
 				cfg.OnBatch(b)
+			}
+		}
+		if cfg.OnStart != nil {
+			pc.OnStart = func(s Stream, next uint64) {
+				mu.Lock()
+				defer mu.Unlock()
+				cfg.OnStart(s, next)
 			}
 		}
 		wg.Add(1)

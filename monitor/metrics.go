@@ -20,6 +20,7 @@ type metrics struct {
 	retries                   *prometheus.CounterVec   // by reason
 	pgRetries                 *prometheus.CounterVec   // by cause
 	rangeFrom, rangeTo, last  prometheus.Gauge
+	rangeExported             prometheus.Gauge
 	tip, lag                  prometheus.Gauge
 	reorgs                    prometheus.Counter
 }
@@ -70,15 +71,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"cause"}),
 		rangeFrom: gauge("range_from", "First height of the job's range."),
 		rangeTo:   gauge("range_to", "Last height of the job's range."),
-		last:      gauge("last_exported_height", "Last height committed to PostgreSQL."),
-		tip:       gauge("chain_tip_height", "The chain tip the source last reported."),
-		lag:       gauge("lag_heights", "Heights between the chain tip and the last height committed to PostgreSQL."),
-		reorgs:    counter("reorgs_repaired_total", "Chain reorganisations the head stream undid."),
+		last:      gauge("last_exported_height", "Last height committed to PostgreSQL (the highest, when export streams split the range)."),
+		rangeExported: gauge("range_exported_heights",
+			"Heights of the job's range PostgreSQL holds, committed by any of its export streams, by this run or earlier ones."),
+		tip:    gauge("chain_tip_height", "The chain tip the source last reported."),
+		lag:    gauge("lag_heights", "Heights between the chain tip and the last height committed to PostgreSQL."),
+		reorgs: counter("reorgs_repaired_total", "Chain reorganisations the head stream undid."),
 	}
 	reg.MustRegister(
 		m.fetched, m.staged, m.exported, m.planned, m.rows, m.batches, m.conflicts,
 		m.exportCommit, m.stageCommit, m.rawBytes, m.storedBytes, m.ratio,
-		m.requests, m.requestDur, m.retries, m.pgRetries, m.rangeFrom, m.rangeTo, m.last,
+		m.requests, m.requestDur, m.retries, m.pgRetries, m.rangeFrom, m.rangeTo, m.last, m.rangeExported,
 		m.tip, m.lag, m.reorgs,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -20,9 +20,11 @@
 package monitor
 
 import (
+	"cmp"
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -125,8 +127,11 @@ type state struct {
 	totalRows       uint64
 	batches         uint64
 	conflicts       uint64
-	last            uint64
+	last            uint64 // the highest height committed by any stream
 	lastValid       bool
+	// streams are the export streams the range is split into, in height
+	// order, as they started (ExportStream); empty when none said so.
+	streams []exportStream
 
 	requests, failed, retries uint64
 	pgRetries                 uint64
@@ -219,6 +224,7 @@ func (m *Monitor) SetRange(from, to uint64) {
 	m.met.rangeTo.Set(float64(to))
 	m.mu.Lock()
 	m.st.from, m.st.to, m.st.rangeSet = from, to, true
+	m.met.rangeExported.Set(float64(m.rangeExportedLocked()))
 	m.mu.Unlock()
 }
 
@@ -292,12 +298,87 @@ func (m *Monitor) Staged(blocks int, raw, stored int64, commit time.Duration) {
 	m.met.ratio.Set(ratio)
 }
 
-// ExportPlanned starts the export phase; next is the first height it will
-// export (heights of the range below it were exported by earlier runs).
+// ExportPlanned starts the export phase of the whole range as one stream;
+// next is the first height it will export (heights of the range below it
+// were exported by earlier runs).
 func (m *Monitor) ExportPlanned(next uint64) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.st.exportAnnounced, m.st.exportNext, m.st.exportStart = true, next, m.now()
-	m.mu.Unlock()
+	if m.st.rangeSet {
+		m.exportStreamLocked(m.st.from, m.st.to, next)
+	}
+}
+
+// ExportStream says that the export stream of the sub-range [from, to] of
+// the job's range has started (or started again) with next the first height
+// it will export: the heights below it were committed by earlier runs.
+// Progress, its ETA and the summary count what every stream has committed,
+// each in its own sub-range. It starts the export phase.
+func (m *Monitor) ExportStream(from, to, next uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.st.exportAnnounced {
+		m.st.exportAnnounced, m.st.exportNext, m.st.exportStart = true, next, m.now()
+	}
+	m.exportStreamLocked(from, to, next)
+}
+
+func (m *Monitor) exportStreamLocked(from, to, next uint64) {
+	s := &m.st
+	i, found := slices.BinarySearchFunc(s.streams, from, func(e exportStream, h uint64) int { return cmp.Compare(e.from, h) })
+	if found && s.streams[i].to == to {
+		s.streams[i].next = max(s.streams[i].next, next)
+	} else {
+		s.streams = slices.Insert(s.streams, i, exportStream{from: from, to: to, next: next})
+	}
+	m.met.rangeExported.Set(float64(m.rangeExportedLocked()))
+}
+
+// exportStream is one export stream's sub-range and how much of it
+// PostgreSQL holds.
+type exportStream struct {
+	from, to  uint64
+	next      uint64 // the first height not committed when it (last) started
+	last      uint64 // the last height it committed, if lastValid
+	lastValid bool
+}
+
+// committed is how many heights of the stream's sub-range are committed:
+// those below where it started and those it committed since.
+func (e exportStream) committed() uint64 {
+	top := e.next // one past the last committed height
+	if e.lastValid && e.last >= top {
+		top = e.last + 1
+	}
+	top = min(top, e.to+1)
+	if top <= e.from {
+		return 0
+	}
+	return top - e.from
+}
+
+// rangeExportedLocked is how many heights of the range PostgreSQL holds, by
+// every stream: from the streams when they were told, else from the last
+// height committed (one stream).
+func (m *Monitor) rangeExportedLocked() uint64 {
+	s := &m.st
+	if len(s.streams) > 0 {
+		var n uint64
+		for _, e := range s.streams {
+			n += e.committed()
+		}
+		return n
+	}
+	switch {
+	case !s.rangeSet:
+		return 0
+	case s.lastValid && s.last >= s.from:
+		return min(s.last, s.to) - s.from + 1
+	case s.exportAnnounced && s.exportNext > s.from:
+		return s.exportNext - s.from
+	}
+	return 0
 }
 
 // Exported records one committed export batch of heights [from, to]: rows
@@ -323,9 +404,6 @@ func (m *Monitor) exported(from, to uint64, rows []int, commit time.Duration, co
 	m.met.exported.Add(float64(blocks))
 	m.met.batches.Inc()
 	m.met.exportCommit.Observe(commit.Seconds())
-	if head {
-		m.met.last.Set(float64(to))
-	}
 	if conflicted {
 		m.met.conflicts.Inc()
 	}
@@ -354,7 +432,18 @@ func (m *Monitor) exported(from, to uint64, rows []int, commit time.Duration, co
 	}
 	if head && (!m.st.lastValid || to > m.st.last) {
 		m.st.last, m.st.lastValid = to, true
+		m.met.last.Set(float64(to))
 	}
+	for i := range m.st.streams {
+		e := &m.st.streams[i]
+		if from >= e.from && from <= e.to {
+			if !e.lastValid || to > e.last {
+				e.last, e.lastValid = to, true
+			}
+			break
+		}
+	}
+	m.met.rangeExported.Set(float64(m.rangeExportedLocked()))
 	m.st.exportLast = m.now()
 	if lag, ok := m.lagLocked(); ok {
 		m.met.lag.Set(float64(lag))

@@ -187,17 +187,11 @@ func (m *Monitor) viewsLocked() []phaseView {
 		v := phaseView{name: "export", done: s.exported}
 		if s.rangeSet && s.to >= s.from {
 			v.total, v.totalKnown = s.to-s.from+1, true
-			// Position in the range rather than heights of this run, so a
-			// resumed job shows what is left.
-			switch {
-			case s.lastValid && s.last >= s.from:
-				v.done = s.last - s.from + 1
-			case s.exportAnnounced && s.exportNext > s.from:
-				v.done = s.exportNext - s.from
-			default:
-				v.done = 0
-			}
-			v.finished = s.lastValid && s.last >= s.to
+			// Heights of the range PostgreSQL holds rather than heights of
+			// this run, so a resumed job shows what is left; with export
+			// streams, each stream's in its own sub-range.
+			v.done = m.rangeExportedLocked()
+			v.finished = v.done >= v.total
 		}
 		start := s.exportStart
 		if start.IsZero() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -518,5 +519,63 @@ func TestFollowProgress(t *testing.T) {
 	}
 	if f := rec.Follow; f.Tip != 1000 || f.Exported != 100 || f.Lag != 900 || f.HeightsPerS == nil || *f.HeightsPerS != 10 || f.Waiting != 0 {
 		t.Errorf("follow record %s", recs[0])
+	}
+}
+
+// Issue 20 §3: with export streams, progress counts what every stream has
+// committed in its own sub-range, earlier runs' included, and the ETA is
+// what remains at the streams' joint pace (before: the highest height any
+// stream committed, so the second of two streams' first batch read as half
+// the range done).
+func TestProgressCountsEveryStreamsCommittedHeights(t *testing.T) {
+	clk := newClock()
+	m := New(Options{Out: io.Discard, Terminal: ptr(false), Now: clk.Now})
+	m.SetTables([]string{"blocks"})
+	m.SetRange(1, 12000)
+	m.ExportStream(1, 6000, 1)
+	m.ExportStream(6001, 12000, 7001) // 6001-7000 committed by an earlier run
+	m.Exported(6001+1000, 7500, []int{500}, time.Millisecond, false)
+	clk.Add(2 * time.Second)
+	m.Exported(1, 500, []int{500}, time.Millisecond, false)
+	m.tick(clk.Now(), false)
+	clk.Add(2 * time.Second)
+	m.Exported(501, 1000, []int{500}, time.Millisecond, false)
+	m.tick(clk.Now(), false)
+
+	m.mu.Lock()
+	views := m.viewsLocked()
+	m.mu.Unlock()
+	v := views[len(views)-1]
+	// 1-1000 and 6001-7500 are in PostgreSQL.
+	if v.name != "export" || v.done != 2500 || v.total != 12000 || v.finished {
+		t.Fatalf("export view %+v: want 2500 of 12000 done", v)
+	}
+	if !v.etaKnown || v.rate <= 0 || v.eta != time.Duration(float64(12000-2500)/v.rate*float64(time.Second)) {
+		t.Fatalf("eta %v at %v h/s: want the 9500 heights left at that pace", v.eta, v.rate)
+	}
+	if line := renderLines(views, 200)[len(views)-1]; !strings.Contains(line, "2500/12.0k") {
+		t.Fatalf("display %q: want 2500/12.0k", line)
+	}
+
+	// A stream that starts again (a retry) does not count its heights twice.
+	m.ExportStream(6001, 12000, 7501)
+	sum := m.Summary()
+	if sum.Export.Done != 2500 || len(sum.Export.Streams) != 2 || sum.Export.Streams[0].Last != 1000 || sum.Export.Streams[1].Last != 7500 {
+		t.Fatalf("summary export %+v", sum.Export)
+	}
+	sum.Command, sum.Complete = "run", false
+	var b bytes.Buffer
+	sum.WriteText(&b)
+	for _, want := range []string{
+		"checkpoint: stream 1 of 2 (heights 1-6000) at height 1000\n",
+		"checkpoint: stream 2 of 2 (heights 6001-12000) at height 7500\n",
+		"remaining: 9500 of 12000 heights not in PostgreSQL: 1001-6000, 7501-12000 (",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "checkpoint: height") {
+		t.Errorf("summary gives one checkpoint for two streams:\n%s", b.String())
 	}
 }

@@ -52,16 +52,39 @@ type FetchSummary struct {
 
 // ExportSummary is the export phase: staging to PostgreSQL.
 type ExportSummary struct {
-	Blocks     uint64
-	Rows       []TableRows // in SetTables order
-	TotalRows  uint64
-	Batches    uint64
-	Conflicts  uint64 // batches merged after a unique violation
-	Last       uint64 // last height exported, if LastValid
-	LastValid  bool
+	Blocks    uint64
+	Rows      []TableRows // in SetTables order
+	TotalRows uint64
+	Batches   uint64
+	Conflicts uint64 // batches merged after a unique violation
+	Last      uint64 // last height exported (the highest of any stream), if LastValid
+	LastValid bool
+	// Streams are the export streams the range was split into, each with
+	// its checkpoint, in height order: set when the job said how it split
+	// its range (ExportStream), one stream included.
+	Streams []StreamCheckpoint `json:",omitempty"`
+	// Done is how many heights of the range PostgreSQL holds: committed
+	// by this run or earlier ones, by any stream.
+	Done       uint64
 	Duration   time.Duration // from ExportPlanned to the last batch
 	BlocksPerS float64
 	RowsPerS   float64
+}
+
+// StreamCheckpoint is one export stream: its sub-range of the job's range
+// and the last height it has committed, if any (earlier runs' included).
+type StreamCheckpoint struct {
+	From, To  uint64
+	Last      uint64
+	LastValid bool
+}
+
+// remaining is what of the stream's sub-range PostgreSQL does not hold.
+func (c StreamCheckpoint) remaining() (from uint64, ok bool) {
+	if !c.LastValid || c.Last < c.From {
+		return c.From, true
+	}
+	return c.Last + 1, c.Last < c.To
 }
 
 // TableRows is the number of rows exported to one table.
@@ -93,8 +116,16 @@ func (m *Monitor) Summary() Summary {
 		Export: ExportSummary{
 			Blocks: s.exported, TotalRows: s.totalRows, Batches: s.batches, Conflicts: s.conflicts,
 			Last: s.last, LastValid: s.lastValid,
+			Done:     m.rangeExportedLocked(),
 			Duration: phaseDuration(s.exportStart, s.exportLast, s.created),
 		},
+	}
+	for _, e := range s.streams {
+		c := StreamCheckpoint{From: e.from, To: e.to}
+		if n := e.committed(); n > 0 {
+			c.Last, c.LastValid = e.from+n-1, true
+		}
+		sum.Export.Streams = append(sum.Export.Streams, c)
 	}
 	sum.Export.Rows = make([]TableRows, len(s.tables))
 	for i, t := range s.tables {
@@ -185,10 +216,47 @@ func (s Summary) WriteText(w io.Writer) {
 	switch {
 	case e.LastValid && len(s.Replayed) > 0:
 		p("  replayed: %s through height %d (no checkpoint moves in a replay)\n", strings.Join(s.Replayed, ", "), e.Last)
+	case len(e.Streams) > 1 && !s.Follow:
+		for i, c := range e.Streams {
+			at := "nothing committed"
+			if c.LastValid {
+				at = fmt.Sprintf("height %d", c.Last)
+			}
+			p("  checkpoint: stream %d of %d (heights %d-%d) at %s\n", i+1, len(e.Streams), c.From, c.To, at)
+		}
 	case e.LastValid:
 		p("  checkpoint: height %d\n", e.Last)
 	}
+	if rest, n := s.remaining(); !s.Complete && n > 0 && len(s.Replayed) == 0 {
+		p("  remaining: %d of %d heights not in PostgreSQL: %s (the same command resumes them)\n", n, s.To-s.From+1, strings.Join(rest, ", "))
+	}
 	p("  total:   %s\n", seconds(s.Duration))
+}
+
+// remaining is what of the range the export streams have not committed,
+// as height ranges, and how many heights that is; nothing when the streams
+// are not known to cover the range (a head stream, a job stopped before
+// its streams started).
+func (s Summary) remaining() ([]string, uint64) {
+	if s.Follow || !s.RangeSet || s.To < s.From {
+		return nil, 0
+	}
+	var covered uint64
+	for _, c := range s.Export.Streams {
+		covered += c.To - c.From + 1
+	}
+	if covered != s.To-s.From+1 {
+		return nil, 0
+	}
+	var rest []string
+	var n uint64
+	for _, c := range s.Export.Streams {
+		if from, ok := c.remaining(); ok {
+			rest = append(rest, fmt.Sprintf("%d-%d", from, c.To))
+			n += c.To - from + 1
+		}
+	}
+	return rest, n
 }
 
 func seconds(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }

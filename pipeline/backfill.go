@@ -96,6 +96,7 @@ func runBackfill(ctx context.Context, cfg *Config, store *staging.Store, src loa
 	ecfg.OnBatch = func(b export.BatchStats) {
 		c.m.BackfillExported(b.From, b.To, b.Rows, b.Commit, b.Conflicted)
 	}
+	ecfg.OnStart = nil // the job's progress is the head's; the backfill has its own summary
 	var st loader.Stats
 	var res export.Result
 	if n > 1 {

@@ -161,6 +161,15 @@ func liveStatus(cfg *Config, dir string, err error, out io.Writer) error {
 			last = fmt.Sprint(ls.Export.Last)
 		}
 		fmt.Fprintf(out, "  export:   %d blocks, %d rows, last height %s\n", ls.Export.Blocks, ls.Export.TotalRows, last)
+		if len(ls.Export.Streams) > 1 {
+			for i, c := range ls.Export.Streams {
+				at := "nothing committed"
+				if c.LastValid {
+					at = fmt.Sprintf("height %d", c.Last)
+				}
+				fmt.Fprintf(out, "            stream %d of %d (heights %d-%d) at %s\n", i+1, len(ls.Export.Streams), c.From, c.To, at)
+			}
+		}
 	}
 	if ls.StagedOK {
 		var n uint64

@@ -382,6 +382,11 @@ func exportConfig(cfg *Config, log *slog.Logger, c *counters) export.Config {
 		OnBatch: func(b export.BatchStats) {
 			c.m.Exported(b.From, b.To, b.Rows, b.Commit, b.Conflicted)
 		},
+		OnStart: func(s export.Stream, next uint64) {
+			if !s.Head {
+				c.m.ExportStream(s.From, s.To, next)
+			}
+		},
 	}
 }
 

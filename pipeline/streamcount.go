@@ -64,10 +64,23 @@ func autoStreams(f streamFacts) (int, string) {
 	}
 	if batches := f.Blocks / uint64(max(f.BatchBlocks, 1)); uint64(n) > batches {
 		n = int(max(batches, 1))
-		why = append(why, fmt.Sprintf("fewer: %d blocks make %d batches of %d", f.Blocks, batches, f.BatchBlocks))
+		why = append(why, "fewer: "+batchesText(f.Blocks, batches, f.BatchBlocks))
 	}
 	n = min(n, MaxExportStreams)
 	return n, "auto: " + strings.Join(why, "; ")
+}
+
+// batchesText says how many whole export batches a range fills, each
+// stream's least: "50 blocks are less than one batch of 500", "999 blocks
+// fill 1 whole batch of 500", "120 blocks fill 2 whole batches of 50".
+func batchesText(blocks, batches uint64, batchBlocks int) string {
+	switch batches {
+	case 0:
+		return fmt.Sprintf("%d blocks are less than one batch of %d", blocks, batchBlocks)
+	case 1:
+		return fmt.Sprintf("%d blocks fill 1 whole batch of %d", blocks, batchBlocks)
+	}
+	return fmt.Sprintf("%d blocks fill %d whole batches of %d", blocks, batches, batchBlocks)
 }
 
 // machineCPUs is the CPUs this process may use (a variable for tests).

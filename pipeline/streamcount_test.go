@@ -36,9 +36,10 @@ func TestAutoStreams(t *testing.T) {
 		{streamFacts{CPUs: 8, FreeConns: 0, Blocks: 1e6, BatchBlocks: 500}, 1, []string{"0 free connections"}},
 		{streamFacts{CPUs: 8, FreeConns: -1, Blocks: 1e6, BatchBlocks: 500}, 16, nil}, // unknown: no bound
 		// A stream a batch at least.
-		{streamFacts{CPUs: 2, Local: true, FreeConns: 90, Blocks: 999, BatchBlocks: 500}, 1, []string{"999 blocks make 1 batches of 500"}},
-		{streamFacts{CPUs: 16, FreeConns: 90, Blocks: 1500, BatchBlocks: 500}, 3, []string{"1500 blocks make 3 batches"}},
-		{streamFacts{CPUs: 16, FreeConns: 90, Blocks: 10, BatchBlocks: 500}, 1, nil},
+		{streamFacts{CPUs: 2, Local: true, FreeConns: 90, Blocks: 999, BatchBlocks: 500}, 1, []string{"999 blocks fill 1 whole batch of 500"}},
+		{streamFacts{CPUs: 16, FreeConns: 90, Blocks: 1500, BatchBlocks: 500}, 3, []string{"1500 blocks fill 3 whole batches of 500"}},
+		// Issue 20: "50 blocks make 0 batches of 500".
+		{streamFacts{CPUs: 16, FreeConns: 90, Blocks: 10, BatchBlocks: 500}, 1, []string{"10 blocks are less than one batch of 500"}},
 	} {
 		n, why := autoStreams(c.f)
 		if n != c.want {
@@ -106,7 +107,7 @@ func TestAutoStreamsOnThisServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum, err = Run(context.Background(), cfg, io.Discard, quiet)
-	if err != nil || sum.Streams != 2 || !strings.Contains(sum.StreamsWhy, "120 blocks make 2 batches of 50") {
+	if err != nil || sum.Streams != 2 || !strings.Contains(sum.StreamsWhy, "120 blocks fill 2 whole batches of 50") {
 		t.Fatalf("auto export of 120 blocks in batches of 50: err %v, %d streams (%s), want 2", err, sum.Streams, sum.StreamsWhy)
 	}
 	if got := debug.SetMemoryLimit(-1); got != 192<<20 {
