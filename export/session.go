@@ -212,6 +212,10 @@ const (
 	CauseTimeout          = "timeout" // a network timeout
 )
 
+// TransientCauses are every cause TransientCause gives.
+var TransientCauses = []string{CauseConnection, CauseAdminShutdown, CauseCrashShutdown, CauseCannotConnectNow,
+	CauseStatementTimeout, CauseLockTimeout, CauseDeadlock, CauseSerialization, CauseTooManyConns, CauseTimeout}
+
 // TransientCause classifies err: whether running the operation again, on a
 // new connection if need be, may succeed, and why. Data errors (classes 22,
 // 23, 42), authentication, a missing database and the caller's own context

@@ -20,10 +20,36 @@ type EndpointHealth struct {
 // endpoints it returns is healthy the job cannot fetch, and /readyz says so
 // however ready the job is otherwise. A job without RPC endpoints (the
 // synthetic chain) never calls it.
+//
+// The endpoints' request counter ("batch" requests answered, the client's
+// way of fetching blocks) and latency histogram are published at zero from
+// here, so that a dashboard reads 0 rather than "No data" before the first
+// request.
 func (m *Monitor) WatchEndpoints(health func() []EndpointHealth) {
 	m.mu.Lock()
 	m.st.endpoints = health
 	m.mu.Unlock()
+	for _, e := range health() {
+		m.met.requests.WithLabelValues(e.Endpoint, "batch", OutcomeOK)
+		m.met.requestDur.WithLabelValues(e.Endpoint)
+	}
+}
+
+// PublishRetryReasons publishes the retry counter of each reason at zero
+// (RetrySpan is from the start), and PublishPGRetryCauses the PostgreSQL
+// retry counter of each cause: a healthy job's dashboard reads no retries,
+// not "No data".
+func (m *Monitor) PublishRetryReasons(reasons ...string) {
+	for _, r := range reasons {
+		m.met.retries.WithLabelValues(r)
+	}
+}
+
+// PublishPGRetryCauses: see PublishRetryReasons.
+func (m *Monitor) PublishPGRetryCauses(causes ...string) {
+	for _, c := range causes {
+		m.met.pgRetries.WithLabelValues(c)
+	}
 }
 
 // endpointHealth returns what the function given to WatchEndpoints says,

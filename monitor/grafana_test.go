@@ -133,3 +133,32 @@ func keys(m map[string]bool) []string {
 	}
 	return out
 }
+
+// Issue 20 §7: the labelled series a job will use are published at zero
+// before their first event: retries of every reason given, PostgreSQL
+// retries of every cause, and each watched endpoint's requests and latency.
+func TestLabelledMetricsPublishedBeforeFirstUse(t *testing.T) {
+	m := New(Options{Out: io.Discard, Terminal: ptr(false)})
+	m.PublishRetryReasons("timeout")
+	m.PublishPGRetryCauses("connection")
+	m.WatchEndpoints(func() []EndpointHealth { return []EndpointHealth{{endpoint, true}} })
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = len(mf.GetMetric())
+	}
+	for name, n := range map[string]int{
+		"blockhaul_retries_total":                2, // span, timeout
+		"blockhaul_pg_retries_total":             1,
+		"blockhaul_rpc_requests_total":           1,
+		"blockhaul_rpc_request_duration_seconds": 1,
+		"blockhaul_rpc_endpoint_healthy":         1,
+	} {
+		if got[name] != n {
+			t.Errorf("%s: %d series before any event, want %d", name, got[name], n)
+		}
+	}
+}

@@ -189,6 +189,7 @@ func New(opts Options) *Monitor {
 		m.log = slog.New(slog.NewTextHandler(m.con, nil))
 	}
 	m.met = newMetrics(m.reg)
+	m.PublishRetryReasons(RetrySpan)
 	m.reg.MustRegister(newEndpointCollector(m), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "blockhaul", Name: "ready",
 		Help: "1 while the job is in its main phase, not failing, and has a healthy RPC endpoint if it uses any (what /readyz answers).",

@@ -12,6 +12,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/monitor"
@@ -172,6 +173,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 		m = monitor.New(monitor.Options{Logger: log, Out: io.Discard, Terminal: new(bool), Interval: cfg.Progress})
 		cfg.Monitor = m // the sources built below report to it
 	}
+	m.PublishRetryReasons(jsonrpc.RetryReasons...)
+	m.PublishPGRetryCauses(export.TransientCauses...)
 	if dec, err := newDecoder(&cfg); err == nil {
 		names := make([]string, 0)
 		for _, t := range dec.Tables() {

@@ -86,6 +86,11 @@ const (
 	OutcomeCanceled     = "canceled"      // the caller's context ended
 )
 
+// RetryReasons are the outcomes after which a request is tried again: the
+// reasons an Observer's Retry is given.
+var RetryReasons = []string{OutcomeThrottled, OutcomeTimeout, OutcomeServerError, OutcomeNetwork,
+	OutcomeBadResponse, OutcomeBatchRefused, OutcomeTooLarge}
+
 const (
 	defaultBurst            = 1
 	defaultConcurrency      = 8
