@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,16 +18,37 @@ import (
 // draw it again below, so log lines scroll above it. On an output that is not
 // a terminal nothing is ever drawn and a Console only serialises writes.
 // A Console is safe for concurrent use.
+//
+// Display lines are cut to one column less than the terminal's width, so
+// that none wraps when drawn. After a resize the terminal may have rewrapped
+// them: the display is erased as the lines it drew occupy the terminal at its
+// new width (a terminal that reflows, as most do), so no stale part of a line
+// stays behind.
 type Console struct {
 	mu    sync.Mutex
 	w     io.Writer
-	frame []string // the display on screen, if drawn > 0
-	drawn int      // lines of frame on screen below the last log line
+	cols  func() int // the terminal's width now; nil or 0: unknown
+	frame []string   // the display on screen, if drawn > 0
+	drawn int        // lines of frame on screen below the last log line
 	buf   bytes.Buffer
 }
 
 // NewConsole returns a Console writing to w.
 func NewConsole(w io.Writer) *Console { return &Console{w: w} }
+
+// setWidth gives the Console the terminal's width, asked at every write.
+func (c *Console) setWidth(cols func() int) {
+	c.mu.Lock()
+	c.cols = cols
+	c.mu.Unlock()
+}
+
+func (c *Console) width() int {
+	if c.cols == nil {
+		return 0
+	}
+	return c.cols()
+}
 
 // Write writes p (one or more whole lines, as a log handler writes them)
 // above the display.
@@ -36,12 +58,14 @@ func (c *Console) Write(p []byte) (int, error) {
 	if c.drawn == 0 {
 		return c.w.Write(p)
 	}
+	width := c.width()
 	c.buf.Reset()
-	c.erase()
+	c.erase(width)
 	c.buf.Write(p)
 	if len(p) > 0 && p[len(p)-1] != '\n' {
 		c.buf.WriteByte('\n')
 	}
+	c.frame = cutLines(c.frame, width)
 	c.put(c.frame)
 	if _, err := c.w.Write(c.buf.Bytes()); err != nil {
 		return 0, err
@@ -56,10 +80,11 @@ func (c *Console) draw(lines []string) {
 	if len(lines) == 0 && c.drawn == 0 {
 		return
 	}
+	width := c.width()
 	c.buf.Reset()
-	c.erase()
-	c.put(lines)
-	c.frame = append(c.frame[:0], lines...)
+	c.erase(width)
+	c.frame = cutLines(append(c.frame[:0], lines...), width)
+	c.put(c.frame)
 	c.drawn = len(lines)
 	// A display is decoration: a failed write must not fail the job.
 	_, _ = c.w.Write(c.buf.Bytes())
@@ -74,12 +99,19 @@ func (c *Console) release() {
 	c.mu.Unlock()
 }
 
-// erase moves the cursor to the first line of the display and clears from
-// there down.
-func (c *Console) erase() {
+// erase moves the cursor to the first row of the display and clears from
+// there down. The display's lines take one row each unless the terminal,
+// narrowed since they were drawn, has rewrapped them over more.
+func (c *Console) erase(width int) {
+	rows := 0
 	if c.drawn > 0 {
+		for _, l := range c.frame {
+			rows += rowsOf(l, width)
+		}
+	}
+	if rows > 0 {
 		c.buf.WriteString("\x1b[")
-		c.buf.WriteString(strconv.Itoa(c.drawn))
+		c.buf.WriteString(strconv.Itoa(rows))
 		c.buf.WriteString("A")
 	}
 	c.buf.WriteString("\r\x1b[J")
@@ -90,6 +122,29 @@ func (c *Console) put(lines []string) {
 		c.buf.WriteString(l)
 		c.buf.WriteString("\x1b[K\n")
 	}
+}
+
+// rowsOf is how many rows line takes on a terminal width columns wide.
+func rowsOf(line string, width int) int {
+	n := utf8.RuneCountInString(line)
+	if width <= 0 || n <= width {
+		return 1
+	}
+	return (n + width - 1) / width
+}
+
+// cutLines cuts each line to width-1 columns (in place), so that none
+// reaches the last column, where some terminals wrap.
+func cutLines(lines []string, width int) []string {
+	if width <= 1 {
+		return lines
+	}
+	for i, l := range lines {
+		if utf8.RuneCountInString(l) > width-1 {
+			lines[i] = string([]rune(l)[:width-1])
+		}
+	}
+	return lines
 }
 
 // isTerminal reports whether w is an interactive terminal that understands

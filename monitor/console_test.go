@@ -2,8 +2,13 @@ package monitor
 
 import (
 	"bytes"
+	"fmt"
+	"log/slog"
 	"os"
+	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 )
 
 func TestConsoleKeepsLogsAboveDisplay(t *testing.T) {
@@ -93,4 +98,98 @@ func TestIsTerminal(t *testing.T) {
 	if isTerminal(pty) {
 		t.Error("TERM=dumb detected as a terminal")
 	}
+}
+
+// Issue 20 §7: at 80 columns log lines (long enough to wrap over rows of
+// their own) print above the display, whole, and the display redraws below
+// them; narrowed to 60 and then 40 columns, whether the next thing is a
+// redraw or a log line, no stale part of a display line stays on screen and
+// every display line fits the new width (before: a resize left the top half
+// of a rewrapped progress line behind).
+func TestConsoleDisplayStaysCleanOverLogsAndResizes(t *testing.T) {
+	term := newFakeTerminal(80)
+	con := NewConsole(term)
+	clk := newClock()
+	log := slog.New(slog.NewTextHandler(con, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			a.Value = slog.TimeValue(clk.Now())
+		}
+		return a
+	}}))
+	m := New(Options{Logger: log, Out: con, Terminal: ptr(true), Width: term.Width, Now: clk.Now})
+	m.SetTables([]string{"blocks"})
+	m.SetRange(1, 12000)
+	m.FetchPlanned(12000)
+	m.ExportStream(1, 12000, 1)
+	step := func(h uint64) {
+		clk.Add(time.Second)
+		m.Staged(500, 10e6, 2e6, time.Millisecond)
+		m.Exported(h, h+99, []int{100}, time.Millisecond, false)
+		m.tick(clk.Now(), false)
+	}
+	var logged []string
+	say := func(i int) {
+		msg := fmt.Sprintf("export starting %d", i)
+		log.Info(msg, "stream", "backfill/range-1-12000/part-2-of-2", "next", 6001, "to", 12000,
+			"target", "pg:7714506271230404748/blockhaul/cometbft/backfill/range-1-12000/part-2-of-2")
+		logged = append(logged, msg)
+	}
+	check := func(when string) {
+		t.Helper()
+		screen, lines := term.Screen(), term.Lines()
+		width := term.Width()
+		m.mu.Lock()
+		want := renderLines(m.viewsLocked(), width)
+		m.mu.Unlock()
+		if len(screen) < len(want) {
+			t.Fatalf("%s: screen %q", when, screen)
+		}
+		// The display is the last rows, one row each, within the width.
+		bottom := screen[len(screen)-len(want):]
+		for i, l := range bottom {
+			if utf8.RuneCountInString(l) >= width || !strings.HasPrefix(l, strings.Fields(want[i])[0]) {
+				t.Errorf("%s: display row %d is %q (width %d), want %q", when, i, l, width, want[i])
+			}
+		}
+		// Above it: log lines only, each whole, in order.
+		above := lines[:len(lines)-len(want)]
+		var seen []string
+		for _, l := range above {
+			if strings.HasPrefix(l, "fetch ") || strings.HasPrefix(l, "export ") {
+				t.Errorf("%s: a stale display line above the display: %q\nscreen:\n%s", when, l, strings.Join(screen, "\n"))
+				continue
+			}
+			if !strings.HasPrefix(l, "time=") || !strings.HasSuffix(l, "part-2-of-2") {
+				t.Errorf("%s: a log line cut or mixed with the display: %q", when, l)
+				continue
+			}
+			seen = append(seen, l[strings.Index(l, `msg="`)+5:strings.Index(l, `" stream`)])
+		}
+		if fmt.Sprint(seen) != fmt.Sprint(logged) {
+			t.Errorf("%s: log lines %q, want %q", when, seen, logged)
+		}
+	}
+
+	step(1)
+	say(1)
+	step(101)
+	say(2)
+	say(3)
+	check("80 columns")
+	if rows := len(term.Screen()); rows <= 3*2+2 {
+		t.Fatalf("the log lines did not wrap at 80 columns (%d rows): the test proves nothing", rows)
+	}
+
+	term.Resize(60) // then a redraw
+	step(201)
+	check("narrowed to 60, redrawn")
+	term.Resize(40) // then a log line before any redraw
+	say(4)
+	check("narrowed to 40, a log line")
+	step(301)
+	check("narrowed to 40, redrawn")
+	term.Resize(100) // widened: nothing wrapped, nothing left behind
+	step(401)
+	say(5)
+	check("widened to 100")
 }

@@ -184,6 +184,9 @@ func New(opts Options) *Monitor {
 		w := m.con.w
 		m.widthFn = func() int { return terminalWidth(w) }
 	}
+	if m.terminal {
+		m.con.setWidth(m.width)
+	}
 	m.log = opts.Logger
 	if m.log == nil {
 		m.log = slog.New(slog.NewTextHandler(m.con, nil))

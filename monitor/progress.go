@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
+	"os/signal"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // rateWindow is the span rates are averaged over: long enough to smooth the
@@ -93,8 +97,14 @@ func (m *Monitor) Start(ctx context.Context) {
 	if !m.terminal {
 		period = min(m.interval, time.Second)
 	}
+	var resized chan os.Signal
+	if m.terminal {
+		// A resize redraws at once, at the new width.
+		resized = make(chan os.Signal, 1)
+		signal.Notify(resized, unix.SIGWINCH)
+	}
 	m.tick(m.now(), false)
-	go m.loop(ctx, period, m.done)
+	go m.loop(ctx, period, m.done, resized)
 }
 
 // Stop ends the display and waits for it, then shows the final progress (a
@@ -119,8 +129,13 @@ func (m *Monitor) Stop() {
 	m.mu.Unlock()
 }
 
-func (m *Monitor) loop(ctx context.Context, period time.Duration, done chan<- struct{}) {
+// loop redraws or logs every period, and at once on a value from resized
+// (SIGWINCH; nil when not a terminal), which it stops at its end.
+func (m *Monitor) loop(ctx context.Context, period time.Duration, done chan<- struct{}, resized chan os.Signal) {
 	defer close(done)
+	if resized != nil {
+		defer signal.Stop(resized)
+	}
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
@@ -128,6 +143,8 @@ func (m *Monitor) loop(ctx context.Context, period time.Duration, done chan<- st
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			m.tick(m.now(), false)
+		case <-resized:
 			m.tick(m.now(), false)
 		}
 	}
