@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-
-	"github.com/blockhaul/blockhaul/chain"
+	"time"
 )
 
 // TimeRates are the rates an estimate's times come from, and where those
@@ -42,43 +41,46 @@ type benchResult struct {
 	} `json:"fetch"`
 }
 
-// BenchTimeRates reads the fetch and export rates of fam from the bench
-// result at path when it was measured on this machine (same host name and
-// CPU count): export from the family's export run, fetch from the fetch
-// run against a local server where it was of this family, else from the
-// staging ingest. Otherwise it returns DefaultRates' times with a Source
-// that says why they are defaults.
-func BenchTimeRates(path string, fam chain.Family) TimeRates {
-	d := DefaultRates(fam)
+// BenchTimeRates reads the fetch and export rates of the family named fam
+// from result, the bench result (bench.Result as JSON) named where, when it
+// was measured on this machine (same host name and CPU count): export from
+// the family's export run, fetch from the fetch run against a local server
+// where it was of this family, else from the staging ingest. Otherwise it
+// returns the defaults' times with a Source that says why they are
+// defaults.
+func BenchTimeRates(result []byte, where, fam string, defaults Rates) TimeRates {
 	def := func(why string) TimeRates {
-		return TimeRates{FetchBlocksPerSec: d.FetchBlocksPerSec, ExportBlocksPerSec: d.ExportBlocksPerSec, Source: "default rates (" + why + ")"}
+		return TimeRates{FetchBlocksPerSec: defaults.FetchBlocksPerSec, ExportBlocksPerSec: defaults.ExportBlocksPerSec, Source: "default rates (" + why + ")"}
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return def(fmt.Sprintf("no benchmark result of this machine: %v", err))
+	if len(result) == 0 {
+		return def("no benchmark result in " + where)
 	}
 	var r benchResult
-	if err := json.Unmarshal(b, &r); err != nil {
-		return def(fmt.Sprintf("benchmark result %s unreadable: %v", path, err))
+	if err := json.Unmarshal(result, &r); err != nil {
+		return def(fmt.Sprintf("the benchmark result %s is unreadable: %v", where, err))
 	}
 	host, _ := os.Hostname()
 	if r.Machine.Host != host || r.Machine.CPUs != runtime.NumCPU() {
-		return def(fmt.Sprintf("the benchmark result %s is of host %q with %d CPUs, this is %q with %d", path, r.Machine.Host, r.Machine.CPUs, host, runtime.NumCPU()))
+		return def(fmt.Sprintf("the benchmark result %s is of host %q with %d CPUs, this is %q with %d", where, r.Machine.Host, r.Machine.CPUs, host, runtime.NumCPU()))
 	}
 	for _, dn := range r.Densities {
-		if dn.Name != fam.String() || dn.Export.BlocksPerS <= 0 {
+		if dn.Name != fam || dn.Export.BlocksPerS <= 0 {
 			continue
 		}
 		t := TimeRates{ExportBlocksPerSec: dn.Export.BlocksPerS, FetchBlocksPerSec: dn.Ingest.BlocksPerS}
 		what := "staging ingest"
-		if r.Fetch != nil && r.Fetch.Chain == fam.String() && r.Fetch.Blockhaul.BlocksPerS > 0 {
-			t.FetchBlocksPerSec, what = r.Fetch.Blockhaul.BlocksPerS, "fetch from a local server"
+		if r.Fetch != nil && r.Fetch.Chain == fam && r.Fetch.Blockhaul.BlocksPerS > 0 {
+			t.FetchBlocksPerSec, what = r.Fetch.Blockhaul.BlocksPerS, "local server"
 		}
 		if t.FetchBlocksPerSec <= 0 {
-			t.FetchBlocksPerSec, what = d.FetchBlocksPerSec, "default"
+			t.FetchBlocksPerSec, what = defaults.FetchBlocksPerSec, "default"
 		}
-		t.Source = fmt.Sprintf("measured on this machine by the benchmark of %s (%s; fetch: %s, export: export run)", r.Date, path, what)
+		date := r.Date
+		if ts, err := time.Parse(time.RFC3339Nano, r.Date); err == nil {
+			date = ts.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		t.Source = fmt.Sprintf("measured on this machine by the benchmark of %s (%s; fetch: %s, export: export run)", date, where, what)
 		return t
 	}
-	return def(fmt.Sprintf("the benchmark result %s has no %s export run", path, fam))
+	return def(fmt.Sprintf("the benchmark result %s has no %s export run", where, fam))
 }

@@ -3,7 +3,6 @@ package archive
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -16,30 +15,24 @@ import (
 // why.
 func TestBenchTimeRates(t *testing.T) {
 	host, _ := os.Hostname()
-	dir := t.TempDir()
-	write := func(name, host string) string {
-		p := filepath.Join(dir, name)
-		js := fmt.Sprintf(`{"date":"2026-11-30T02:36:24Z","machine":{"host":%q,"cpus":%d},
+	result := func(host string) []byte {
+		return []byte(fmt.Sprintf(`{"date":"2026-11-30T02:36:24Z","machine":{"host":%q,"cpus":%d},
 "densities":[{"name":"cometbft","ingest":{"blocks_per_s":10765},"export":{"blocks_per_s":1480.5}},{"name":"evm","ingest":{"blocks_per_s":711},"export":{"blocks_per_s":155}}],
-"fetch":{"chain":"cometbft","blockhaul":{"blocks_per_s":6548}}}`, host, runtime.NumCPU())
-		if err := os.WriteFile(p, []byte(js), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
+"fetch":{"chain":"cometbft","blockhaul":{"blocks_per_s":6548}}}`, host, runtime.NumCPU()))
 	}
-	here := write("here.json", host)
-	if r := BenchTimeRates(here, chain.FamilyCometBFT); r.FetchBlocksPerSec != 6548 || r.ExportBlocksPerSec != 1480.5 || !strings.Contains(r.Source, "measured on this machine") {
+	here := result(host)
+	if r := BenchTimeRates(here, "here.json", "cometbft", DefaultRates(chain.FamilyCometBFT)); r.FetchBlocksPerSec != 6548 || r.ExportBlocksPerSec != 1480.5 || !strings.Contains(r.Source, "measured on this machine") {
 		t.Fatalf("cometbft: %+v", r)
 	}
-	if r := BenchTimeRates(here, chain.FamilyEVM); r.FetchBlocksPerSec != 711 || r.ExportBlocksPerSec != 155 || !strings.Contains(r.Source, "staging ingest") {
+	if r := BenchTimeRates(here, "here.json", "evm", DefaultRates(chain.FamilyEVM)); r.FetchBlocksPerSec != 711 || r.ExportBlocksPerSec != 155 || !strings.Contains(r.Source, "staging ingest") {
 		t.Fatalf("evm: %+v", r)
 	}
 	d := DefaultRates(chain.FamilyCometBFT)
-	other := write("other.json", host+"-elsewhere")
-	if r := BenchTimeRates(other, chain.FamilyCometBFT); r.FetchBlocksPerSec != d.FetchBlocksPerSec || !strings.Contains(r.Source, "default rates") || !strings.Contains(r.Source, "-elsewhere") {
+	other := result(host + "-elsewhere")
+	if r := BenchTimeRates(other, "other.json", "cometbft", d); r.FetchBlocksPerSec != d.FetchBlocksPerSec || !strings.Contains(r.Source, "default rates") || !strings.Contains(r.Source, "-elsewhere") {
 		t.Fatalf("another machine's result: %+v", r)
 	}
-	if r := BenchTimeRates(filepath.Join(dir, "none.json"), chain.FamilyCometBFT); r.ExportBlocksPerSec != d.ExportBlocksPerSec || !strings.Contains(r.Source, "no benchmark result") {
+	if r := BenchTimeRates(nil, "none.json", "cometbft", d); r.ExportBlocksPerSec != d.ExportBlocksPerSec || !strings.Contains(r.Source, "no benchmark result") {
 		t.Fatalf("no result: %+v", r)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/staging"
@@ -87,7 +86,7 @@ func (e *NoRoomError) Error() string {
 	if what == "" {
 		what = "staging"
 	}
-	return fmt.Sprintf("archive: estimate: %s %s needs about %.1f GB more and its filesystem has %.1f GB free", what, e.Dir, float64(e.Need)/1e9, float64(e.Free)/1e9)
+	return fmt.Sprintf("archive: estimate: %s %s needs about %s more and its filesystem has %s free", what, e.Dir, bytesText(float64(e.Need)), bytesText(float64(e.Free)))
 }
 
 // Estimate says, before anything is fetched or written, how many heights
@@ -273,10 +272,10 @@ var statFree = func(dir string) (free, dev uint64, err error) {
 // WriteText writes the estimate for a terminal.
 func (r *EstimateReport) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "estimate %s heights %d-%d\n", r.Family, r.From, r.To)
-	fmt.Fprintf(w, "  fetch:   %d heights, ~%.1f MB staged (%.0f B/block, %s), ~%s at %.0f blocks/s\n",
-		r.ToFetch, r.StagingBytes/1e6, r.Rates.StagingBytesPerBlock, r.StagingSource, dur(r.FetchSeconds), r.Rates.FetchBlocksPerSec)
-	fmt.Fprintf(w, "  export:  %d heights, ~%.1f MB in PostgreSQL (%.0f B/block, %s), ~%s at %.0f blocks/s\n",
-		r.ToExport, r.DBBytes/1e6, r.Rates.DBBytesPerBlock, r.DBSource, dur(r.ExportSeconds), r.Rates.ExportBlocksPerSec)
+	fmt.Fprintf(w, "  fetch:   %d heights, ~%s staged (%s/block, %s), ~%s at %.0f blocks/s\n",
+		r.ToFetch, bytesText(r.StagingBytes), bytesText(r.Rates.StagingBytesPerBlock), r.StagingSource, durationText(r.FetchSeconds), r.Rates.FetchBlocksPerSec)
+	fmt.Fprintf(w, "  export:  %d heights, ~%s in PostgreSQL (%s/block, %s), ~%s at %.0f blocks/s\n",
+		r.ToExport, bytesText(r.DBBytes), bytesText(r.Rates.DBBytesPerBlock), r.DBSource, durationText(r.ExportSeconds), r.Rates.ExportBlocksPerSec)
 	fmt.Fprintf(w, "  times:   %s\n", r.TimeSource)
 	room := "room enough"
 	if !r.StagingHasRoom {
@@ -289,21 +288,17 @@ func (r *EstimateReport) WriteText(w io.Writer) {
 		if !d.HasRoom {
 			room = "NOT ENOUGH ROOM"
 		}
-		fmt.Fprintf(w, "  disk:    staging and database (%s) share a filesystem, %.1f GB free, ~%.1f MB needed: %s\n",
-			d.Dir, float64(d.Free)/1e9, (r.StagingBytes+r.DBBytes)/1e6, room)
+		fmt.Fprintf(w, "  disk:    staging and database (%s) share a filesystem, %s free, ~%s needed: %s\n",
+			d.Dir, bytesText(float64(d.Free)), bytesText(r.StagingBytes+r.DBBytes), room)
 	case d.Checked:
 		dbRoom := "room enough"
 		if !d.HasRoom {
 			dbRoom = "NOT ENOUGH ROOM"
 		}
-		fmt.Fprintf(w, "  disk:    staging filesystem %.1f GB free: %s; database (%s) %.1f GB free: %s\n",
-			float64(r.StagingFree)/1e9, room, d.Dir, float64(d.Free)/1e9, dbRoom)
+		fmt.Fprintf(w, "  disk:    staging filesystem %s free: %s; database (%s) %s free: %s\n",
+			bytesText(float64(r.StagingFree)), room, d.Dir, bytesText(float64(d.Free)), dbRoom)
 	default:
-		fmt.Fprintf(w, "  disk:    staging filesystem %.1f GB free: %s; the database's disk is not checked: %s\n", float64(r.StagingFree)/1e9, room, d.Why)
+		fmt.Fprintf(w, "  disk:    staging filesystem %s free: %s; the database's disk is not checked: %s\n", bytesText(float64(r.StagingFree)), room, d.Why)
 	}
 	fmt.Fprintln(w, "           (the database's write-ahead log needs up to max_wal_size more while it loads)")
-}
-
-func dur(s float64) string {
-	return (time.Duration(s * float64(time.Second))).Round(time.Second).String()
 }

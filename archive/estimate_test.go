@@ -81,7 +81,7 @@ func TestEstimateChecksTheDatabasesDisk(t *testing.T) {
 	}
 	var text strings.Builder
 	r.WriteText(&text)
-	if want := fmt.Sprintf("database (%s) 0.0 GB free: NOT ENOUGH ROOM", dataDir); !strings.Contains(text.String(), want) {
+	if want := fmt.Sprintf("database (%s) 1.0 MB free: NOT ENOUGH ROOM", dataDir); !strings.Contains(text.String(), want) {
 		t.Errorf("the report lacks %q:\n%s", want, text.String())
 	}
 	statFree = real

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/archive"
+	"github.com/blockhaul/blockhaul/bench/results"
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/evm"
@@ -363,10 +364,11 @@ func VerifyReportText(out io.Writer, s *archive.StagingReport) {
 	archive.VerifyReport{Staging: s}.WriteText(out)
 }
 
-// benchResult is the bench result estimate reads its rates from, under
-// the working directory (a checkout of the repository, where `make bench`
-// writes it); estimate says when it is absent or of another machine.
-var benchResult = filepath.Join("bench", "results", "latest.json")
+// benchResult is the bench result estimate reads its rates from: the
+// newest the benchmark wrote when the binary was built (bench/results,
+// embedded), so that the estimate does not depend on the directory the
+// binary runs in.
+var benchResult, benchResultName = results.Latest, "bench/results/latest.json, embedded in this binary"
 
 // Estimate prints what a job over --from..--to would fetch, export, store
 // and take, before anything is fetched or written; no room on the staging
@@ -399,7 +401,7 @@ func Estimate(ctx context.Context, cfg Config, out io.Writer) error {
 		defer conn.Close(context.WithoutCancel(ctx))
 	}
 	tables := dec.Tables()
-	times := archive.BenchTimeRates(benchResult, dec.Family())
+	times := archive.BenchTimeRates(benchResult, benchResultName, dec.Family().String(), archive.DefaultRates(dec.Family()))
 	r, err := archive.Estimate(ctx, dec.Family(), store, cfg.Staging, conn, cfg.Schema, tables[0], tables, cfg.From, cfg.To, &times)
 	if r != nil {
 		if cfg.JSON {

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/blockhaul/blockhaul/archive"
+	"github.com/blockhaul/blockhaul/bench/results"
+	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
@@ -469,6 +472,40 @@ func TestEstimateWithinTwiceTheRealFigures(t *testing.T) {
 	cfg.To, cfg.JSON = 1<<50, false
 	if _, err := Run(context.Background(), cfg, &bytes.Buffer{}, quiet); ExitCode(err) != ExitConfig {
 		t.Fatalf("a range that cannot fit: exit %d (%v)", ExitCode(err), err)
+	}
+}
+
+// TestEstimateOfAMainnetRangeInHumanUnits estimates 20 million EVM heights
+// from a directory that is not a checkout: sizes in units a person reads
+// ("~1.8 TB staged", never "1840000.0 MB") and the times from the
+// benchmark result built into the binary, not "no benchmark result" (it
+// was looked for under the working directory).
+func TestEstimateOfAMainnetRangeInHumanUnits(t *testing.T) {
+	t.Chdir(t.TempDir())
+	cfg := DefaultConfig()
+	cfg.Command, cfg.Chain, cfg.Staging = CmdEstimate, "evm", filepath.Join(t.TempDir(), "s")
+	cfg.From, cfg.FromSet, cfg.To, cfg.ToSet = 1, true, 20_000_000, true
+	var out bytes.Buffer
+	_, err := Run(context.Background(), cfg, &out, quiet)
+	if err != nil && ExitCode(err) != ExitConfig { // no room for 1.8 TB here is exit 2, after the report
+		t.Fatal(err)
+	}
+	text := out.String()
+	if want := "20000000 heights, ~1.8 TB staged (92.0 kB/block, default)"; !strings.Contains(text, want) {
+		t.Errorf("the report lacks %q:\n%s", want, text)
+	}
+	if want := "~2.7 TB in PostgreSQL (135.0 kB/block, default)"; !strings.Contains(text, want) {
+		t.Errorf("the report lacks %q:\n%s", want, text)
+	}
+	if big := regexp.MustCompile(`[0-9]{4,}(\.[0-9])? [kMGT]?B\b`).FindString(text); big != "" {
+		t.Errorf("a size of more than 999 of its unit: %q in\n%s", big, text)
+	}
+	want := archive.BenchTimeRates(results.Latest, benchResultName, "evm", archive.DefaultRates(chain.FamilyEVM))
+	if !strings.Contains(text, "  times:   "+want.Source+"\n") || strings.Contains(text, "no benchmark result") || !strings.Contains(text, "embedded in this binary") {
+		t.Errorf("times not from the embedded benchmark result (%s):\n%s", want.Source, text)
+	}
+	if want := fmt.Sprintf("at %.0f blocks/s", want.ExportBlocksPerSec); !strings.Contains(text, want) {
+		t.Errorf("the report lacks the embedded export rate %q:\n%s", want, text)
 	}
 }
 
