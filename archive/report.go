@@ -224,6 +224,7 @@ func (r VerifyReport) WriteText(w io.Writer) {
 		}
 		writeBreaks(w, p.BreakCount, p.Breaks)
 		writeProblems(w, "differs from staging", p.DiffersCount, p.Differs)
+		writeProblems(w, "unreadable in staging", p.UnreadableCount, p.Unreadable)
 		if p.Problems() == 0 {
 			fmt.Fprintln(w, "  postgresql: clean")
 		}

@@ -34,16 +34,20 @@ type PGReport struct {
 	Duplicates []uint64  `json:"duplicates"` // heights with more than one block row
 	Breaks     []Break   `json:"breaks"`     // across every seam between streams and ranges
 	Differs    []Problem `json:"differs"`    // blocks whose hash is not the staged block's
+	// Unreadable are exported heights whose staged header cannot be read:
+	// nothing could be compared there.
+	Unreadable []Problem `json:"unreadable"`
 	// Counts of each kind; the lists stop at MaxListed.
-	DuplicateCount int           `json:"duplicate_count"`
-	BreakCount     int           `json:"break_count"`
-	DiffersCount   int           `json:"differs_count"`
-	Duration       time.Duration `json:"duration_ns"`
+	DuplicateCount  int           `json:"duplicate_count"`
+	BreakCount      int           `json:"break_count"`
+	DiffersCount    int           `json:"differs_count"`
+	UnreadableCount int           `json:"unreadable_count"`
+	Duration        time.Duration `json:"duration_ns"`
 }
 
 // Problems is the number of things found wrong.
 func (r *PGReport) Problems() int {
-	n := r.DuplicateCount + r.BreakCount + r.DiffersCount
+	n := r.DuplicateCount + r.BreakCount + r.DiffersCount + r.UnreadableCount
 	for _, s := range r.Streams {
 		n += len(s.Problem)
 	}
@@ -63,7 +67,7 @@ func VerifyPG(ctx context.Context, conn *pgx.Conn, store *staging.Store, schema 
 		cfg.MaxListed = 1000
 	}
 	start := time.Now()
-	r := &PGReport{Schema: schema, Streams: []StreamCheck{}, Gaps: []Gap{}, Duplicates: []uint64{}, Breaks: []Break{}, Differs: []Problem{}}
+	r := &PGReport{Schema: schema, Streams: []StreamCheck{}, Gaps: []Gap{}, Duplicates: []uint64{}, Breaks: []Break{}, Differs: []Problem{}, Unreadable: []Problem{}}
 	qs := chain.QuoteIdent(schema)
 	qt := qs + "." + chain.QuoteIdent(blocks.Name)
 	hc := chain.QuoteIdent(blocks.HeightColumn)
@@ -209,7 +213,15 @@ func (r *PGReport) walkBlocks(ctx context.Context, tx pgx.Tx, store *staging.Sto
 		first, prevH, prevHash = false, h, hash
 		if store != nil {
 			staged, _, err := store.Header(uint64(h))
-			if err == nil && !bytes.Equal(staged, hash) {
+			switch {
+			case errors.Is(err, staging.ErrNotFound):
+				// Not staged (pruned, or staged elsewhere): nothing to compare.
+			case err != nil:
+				r.UnreadableCount++
+				if len(r.Unreadable) < cfg.MaxListed {
+					r.Unreadable = append(r.Unreadable, Problem{Height: uint64(h), Reason: "exported, but its staged header cannot be read: " + err.Error()})
+				}
+			case !bytes.Equal(staged, hash):
 				r.DiffersCount++
 				if len(r.Differs) < cfg.MaxListed {
 					r.Differs = append(r.Differs, Problem{Height: uint64(h), Reason: fmt.Sprintf("PostgreSQL holds block %X, staging %X", hash, staged)})

@@ -423,12 +423,16 @@ func stagedChain(dir string) (id staging.Identity, ok bool, hi uint64, staged bo
 	ro, err := staging.Open(dir, staging.Options{ReadOnly: true})
 	if err == nil {
 		id, ok = ro.Identity()
-		_, hi, staged, _ = ro.Bounds()
+		var berr error
+		_, hi, staged, berr = ro.Bounds()
 		damaged := ro.Damage() != nil
 		ro.Close()
-		if !damaged {
+		if berr == nil && !damaged {
 			return id, ok, hi, staged, nil
 		}
+		// Its bounds cannot be read (or it is damaged): its files say
+		// what was staged.
+		err = berr
 	}
 	files, ferr := staging.OpenFiles(dir, staging.Options{})
 	if ferr != nil {

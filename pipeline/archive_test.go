@@ -321,6 +321,54 @@ func TestVerifyPostgreSQL(t *testing.T) {
 	}
 }
 
+// TestVerifyPostgreSQLNamesUnreadableStagedHeaders: an exported height
+// whose staged header cannot be read (its .sst damaged) is a problem named
+// with its height, exit 4 (it counted as matching staging before).
+func TestVerifyPostgreSQLNamesUnreadableStagedHeaders(t *testing.T) {
+	const to = 600
+	stg := archiveFixture(t, "cometbft", to)
+	dsn := exportInto(t, "cometbft", stg, to)
+	damageLargest(t, stg, "sst")
+	r, err := runVerify(t, verifyCmd(stg, dsn))
+	if ExitCode(err) != ExitData || r.PG == nil {
+		t.Fatalf("exit %d (%v), %+v", ExitCode(err), err, r.PG)
+	}
+	if r.PG.UnreadableCount == 0 || len(r.PG.Unreadable) == 0 || !strings.Contains(r.PG.Unreadable[0].Reason, "staged header cannot be read") ||
+		r.PG.Unreadable[0].Height == 0 || r.PG.Unreadable[0].Height > to {
+		t.Fatalf("unreadable %d: %+v", r.PG.UnreadableCount, r.PG.Unreadable)
+	}
+	if r.PG.Problems() < r.PG.UnreadableCount {
+		t.Errorf("problems %d < unreadable %d", r.PG.Problems(), r.PG.UnreadableCount)
+	}
+}
+
+// damageLargest inverts 64 bytes in the middle of the largest .ext file of
+// dir.
+func damageLargest(t *testing.T, dir, ext string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*."+ext))
+	var biggest string
+	var size int64
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil && st.Size() > size {
+			biggest, size = f, st.Size()
+		}
+	}
+	if biggest == "" {
+		t.Fatalf("no .%s file in %s", ext, dir)
+	}
+	data, err := os.ReadFile(biggest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(data) / 2; i < len(data)/2+64; i++ {
+		data[i] ^= 0xff
+	}
+	if err := os.WriteFile(biggest, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestPruneRefusesWhileATargetLags: a database that has exported 1-300 of
 // a store holding 1-600 stops a prune below 500, naming it and its
 // checkpoint, and nothing is deleted; once 301-600 are exported too the
