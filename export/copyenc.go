@@ -257,21 +257,6 @@ func (p *copyPlan) appendValue(buf []byte, c *copyColumn, v any) ([]byte, error)
 	return out, nil
 }
 
-// CopyRows COPYs every table's rows into schema in one transaction, the way
-// export does, and returns the number of rows written (tests, tools).
-func CopyRows(ctx context.Context, conn *pgx.Conn, schema string, tables []chain.Table, rows *chain.Rows) (int64, error) {
-	cp, err := newCopier(ctx, conn, schema, tables)
-	if err != nil {
-		return 0, err
-	}
-	var total int64
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		total, err = cp.sendAll(ctx, tx, tables, rows)
-		return err
-	})
-	return total, err
-}
-
 // appendField writes one field: its length, then its bytes.
 func appendField[T []byte | string](buf []byte, x T) []byte {
 	buf = binary.BigEndian.AppendUint32(buf, uint32(len(x)))

@@ -94,12 +94,6 @@ type BuildOptions struct {
 // indexes, started first, bound the time.
 const DefaultIndexWorkers = 4
 
-// RestoreIndexes builds every index recorded as deferred, one at a time on
-// conn; see BuildIndexes.
-func RestoreIndexes(ctx context.Context, conn *pgx.Conn, schema string, log *slog.Logger) (int, error) {
-	return BuildIndexes(ctx, conn, schema, BuildOptions{Workers: 1, Logger: log})
-}
-
 // BuildIndexes builds every index recorded as deferred and forgets it,
 // up to opts.Workers at once, largest table first, logging each build
 // time. It is idempotent: with nothing recorded it does nothing. It returns

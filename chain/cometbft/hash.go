@@ -288,16 +288,6 @@ func VerifyBlock(raw []byte) (hash []byte, err error) {
 	return append([]byte(nil), sum[:]...), nil
 }
 
-// hexUpperString is the uppercase hex CometBFT prints for hashes.
-func hexUpperString(b []byte) string {
-	const digits = "0123456789ABCDEF"
-	out := make([]byte, 2*len(b))
-	for i, c := range b {
-		out[2*i], out[2*i+1] = digits[c>>4], digits[c&15]
-	}
-	return string(out)
-}
-
 // VerifyBlock is the package's VerifyBlock, for export to name the wrong
 // block of a continuity break (export.BlockVerifier).
 func (*Decoder) VerifyBlock(raw []byte) ([]byte, error) { return VerifyBlock(raw) }

@@ -116,3 +116,13 @@ func TestMerkleRootKnownValues(t *testing.T) {
 		t.Fatalf("leaf of empty %x", one[0])
 	}
 }
+
+// hexUpperString is the uppercase hex CometBFT prints for hashes.
+func hexUpperString(b []byte) string {
+	const digits = "0123456789ABCDEF"
+	out := make([]byte, 2*len(b))
+	for i, c := range b {
+		out[2*i], out[2*i+1] = digits[c>>4], digits[c&15]
+	}
+	return string(out)
+}
