@@ -17,24 +17,12 @@ import (
 )
 
 // Rates are the per-family figures an estimate uses where the store or the
-// database has not measured them.
+// database has not measured them (each family's are in its family.Family).
 type Rates struct {
 	StagingBytesPerBlock float64 // compressed record, index and Pebble overhead
 	DBBytesPerBlock      float64 // rows and indexes of every table
 	FetchBlocksPerSec    float64 // from a local node or the synthetic chain
 	ExportBlocksPerSec   float64
-}
-
-// DefaultRates are bench/results/latest.md's figures on a 2-core machine
-// with a local PostgreSQL (cometbft at ≈4.5 transactions a block: 5.6 kB
-// staged, 23.9 kB in PostgreSQL, export 1,480 blocks/s; evm at ≈150
-// transactions and 400 logs: export 155 blocks/s, 92 kB staged, about 135
-// kB in PostgreSQL).
-func DefaultRates(f chain.Family) Rates {
-	if f == chain.FamilyEVM {
-		return Rates{StagingBytesPerBlock: 92e3, DBBytesPerBlock: 135e3, FetchBlocksPerSec: 700, ExportBlocksPerSec: 155}
-	}
-	return Rates{StagingBytesPerBlock: 5.6e3, DBBytesPerBlock: 23.9e3, FetchBlocksPerSec: 1500, ExportBlocksPerSec: 1480}
 }
 
 // EstimateReport is what a job over a range would do and need.
@@ -94,16 +82,16 @@ func (e *NoRoomError) Error() string {
 // (not in the blocks table on conn; nil conn: all), the bytes each store
 // will grow by and the time each phase takes — from this store's and this
 // database's own bytes per block where they hold at least 1,000 blocks,
-// else from DefaultRates; times at the rates of times (BenchTimeRates: a
+// else from defaults, the family's rates; times at the rates of times (BenchTimeRates: a
 // benchmark of this machine, else the defaults; nil: the defaults) — and
 // whether the staging filesystem has room (*NoRoomError when not).
-func Estimate(ctx context.Context, fam chain.Family, store *staging.Store, dir string, conn *pgx.Conn, schema string, blocks chain.Table, tables []chain.Table, from, to uint64, times *TimeRates) (*EstimateReport, error) {
+func Estimate(ctx context.Context, fam string, defaults Rates, store *staging.Store, dir string, conn *pgx.Conn, schema string, blocks chain.Table, tables []chain.Table, from, to uint64, times *TimeRates) (*EstimateReport, error) {
 	if to < from {
 		return nil, fmt.Errorf("archive: estimate: range end %d is below its start %d", to, from)
 	}
 	n := to - from + 1
-	rates := DefaultRates(fam)
-	r := &EstimateReport{Family: fam.String(), From: from, To: to, ToFetch: n, ToExport: n, StagingSource: "default", DBSource: "default"}
+	rates := defaults
+	r := &EstimateReport{Family: fam, From: from, To: to, ToFetch: n, ToExport: n, StagingSource: "default", DBSource: "default"}
 	if store != nil {
 		missing, err := store.Missing(from, to)
 		if err != nil {

@@ -26,7 +26,7 @@ func TestEstimateChecksTheDatabasesDisk(t *testing.T) {
 	defer s.Close()
 	tables := f.decoder.Tables()
 	estimate := func(to uint64) (*EstimateReport, error) {
-		return Estimate(ctx, f.fam, s, stgDir, conn, "cometbft", tables[0], tables, 1, to, nil)
+		return Estimate(ctx, f.name, cometbftRates, s, stgDir, conn, "cometbft", tables[0], tables, 1, to, nil)
 	}
 
 	var local, super bool

@@ -31,6 +31,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/evm"
 	"github.com/blockhaul/blockhaul/export"
+	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/loader"
 )
 
@@ -49,12 +50,12 @@ const (
 // process section runs first; see Run).
 var AllSections = []string{SectionCometBFT, SectionEVM, SectionStreams, SectionFetch, SectionProcess, SectionHeadBackfill}
 
-// Densities of the two workloads: a Cosmos Hub-like chain and an Ethereum
-// mainnet-like one.
+// Densities of the two workloads, the synthetic chains' defaults: a Cosmos
+// Hub-like chain and an Ethereum mainnet-like one.
 const (
-	CometBFTTxPerBlock = 4.5
-	EVMTxPerBlock      = 150
-	EVMLogsPerBlock    = 400
+	CometBFTTxPerBlock = cometbft.DefaultTxPerBlock
+	EVMTxPerBlock      = evm.DefaultSyntheticTxPerBlock
+	EVMLogsPerBlock    = evm.DefaultSyntheticLogsPerBlock
 )
 
 // Config configures a benchmark run. Zero fields take the defaults named in
@@ -164,7 +165,7 @@ func (c *Config) EnsureDefaults() {
 		c.IngestSpan = 16
 	}
 	if c.FetchChain == chain.FamilyUnknown {
-		c.FetchChain = chain.FamilyCometBFT
+		c.FetchChain = family.Default.ID
 	}
 	if c.FetchBlocks == 0 {
 		c.FetchBlocks = 20_000
@@ -179,13 +180,10 @@ func (c *Config) EnsureDefaults() {
 		c.RangeSizes = []uint64{10_000, 30_000, 100_000}
 	}
 	if c.StreamsChain == chain.FamilyUnknown {
-		c.StreamsChain = chain.FamilyCometBFT
+		c.StreamsChain = family.Default.ID
 	}
-	if c.StreamsBlocks == 0 {
-		c.StreamsBlocks = c.CometBFTBlocks
-		if c.StreamsChain == chain.FamilyEVM {
-			c.StreamsBlocks = c.EVMBlocks
-		}
+	if f := family.Of(c.StreamsChain); c.StreamsBlocks == 0 && f != nil {
+		c.StreamsBlocks = c.familyBlocks()[f.Name]
 	}
 	if len(c.StreamCounts) == 0 {
 		c.StreamCounts = []int{1, 2, 4}
@@ -237,7 +235,7 @@ func (c *Config) Validate() error {
 	if c.FetchWorkers < 0 || c.FetchSpan < 0 {
 		bad("fetch workers and span must be positive, got %d and %d", c.FetchWorkers, c.FetchSpan)
 	}
-	if c.FetchChain != chain.FamilyUnknown && c.FetchChain != chain.FamilyCometBFT && c.FetchChain != chain.FamilyEVM {
+	if c.FetchChain != chain.FamilyUnknown && family.Of(c.FetchChain) == nil {
 		bad("fetch chain %s is not a known family", c.FetchChain)
 	}
 	for _, n := range c.RangeSizes {
@@ -246,7 +244,7 @@ func (c *Config) Validate() error {
 			break
 		}
 	}
-	if c.StreamsChain != chain.FamilyCometBFT && c.StreamsChain != chain.FamilyEVM {
+	if family.Of(c.StreamsChain) == nil {
 		bad("streams chain %s is not a known family", c.StreamsChain)
 	}
 	for _, n := range c.StreamCounts {
@@ -333,26 +331,40 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, nil
 }
 
-// density is one workload: a synthetic chain and its decoder.
+// density is one workload: a family's synthetic chain and its decoder.
 type density struct {
-	name   string
+	name   string // the section's, the family's name
+	fam    *family.Family
 	blocks uint64
 	source loader.Source
 	dec    export.Decoder
 }
 
-func densities(cfg *Config) []density {
-	return []density{
-		{SectionCometBFT, cfg.CometBFTBlocks, newSynthetic(chain.FamilyCometBFT, cfg.Seed), cometbft.NewDecoder()},
-		{SectionEVM, cfg.EVMBlocks, newSynthetic(chain.FamilyEVM, cfg.Seed), evm.NewDecoder()},
-	}
+// familyBlocks are the ranges of the sections named after families, by
+// family name.
+func (c *Config) familyBlocks() map[string]uint64 {
+	return map[string]uint64{SectionCometBFT: c.CometBFTBlocks, SectionEVM: c.EVMBlocks}
 }
 
-func newSynthetic(fam chain.Family, seed int64) loader.Source {
-	if fam == chain.FamilyEVM {
-		return evm.NewSynthetic(evm.SyntheticConfig{Seed: seed, TxPerBlock: EVMTxPerBlock, LogsPerBlock: EVMLogsPerBlock})
+// densities are the workloads of the sections named after families.
+func densities(cfg *Config) []density {
+	var out []density
+	for _, f := range family.All() {
+		if n, ok := cfg.familyBlocks()[f.Name]; ok {
+			out = append(out, density{f.Name, f, n, newSynthetic(f.ID, cfg.Seed), f.NewDecoder(family.DecoderOptions{})})
+		}
 	}
-	return cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: seed, TxPerBlock: CometBFTTxPerBlock})
+	return out
+}
+
+// newSynthetic returns the synthetic chain of fam (a registered family) at
+// its default density (CometBFTTxPerBlock, EVMTxPerBlock).
+func newSynthetic(fam chain.Family, seed int64) loader.Source {
+	src, err := family.Of(fam).Source(family.SourceSynthetic, family.SourceOptions{Synthetic: family.SyntheticOptions{Seed: seed}})
+	if err != nil {
+		panic(err) // every family has a synthetic chain
+	}
+	return src
 }
 
 func startProfileIf(on bool, cfg *Config, section string) (stop func(), err error) {

@@ -4,9 +4,8 @@ import (
 	"fmt"
 
 	"github.com/blockhaul/blockhaul/chain"
-	"github.com/blockhaul/blockhaul/chain/cometbft"
-	"github.com/blockhaul/blockhaul/chain/evm"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
+	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/loader"
 )
 
@@ -21,13 +20,10 @@ func RPCSource(fam chain.Family, concurrency int) func(endpoint string) (loader.
 			return nil, fmt.Errorf("bench: rpc client: %w", err)
 		}
 		var src loader.Source
-		switch fam {
-		case chain.FamilyCometBFT:
-			src, err = cometbft.NewRPCSource(cometbft.RPCConfig{Client: client})
-		case chain.FamilyEVM:
-			src, err = evm.NewRPCSource(evm.RPCConfig{Client: client})
-		default:
+		if f := family.Of(fam); f == nil {
 			err = fmt.Errorf("bench: no RPC source for chain %s", fam)
+		} else {
+			src, err = f.Source(family.SourceRPC, family.SourceOptions{Client: client})
 		}
 		if err != nil {
 			client.Close()

@@ -100,7 +100,7 @@ func runStreams(ctx context.Context, cfg *Config) (res *StreamsResult, err error
 // streamsDensity is the workload of the streams section.
 func streamsDensity(cfg *Config) density {
 	for _, d := range densities(cfg) {
-		if d.name == cfg.StreamsChain.String() {
+		if d.fam.ID == cfg.StreamsChain {
 			d.blocks = cfg.StreamsBlocks
 			return d
 		}
@@ -176,7 +176,7 @@ func exportLoad(ctx context.Context, cfg *Config, d density, store *staging.Stor
 		_ = lm.finish(ctx)
 		return run, nil, cpu, err
 	}
-	prevLimit := debug.SetMemoryLimit(pipeline.DefaultMemoryLimitMiB(d.name) * int64(n) << 20) // one limit a stream, as blockhaul sets it
+	prevLimit := debug.SetMemoryLimit(pipeline.DefaultMemoryLimitMiB(d.fam) * int64(n) << 20) // one limit a stream, as blockhaul sets it
 	defer debug.SetMemoryLimit(prevLimit)
 	t0 := time.Now()
 	res, err := export.RunStreams(ctx, sessions, store, d.dec, export.Config{

@@ -1,13 +1,16 @@
 // Package chain is the vocabulary shared by blockhaul's engines and its chain
 // families: a raw Block as fetched and staged, and the Table/Rows shape a
 // family's decoder fills for export. It knows no chain itself; each family
-// lives in a folder of its own below this one (chain/cometbft, chain/evm).
+// lives in a folder of its own below this one (chain/cometbft, chain/evm),
+// and is registered as one value in package family.
 package chain
 
 import "fmt"
 
-// Family names a chain family. The byte value is stored in every staged
-// record header, so values must never be renumbered.
+// Family is a chain family's ID. The byte value is stored in every staged
+// record header, so values must never be renumbered. What a family is and
+// does (its names, decoder, sources) is its family.Family, registered in
+// package family; family.Of maps an ID to it.
 type Family uint8
 
 const (
@@ -24,17 +27,6 @@ func (f Family) String() string {
 		return "evm"
 	}
 	return fmt.Sprintf("family(%d)", uint8(f))
-}
-
-// ParseFamily maps a --chain value to a Family.
-func ParseFamily(s string) (Family, error) {
-	switch s {
-	case "cometbft", "tendermint":
-		return FamilyCometBFT, nil
-	case "evm", "ethereum":
-		return FamilyEVM, nil
-	}
-	return FamilyUnknown, fmt.Errorf("chain: unknown chain family %q (want cometbft or evm)", s)
 }
 
 // Block is one raw block as a source produced it: the record exactly as the

@@ -14,8 +14,7 @@ import (
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/bench/results"
 	"github.com/blockhaul/blockhaul/chain"
-	"github.com/blockhaul/blockhaul/chain/cometbft"
-	"github.com/blockhaul/blockhaul/chain/evm"
+	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/blockhaul/blockhaul/staging"
@@ -195,9 +194,8 @@ func Verify(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	defer store.Close()
 	if id, ok := store.Identity(); ok {
-		cfg.Chain = id.Family.String()
-		if cfg.SchemaDefaulted {
-			cfg.Schema = cfg.Chain
+		if err := cfg.takeFamily(id.Family); err != nil {
+			return err
 		}
 	}
 	dec, err := newDecoder(&cfg)
@@ -205,11 +203,8 @@ func Verify(ctx context.Context, cfg Config, out io.Writer) error {
 		return err
 	}
 	vcfg := archive.VerifyConfig{From: cfg.From, To: cfg.To, FromSet: cfg.FromSet, ToSet: cfg.ToSet, Deep: cfg.Deep, Decoder: dec}
-	switch dec.Family() {
-	case chain.FamilyCometBFT:
-		vcfg.Recompute = cometbft.VerifyBlock
-	case chain.FamilyEVM:
-		vcfg.Recompute = evm.VerifyBlock
+	if fam := family.Of(dec.Family()); fam != nil {
+		vcfg.Recompute = fam.Verifier(chain.VerifyFull)
 	}
 	if r.Staging, err = archive.Verify(store, vcfg); err != nil {
 		return err
@@ -383,9 +378,8 @@ func Estimate(ctx context.Context, cfg Config, out io.Writer) error {
 		defer s.Close()
 		store = s
 		if id, ok := s.Identity(); ok {
-			cfg.Chain = id.Family.String()
-			if cfg.SchemaDefaulted {
-				cfg.Schema = cfg.Chain
+			if err := cfg.takeFamily(id.Family); err != nil {
+				return err
 			}
 		}
 	}
@@ -401,8 +395,12 @@ func Estimate(ctx context.Context, cfg Config, out io.Writer) error {
 		defer conn.Close(context.WithoutCancel(ctx))
 	}
 	tables := dec.Tables()
-	times := archive.BenchTimeRates(benchResult, benchResultName, dec.Family().String(), archive.DefaultRates(dec.Family()))
-	r, err := archive.Estimate(ctx, dec.Family(), store, cfg.Staging, conn, cfg.Schema, tables[0], tables, cfg.From, cfg.To, &times)
+	fam, err := cfg.family()
+	if err != nil {
+		return err
+	}
+	times := archive.BenchTimeRates(benchResult, benchResultName, fam.Name, fam.Rates)
+	r, err := archive.Estimate(ctx, fam.Name, fam.Rates, store, cfg.Staging, conn, cfg.Schema, tables[0], tables, cfg.From, cfg.To, &times)
 	if r != nil {
 		if cfg.JSON {
 			if jerr := archive.WriteJSON(out, r); jerr != nil && err == nil {
@@ -467,18 +465,17 @@ func Repair(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) er
 		return err
 	}
 	if ok {
-		cfg.Chain = id.Family.String()
+		if err := cfg.takeFamily(id.Family); err != nil {
+			return err
+		}
 	}
 	dec, err := newDecoder(&cfg)
 	if err != nil {
 		return err
 	}
 	vcfg := archive.VerifyConfig{From: cfg.From, To: cfg.To, FromSet: cfg.FromSet, ToSet: cfg.ToSet, Deep: true, Decoder: dec}
-	switch dec.Family() {
-	case chain.FamilyCometBFT:
-		vcfg.Recompute = cometbft.VerifyBlock
-	case chain.FamilyEVM:
-		vcfg.Recompute = evm.VerifyBlock
+	if fam := family.Of(dec.Family()); fam != nil {
+		vcfg.Recompute = fam.Verifier(chain.VerifyFull)
 	}
 	t := syntheticTip(&cfg)
 	if staged && hi > t && cfg.SyntheticTip == 0 {

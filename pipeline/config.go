@@ -19,9 +19,9 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
-	"github.com/blockhaul/blockhaul/chain/evm"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/export"
+	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/jackc/pgx/v5"
@@ -53,7 +53,11 @@ var Commands = []string{CmdRun, CmdFetch, CmdExport, CmdFollow, CmdMerge, CmdSta
 type Config struct {
 	Command string
 
-	Chain           string   // --chain: cometbft or evm
+	Chain string // --chain: a family's name or alias (family.Names)
+	// Family is the family Chain names, set by Validate (and by a command
+	// that takes the staging store's family): below Validate, code reads
+	// Family, never Chain.
+	Family          *family.Family
 	RPC             []string // --rpc: endpoints; empty means the synthetic chain
 	SyntheticSeed   int64    // --synthetic-seed
 	SyntheticTip    uint64   // --synthetic-tip: the synthetic chain's tip height (0: --to, else DefaultSyntheticTip)
@@ -241,7 +245,7 @@ const MaxExportStreams = 64
 // start from it.
 func DefaultConfig() Config {
 	return Config{
-		Chain:               "cometbft",
+		Chain:               family.Default.Name,
 		SyntheticSeed:       1,
 		From:                1,
 		Staging:             "blockhaul-staging",
@@ -269,21 +273,22 @@ func DefaultConfig() Config {
 func (c *Config) EnsureDefaults() {
 	c.Chain = strings.ToLower(strings.TrimSpace(c.Chain))
 	if c.Chain == "" {
-		c.Chain = "cometbft"
+		c.Chain = family.Default.Name
 	}
 	if c.DeferIndexes == "" {
 		c.DeferIndexes = IndexesAuto
 	}
+	f, err := family.Lookup(c.Chain)
+	if err != nil {
+		return // Validate names it
+	}
 	if c.Schema == "" {
-		if f, err := chain.ParseFamily(c.Chain); err == nil {
-			c.Schema, c.SchemaDefaulted = f.String(), true
-		}
+		c.Schema, c.SchemaDefaulted = f.Name, true
 	}
 	// A range starts at the chain's first block unless --from says
-	// otherwise: an EVM chain's is its genesis block (DefaultConfig's From
-	// is CometBFT's first height).
-	if f, err := chain.ParseFamily(c.Chain); err == nil && f == chain.FamilyEVM && !c.FromSet && c.From == DefaultConfig().From {
-		c.From = evm.GenesisHeight
+	// otherwise (DefaultConfig's From is the default family's).
+	if !c.FromSet && c.From == DefaultConfig().From {
+		c.From = f.Genesis
 	}
 	if c.Staging == "" {
 		c.Staging = "blockhaul-staging"
@@ -309,9 +314,11 @@ func (c *Config) Validate() error {
 	case !slices.Contains(Commands, c.Command):
 		fs = append(fs, &FieldError{Msg: fmt.Sprintf("unknown command %q (want one of %s)", c.Command, strings.Join(Commands, ", "))})
 	}
-	if _, err := chain.ParseFamily(c.Chain); err != nil {
-		bad("chain", "unknown chain %q (want cometbft or evm)", c.Chain)
+	fam, ferr := family.Lookup(c.Chain)
+	if ferr != nil {
+		bad("chain", "%v", ferr)
 	}
+	c.Family = fam
 	switch c.DeferIndexes {
 	case IndexesAuto, IndexesAlways, IndexesNever, "":
 	default:
@@ -328,8 +335,8 @@ func (c *Config) Validate() error {
 	if c.ToSet && c.To < c.From {
 		bad("to", "%d is below --from %d", c.To, c.From)
 	}
-	if f, err := chain.ParseFamily(c.Chain); err == nil && f == chain.FamilyCometBFT && c.From == 0 && slices.Contains([]string{CmdRun, CmdFetch, CmdExport, CmdFollow}, c.Command) {
-		bad("from", "CometBFT heights start at 1, got 0")
+	if fam != nil && c.From < fam.Genesis && slices.Contains([]string{CmdRun, CmdFetch, CmdExport, CmdFollow}, c.Command) {
+		bad("from", "%s heights start at %d, got %d", fam.Title, fam.Genesis, c.From)
 	}
 	seen := make(map[string]int, len(c.RPC))
 	for i, u := range c.RPC {
@@ -372,7 +379,7 @@ func (c *Config) Validate() error {
 	if c.Command == CmdMerge && c.MergeFrom != "" && c.MergeFrom == c.Staging {
 		bad("merge-from", "is the same directory as --staging")
 	}
-	if _, err := chain.ParseFamily(c.Chain); err == nil && c.Schema == "" {
+	if fam != nil && c.Schema == "" {
 		bad("schema", "must not be empty")
 	} else if len(c.Schema) > 63 {
 		bad("schema", "%q is longer than PostgreSQL's 63-byte identifier limit", c.Schema)
@@ -528,17 +535,40 @@ func redactPGError(err error, dsn string) string {
 }
 
 // DefaultMemoryLimitMiB is the soft Go heap limit a blockhaul process sets
-// for a chain family unless told otherwise (--memory-limit, GOMEMLIMIT).
-// Without a limit the garbage collector lets the heap grow with the live
-// set it has seen, so a long run ends with a larger footprint than a short
-// one; with it, memory stays flat whatever the range. An EVM batch's working
-// set (≈540 wide rows a block) is larger, and a limit below it makes the
-// collector run continuously (measured: 20% slower export at 192 MiB; 128 MiB costs CometBFT export nothing measurable and keeps RSS flat from 10k to 100k blocks).
-func DefaultMemoryLimitMiB(chainName string) int64 {
-	if f, err := chain.ParseFamily(chainName); err == nil && f == chain.FamilyEVM {
-		return 448
+// for a chain family (nil: the default family's) unless told otherwise
+// (--memory-limit, GOMEMLIMIT): the family's MemoryLimitMiB. Without a
+// limit the garbage collector lets the heap grow with the live set it has
+// seen, so a long run ends with a larger footprint than a short one; with
+// it, memory stays flat whatever the range.
+func DefaultMemoryLimitMiB(f *family.Family) int64 {
+	if f == nil {
+		f = family.Default
 	}
-	return 128
+	return f.MemoryLimitMiB
+}
+
+// family returns the family of c: the one Validate set, else (a Config
+// built by hand, as the package's tests do) the one Chain names.
+func (c *Config) family() (*family.Family, error) {
+	if c.Family != nil {
+		return c.Family, nil
+	}
+	return family.Lookup(c.Chain)
+}
+
+// takeFamily makes the family of id the family of c: a command that reads
+// a staging store takes the family the store holds, and with it the schema
+// where that was the default.
+func (c *Config) takeFamily(id chain.Family) error {
+	f := family.Of(id)
+	if f == nil {
+		return fmt.Errorf("the staging store holds chain family %s, which this blockhaul does not know", id)
+	}
+	c.Chain, c.Family = f.Name, f
+	if c.SchemaDefaulted {
+		c.Schema = f.Name
+	}
+	return nil
 }
 
 // IndexMode is --defer-indexes: whether a bounded range is filled with the

@@ -2,14 +2,11 @@ package pipeline
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 
-	"github.com/blockhaul/blockhaul/chain"
-	"github.com/blockhaul/blockhaul/chain/cometbft"
-	"github.com/blockhaul/blockhaul/chain/evm"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/export"
+	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/monitor"
 )
@@ -46,47 +43,26 @@ func newBareSource(cfg *Config, tip func() uint64, log *slog.Logger) (loader.Sou
 	if cfg.Source != nil {
 		return cfg.Source, nil
 	}
-	fam, err := chain.ParseFamily(cfg.Chain)
+	fam, err := cfg.family()
 	if err != nil {
 		return nil, err
 	}
 	if len(cfg.RPC) > 0 {
 		return newRPCSource(fam, cfg, log)
 	}
-	switch fam {
-	case chain.FamilyCometBFT:
-		scfg := cometbft.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: tip, TxPerBlock: cfg.SyntheticTxs, Steady: cfg.SyntheticSteady}
-		if cfg.SyntheticReorgEvery > 0 {
-			return cometbft.NewReorgingSynthetic(scfg, cfg.syntheticReorgs()), nil
-		}
-		return cometbft.NewSynthetic(scfg), nil
-	case chain.FamilyEVM:
-		ecfg := evm.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: tip, TxPerBlock: cfg.SyntheticTxs, LogsPerBlock: cfg.SyntheticTxs * 400 / 150}
-		if cfg.SyntheticReorgEvery > 0 {
-			return evm.NewReorgingSynthetic(ecfg, cfg.syntheticReorgs()), nil
-		}
-		return evm.NewSynthetic(ecfg), nil
-	}
-	return nil, fmt.Errorf("no source for chain %s", fam)
+	return fam.Source(family.SourceSynthetic, family.SourceOptions{Synthetic: family.SyntheticOptions{
+		Seed: cfg.SyntheticSeed, Tip: tip, TxPerBlock: cfg.SyntheticTxs, Steady: cfg.SyntheticSteady,
+		ReorgEvery: cfg.SyntheticReorgEvery, ReorgDepth: cfg.SyntheticReorgDepth}})
 }
 
 // newVerifier returns the family's block verification, which the loader
 // applies to every block of every source before it is staged.
 func newVerifier(cfg *Config) func([]byte) ([]byte, error) {
-	fam, err := chain.ParseFamily(cfg.Chain)
-	if err != nil || cfg.VerifyBlocks == chain.VerifyLinks {
+	fam, err := cfg.family()
+	if err != nil {
 		return nil
 	}
-	switch fam {
-	case chain.FamilyCometBFT:
-		return cometbft.VerifyBlock
-	case chain.FamilyEVM:
-		if cfg.VerifyBlocks == chain.VerifyHeader {
-			return evm.VerifyRecordHeader
-		}
-		return evm.VerifyBlock
-	}
-	return nil
+	return fam.Verifier(cfg.VerifyBlocks)
 }
 
 // newDecoder is the decoder of cfg's chain family, restricted to the tables
@@ -101,37 +77,29 @@ func newDecoder(cfg *Config) (export.Decoder, error) {
 
 // familyDecoder is the decoder of every table of cfg's chain family.
 func familyDecoder(cfg *Config) (export.Decoder, error) {
-	fam, err := chain.ParseFamily(cfg.Chain)
+	fam, err := cfg.family()
 	if err != nil {
 		return nil, err
 	}
-	switch fam {
-	case chain.FamilyCometBFT:
-		return cometbft.NewDecoderOptions(cometbft.DecoderOptions{EventEncoding: cfg.EventEncoding}), nil
-	case chain.FamilyEVM:
-		return evm.NewDecoder(), nil
-	}
-	return nil, fmt.Errorf("no decoder for chain %s", fam)
+	return fam.NewDecoder(family.DecoderOptions{EventEncoding: cfg.EventEncoding}), nil
 }
 
 // newRPCSource builds the JSON-RPC client of cfg.RPC and the family's
 // source on it. Each endpoint may carry as many requests at once as there
 // are fetch workers, so that one endpoint alone can keep every worker busy.
-func newRPCSource(fam chain.Family, cfg *Config, log *slog.Logger) (loader.Source, error) {
+func newRPCSource(fam *family.Family, cfg *Config, log *slog.Logger) (loader.Source, error) {
 	ccfg := jsonrpc.Config{
 		Endpoints:   cfg.RPC,
 		RPS:         cfg.RPS,
 		Timeout:     cfg.RPCTimeout,
 		Concurrency: cfg.FetchWorkers,
 		Logger:      log,
+		// CometBFT nodes, say, refuse larger batches by default; the
+		// client's default (50) would send every span as single calls.
+		MaxBatch: fam.RPCMaxBatch,
 	}
 	if cfg.Monitor != nil {
 		ccfg.Observer = cfg.Monitor
-	}
-	if fam == chain.FamilyCometBFT {
-		// CometBFT nodes refuse larger batches by default; the client's
-		// default (50) would send every span as single calls.
-		ccfg.MaxBatch = cometbft.RPCMaxBatch
 	}
 	client, err := jsonrpc.New(ccfg)
 	if err != nil {
@@ -148,15 +116,7 @@ func newRPCSource(fam chain.Family, cfg *Config, log *slog.Logger) (loader.Sourc
 			return out
 		})
 	}
-	var src loader.Source
-	switch fam {
-	case chain.FamilyCometBFT:
-		src, err = cometbft.NewRPCSource(cometbft.RPCConfig{Client: client, Verify: cfg.VerifyBlocks})
-	case chain.FamilyEVM:
-		src, err = evm.NewRPCSource(evm.RPCConfig{Client: client, Logger: log, Verify: cfg.VerifyBlocks})
-	default:
-		err = fmt.Errorf("no RPC source for chain %s", fam)
-	}
+	src, err := fam.Source(family.SourceRPC, family.SourceOptions{Client: client, Verify: cfg.VerifyBlocks, Logger: log})
 	if err != nil {
 		client.Close()
 		return nil, err

@@ -10,8 +10,6 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"github.com/blockhaul/blockhaul/chain"
-	"github.com/blockhaul/blockhaul/chain/evm"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
 )
@@ -68,31 +66,28 @@ func listenHTTP(cfg *Config) (net.Listener, error) {
 // family is taken instead (and its schema, and its default memory limit,
 // where those were the default's).
 func checkStagedChain(cfg *Config, store *staging.Store, log *slog.Logger) error {
-	fam, err := chain.ParseFamily(cfg.Chain)
+	fam, err := cfg.family()
 	if err != nil {
 		return err
 	}
-	if id, ok := store.Identity(); ok && id.Family != fam && !cfg.ChainSet {
+	if id, ok := store.Identity(); ok && id.Family != fam.ID && !cfg.ChainSet {
 		log.Info("the staging store holds another chain family than the default: taking it", "dir", store.Dir(), "chain", id.Family.String())
-		cfg.Chain = id.Family.String()
-		if cfg.SchemaDefaulted {
-			cfg.Schema = cfg.Chain
+		if err := cfg.takeFamily(id.Family); err != nil {
+			return err
 		}
+		held := cfg.Family
 		// The range starts at the family's first block unless --from
 		// says otherwise (EnsureDefaults gave the default family's).
 		if !cfg.FromSet {
-			cfg.From = DefaultConfig().From
-			if id.Family == chain.FamilyEVM {
-				cfg.From = evm.GenesisHeight
-			}
+			cfg.From = held.Genesis
 		}
-		if cfg.MemoryLimitPerStream == DefaultMemoryLimitMiB(fam.String())<<20 {
-			cfg.MemoryLimitPerStream = DefaultMemoryLimitMiB(cfg.Chain) << 20
+		if cfg.MemoryLimitPerStream == DefaultMemoryLimitMiB(fam)<<20 {
+			cfg.MemoryLimitPerStream = DefaultMemoryLimitMiB(held) << 20
 			debug.SetMemoryLimit(cfg.MemoryLimitPerStream)
 		}
 		return nil
 	}
-	if id, ok := store.Identity(); ok && id.Family != fam {
+	if id, ok := store.Identity(); ok && id.Family != fam.ID {
 		return &staging.WrongChainError{Dir: store.Dir(),
 			Have:  fmt.Sprintf("%s chain %q", id.Family, id.ChainID),
 			Given: fmt.Sprintf("--chain %s", fam)}

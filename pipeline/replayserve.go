@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/export"
+	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
 )
@@ -151,8 +151,8 @@ func (s *replayServer) replayConfig(req replayRequest) (*Config, error) {
 		fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: fmt.Sprintf(format, args...)})
 	}
 	const who = "the follow"
-	fam, ferr := chain.ParseFamily(req.Chain)
-	own, _ := chain.ParseFamily(s.cfg.Chain)
+	fam, ferr := family.Lookup(req.Chain)
+	own, _ := s.cfg.family()
 	if ferr != nil || fam != own {
 		bad("chain", "is %q; %s follows a %s chain", req.Chain, who, own)
 	}

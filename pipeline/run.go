@@ -311,7 +311,7 @@ func runFetch(ctx context.Context, cfg *Config, store *staging.Store, tip func()
 	defer closeSource(src)
 	if cfg.ToSet {
 		if m, err := store.Missing(cfg.From, cfg.To); err == nil && len(m) == 0 {
-			if id, ok := store.Identity(); ok && id.Family.String() == cfg.Chain {
+			if id, ok := store.Identity(); ok && cfg.Family != nil && id.Family == cfg.Family.ID {
 				sum.Complete, sum.To = true, cfg.To
 				log.Info("range already staged", "from", cfg.From, "to", cfg.To)
 				return nil

@@ -7,8 +7,7 @@ import (
 	"strings"
 
 	"github.com/blockhaul/blockhaul/chain"
-	"github.com/blockhaul/blockhaul/chain/cometbft"
-	"github.com/blockhaul/blockhaul/chain/evm"
+	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/pipeline"
 	"github.com/spf13/pflag"
 )
@@ -154,8 +153,8 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	dc := pipeline.DefaultConfig()
 	fs.SortFlags = false
 
-	def(d, fs.StringVar, &cfg.Chain, "chain", dc.Chain, "chain family: cometbft or evm",
-		in(groupSource, sourcing, onPG, []string{cmdExport}).oneOf(familyNames()...))
+	def(d, fs.StringVar, &cfg.Chain, "chain", dc.Chain, "chain family: "+strings.Join(family.Names(), " or "),
+		in(groupSource, sourcing, onPG, []string{cmdExport}).oneOf(family.Names()...))
 	defValue(d, &rpcList{urls: &cfg.RPC}, "rpc", "RPC endpoint URL(s), comma separated; empty means the synthetic chain", in(groupSource, sourcing))
 	def(d, fs.Float64Var, &cfg.RPS, "rps", 0, "requests per second per RPC endpoint (0: unlimited)", in(groupSource, sourcing))
 	def(d, fs.DurationVar, &cfg.RPCTimeout, "rpc-timeout", dc.RPCTimeout, "timeout of one RPC request", in(groupSource, sourcing))
@@ -188,7 +187,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 		in(groupDatabase, exporting).oneOf("default", "minimal", "none"))
 	def(d, fs.IntVar, &cfg.IndexWorkers, "index-workers", dc.IndexWorkers, "deferred indexes built at once when a fill completes, each on a connection of its own (1: one after another)", in(groupDatabase, exporting))
 	defValue(d, &cfg.EventEncoding, "event-encoding", "cometbft: how event attributes are written: auto (decided per block from the data), base64 or text",
-		in(groupDatabase, exporting, []string{cmdVerify}).oneOf(eventEncodings()...))
+		in(groupDatabase, exporting, []string{cmdVerify}).oneOf(flagValues("event-encoding")...))
 	def(d, fs.StringVar, &cfg.Tables, "tables", "", "the tables to write, comma separated (blocks,transactions), or all but those given with a leading - (-logs); default all", in(groupExport, exporting).tableList())
 	def(d, fs.StringSliceVar, &cfg.Replay, "replay", nil, "export: write these tables again in place from staging, over the heights the checkpoints cover (or --from/--to within them), beside a running follow", in(groupExport, []string{cmdExport}).tableList())
 
@@ -244,28 +243,31 @@ func without(cmds []string, drop ...string) []string {
 	return slices.DeleteFunc(slices.Clone(cmds), func(c string) bool { return slices.Contains(drop, c) })
 }
 
-func familyNames() []string {
-	return []string{chain.FamilyCometBFT.String(), chain.FamilyEVM.String()}
-}
-
-func eventEncodings() []string {
+// flagValues are the values the families give flag name (for completion),
+// in family order.
+func flagValues(name string) []string {
 	var out []string
-	for _, e := range []cometbft.EventEncoding{cometbft.EventEncodingAuto, cometbft.EventEncodingBase64, cometbft.EventEncodingText} {
-		out = append(out, e.String())
+	for _, f := range family.All() {
+		for _, v := range f.FlagValues[name] {
+			if !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+		}
 	}
 	return out
 }
 
 // tableNames are the export tables of the family --chain names (of every
 // family when it names none), for the completion of flags that take them.
+// It reads the command line as typed so far, before any validation.
 func tableNames(cfg *pipeline.Config) []string {
-	var tables []chain.Table
-	f, err := chain.ParseFamily(cfg.Chain)
-	if err != nil || f == chain.FamilyCometBFT {
-		tables = append(tables, cometbft.NewDecoder().Tables()...)
+	fams := family.All()
+	if f, err := family.Lookup(cfg.Chain); err == nil {
+		fams = []*family.Family{f}
 	}
-	if err != nil || f == chain.FamilyEVM {
-		tables = append(tables, evm.Tables()...)
+	var tables []chain.Table
+	for _, f := range fams {
+		tables = append(tables, f.Tables()...)
 	}
 	var out []string
 	for _, t := range tables {

@@ -20,6 +20,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/internal/crashpoint"
 	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/blockhaul/blockhaul/pipeline"
@@ -71,7 +72,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "blockhaul:", err)
 		return pipeline.ExitConfig
 	}
-	cfg.MemoryLimitPerStream = setMemoryLimit(*cl.memLimit, cfg.Chain)
+	cfg.MemoryLimitPerStream = setMemoryLimit(*cl.memLimit, cfg.Family)
 	con := monitor.NewConsole(os.Stderr)
 	log := newLogger(cfg, con)
 	for _, w := range cl.warnings {
@@ -123,13 +124,13 @@ func newLogger(cfg *pipeline.Config, w io.Writer) *slog.Logger {
 // GOMEMLIMIT, when set, takes precedence; a negative limit means none. It
 // returns the default limit in bytes when that is the one it set (the job
 // raises it to one such limit per export stream), else 0.
-func setMemoryLimit(mib int64, chainName string) int64 {
+func setMemoryLimit(mib int64, fam *family.Family) int64 {
 	if mib < 0 || os.Getenv("GOMEMLIMIT") != "" {
 		return 0
 	}
 	perStream := int64(0)
 	if mib == 0 {
-		mib = pipeline.DefaultMemoryLimitMiB(chainName)
+		mib = pipeline.DefaultMemoryLimitMiB(fam)
 		perStream = mib << 20
 	}
 	debug.SetMemoryLimit(mib << 20)

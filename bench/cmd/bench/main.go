@@ -21,7 +21,7 @@ import (
 	"syscall"
 
 	"github.com/blockhaul/blockhaul/bench"
-	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/family"
 )
 
 func main() {
@@ -74,12 +74,15 @@ func run() error {
 	if cfg.RangeSizes, err = parseCounts("-range-sizes", sizes); err != nil {
 		return err
 	}
-	if cfg.FetchChain, err = chain.ParseFamily(fetchChain); err != nil {
+	fetchFam, err := family.Lookup(fetchChain)
+	if err != nil {
 		return err
 	}
-	if cfg.StreamsChain, err = chain.ParseFamily(streamsChain); err != nil {
+	streamsFam, err := family.Lookup(streamsChain)
+	if err != nil {
 		return err
 	}
+	cfg.FetchChain, cfg.StreamsChain = fetchFam.ID, streamsFam.ID
 	counts, err := parseCounts("-streams", streams)
 	if err != nil {
 		return err

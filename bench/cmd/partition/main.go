@@ -22,7 +22,7 @@ import (
 	"syscall"
 
 	"github.com/blockhaul/blockhaul/bench"
-	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/family"
 )
 
 func main() {
@@ -34,10 +34,10 @@ func main() {
 
 func run() error {
 	var cfg bench.PartitionConfig
-	var family, streams, jsonOut string
+	var chainName, streams, jsonOut string
 	fs := flag.NewFlagSet("partition", flag.ContinueOnError)
 	fs.StringVar(&cfg.DatabaseURL, "db", os.Getenv("DATABASE_URL"), "PostgreSQL server URL (default $DATABASE_URL)")
-	fs.StringVar(&family, "chain", "cometbft", "chain family of the workload: cometbft or evm")
+	fs.StringVar(&chainName, "chain", "cometbft", "chain family of the workload: cometbft or evm")
 	fs.Uint64Var(&cfg.Blocks, "blocks", 0, "blocks staged and exported (default 10000 cometbft, 2000 evm)")
 	fs.Uint64Var(&cfg.PartitionBlocks, "partition-blocks", 0, "heights per partition (default: a tenth of -blocks)")
 	fs.StringVar(&streams, "streams", "1,2", "export stream counts, each into both layouts")
@@ -59,10 +59,11 @@ func run() error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	var err error
-	if cfg.Chain, err = chain.ParseFamily(family); err != nil {
+	fam, err := family.Lookup(chainName)
+	if err != nil {
 		return err
 	}
+	cfg.Chain = fam.ID
 	for _, f := range strings.Split(streams, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 || n > 64 {

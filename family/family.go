@@ -1,0 +1,191 @@
+// Package family is blockhaul's registry of chain families. A family is one
+// value, a Family: the facts of a chain family (the ID byte its staged
+// records carry, its names, its genesis height, its default rates) and the
+// functions that make it work (its decoder, its block verification, the
+// sources its blocks can come from), as erigon's stages are a table of
+// functions. The families are registered once, in this package (one file
+// each: cometbft.go, evm.go); the engines, pipeline, cmd and bench hold a
+// *Family and never switch on a family's name.
+//
+// A --chain string becomes a *Family once, with Lookup (pipeline's
+// Config.Validate); a staged record's or a store's family byte with Of.
+//
+// Sources: a family's blocks can come from several kinds of source (RPC
+// nodes, the synthetic chain, and whichever a family adds: a node's own
+// databases, a published archive). Family.Sources maps each kind the family
+// supports to its constructor; Family.Source builds one, and a kind the
+// family lacks is an error naming both. A new source is a new SourceKind,
+// the options it needs in SourceOptions, and an entry in the Sources of
+// each family that supports it. Decoders take DecoderOptions the same way.
+//
+// To add a family: write its folder under chain/ (decoder, verification,
+// RPC source), its synthetic chain beside it, and a file here that builds
+// its Family and appends it to the registry (see docs/families.md).
+package family
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/blockhaul/blockhaul/archive"
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/jsonrpc"
+	"github.com/blockhaul/blockhaul/export"
+	"github.com/blockhaul/blockhaul/loader"
+)
+
+// Family is one chain family: what blockhaul knows of it and how it fetches,
+// verifies and decodes its blocks. A Family is immutable once registered and
+// safe for concurrent use; code compares families by pointer or ID, and asks
+// a family for what it needs rather than testing which family it is.
+type Family struct {
+	// ID is the family's byte in every staged record header and store
+	// identity: never renumber.
+	ID chain.Family
+	// Name is the --chain value and the default schema; Aliases are other
+	// --chain values that select the family.
+	Name    string
+	Aliases []string
+	// Title is the family's name in prose ("CometBFT heights start at 1").
+	Title string
+	// Genesis is the height of a chain's first block (the default --from).
+	Genesis uint64
+	// MemoryLimitMiB is the soft Go heap limit a process sets for the
+	// family unless told otherwise (see pipeline.DefaultMemoryLimitMiB).
+	MemoryLimitMiB int64
+	// Rates are estimate's figures where nothing has been measured.
+	Rates archive.Rates
+	// RPCMaxBatch is the largest JSON-RPC batch the family's nodes accept
+	// by default; 0 leaves the client's default.
+	RPCMaxBatch int
+	// FlagValues are the values of the family's own flags, for shell
+	// completion (flag name → values).
+	FlagValues map[string][]string
+
+	// NewDecoder returns the family's decoder of every table.
+	NewDecoder func(DecoderOptions) export.Decoder
+	// Verifier returns the function that recomputes a raw record's block
+	// hash (returning it) at level v, nil when v recomputes nothing.
+	Verifier func(v chain.Verification) func(raw []byte) ([]byte, error)
+	// Sources builds the family's sources, by kind.
+	Sources map[SourceKind]func(SourceOptions) (loader.Source, error)
+}
+
+// DecoderOptions configure a family's decoder; a family reads the options
+// that concern it and ignores the rest.
+type DecoderOptions struct {
+	// EventEncoding is how CometBFT event attributes are read (--event-encoding).
+	EventEncoding cometbft.EventEncoding
+}
+
+// SourceKind names a kind of source a family's blocks can come from.
+type SourceKind string
+
+// The kinds of source.
+const (
+	// SourceRPC fetches from nodes over JSON-RPC (--rpc).
+	SourceRPC SourceKind = "rpc"
+	// SourceSynthetic generates a deterministic chain (no --rpc).
+	SourceSynthetic SourceKind = "synthetic"
+)
+
+// SourceOptions configure a source; each kind reads its own fields.
+type SourceOptions struct {
+	// Client sends an RPC source's calls (SourceRPC; required). The source
+	// does not own it.
+	Client *jsonrpc.Client
+	// Verify is how much of each block an RPC source recomputes.
+	Verify chain.Verification
+	// Logger is told what a source notices (an RPC fallback). Default:
+	// discard.
+	Logger *slog.Logger
+
+	// Synthetic configures a synthetic chain (SourceSynthetic).
+	Synthetic SyntheticOptions
+}
+
+// SyntheticOptions configure a family's synthetic chain; zero fields take
+// the family's defaults.
+type SyntheticOptions struct {
+	Seed int64
+	// Tip returns the chain's current tip; nil: a tip no run reaches.
+	Tip func() uint64
+	// TxPerBlock is the mean number of transactions a block; 0: the
+	// family's default. A family scales its other densities with it.
+	TxPerBlock float64
+	// Steady gives every block the mean rate where the family varies it.
+	Steady bool
+	// ReorgEvery and ReorgDepth make the chain reorganise: each time the
+	// tip reaches a multiple of ReorgEvery, the ReorgDepth blocks below it
+	// are replaced. ReorgEvery 0: no reorganisations.
+	ReorgEvery, ReorgDepth uint64
+}
+
+// Source builds the family's source of kind with o. It contacts nothing.
+func (f *Family) Source(kind SourceKind, o SourceOptions) (loader.Source, error) {
+	newSource := f.Sources[kind]
+	if newSource == nil {
+		return nil, fmt.Errorf("%s: no %s source for this chain family", f.Name, kind)
+	}
+	return newSource(o)
+}
+
+// Tables returns the family's tables, in the order its decoder fills them.
+func (f *Family) Tables() []chain.Table { return f.NewDecoder(DecoderOptions{}).Tables() }
+
+func (f *Family) String() string { return f.Name }
+
+// registry holds the families in ID order.
+var registry []*Family
+
+// register adds f; it panics on a reused ID or name (a programming error).
+func register(f *Family) *Family {
+	for _, g := range registry {
+		if g.ID == f.ID || slices.ContainsFunc(append([]string{f.Name}, f.Aliases...), g.names) {
+			panic(fmt.Sprintf("family: %s registered twice (ID %d)", f.Name, f.ID))
+		}
+	}
+	registry = append(registry, f)
+	slices.SortFunc(registry, func(a, b *Family) int { return int(a.ID) - int(b.ID) })
+	return f
+}
+
+func (f *Family) names(s string) bool { return s == f.Name || slices.Contains(f.Aliases, s) }
+
+// All returns the registered families in ID order.
+func All() []*Family { return slices.Clone(registry) }
+
+// Names returns the families' names in ID order.
+func Names() []string {
+	out := make([]string, len(registry))
+	for i, f := range registry {
+		out[i] = f.Name
+	}
+	return out
+}
+
+// Lookup returns the family a --chain value names (its name or an alias,
+// in any case).
+func Lookup(name string) (*Family, error) {
+	s := strings.ToLower(strings.TrimSpace(name))
+	for _, f := range registry {
+		if f.names(s) {
+			return f, nil
+		}
+	}
+	return nil, fmt.Errorf("unknown chain %q (want %s)", name, strings.Join(Names(), " or "))
+}
+
+// Of returns the family of a staged record's or a store's family byte, nil
+// if none is registered with it.
+func Of(id chain.Family) *Family {
+	for _, f := range registry {
+		if f.ID == id {
+			return f
+		}
+	}
+	return nil
+}
