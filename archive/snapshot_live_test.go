@@ -18,20 +18,30 @@ import (
 
 var (
 	buildOnce sync.Once
+	binDir    string // removed by TestMain when the package's tests end
 	binPath   string
 	buildErr  error
 )
+
+// TestMain removes the blockhaul binary the tests built (91 MB, left in
+// the temporary directory before).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 // blockhaulBinary builds cmd/blockhaul once for the package's tests.
 func blockhaulBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "blockhaul-archive-test")
-		if err != nil {
-			buildErr = err
+		binDir, buildErr = os.MkdirTemp("", "blockhaul-archive-test")
+		if buildErr != nil {
 			return
 		}
-		binPath, buildErr = testbin.Build(dir)
+		binPath, buildErr = testbin.Build(binDir)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
