@@ -4,6 +4,7 @@ import (
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/cometbft/nodehome"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/loader"
 )
@@ -48,6 +49,15 @@ var CometBFT = register(&Family{
 				return cometbft.NewReorgingSynthetic(cfg, cometbft.SyntheticReorgs{Every: s.ReorgEvery, Depth: s.ReorgDepth}), nil
 			}
 			return cometbft.NewSynthetic(cfg), nil
+		},
+		// A stopped node's home gives the records its RPC would serve,
+		// byte for byte (chain/cometbft/nodehome).
+		SourceNodeHome: func(o SourceOptions) (loader.Source, error) {
+			s, err := nodehome.Open(nodehome.Config{Home: o.NodeHome})
+			if err != nil {
+				return nil, err // not a nil *Source in a non-nil interface
+			}
+			return s, nil
 		},
 	},
 })

@@ -11,8 +11,8 @@
 // Config.Validate); a staged record's or a store's family byte with Of.
 //
 // Sources: a family's blocks can come from several kinds of source (RPC
-// nodes, the synthetic chain, and whichever a family adds: a node's own
-// databases, a published archive). Family.Sources maps each kind the family
+// nodes, the synthetic chain, a stopped node's own databases, and whichever
+// a family adds: a published archive). Family.Sources maps each kind the family
 // supports to its constructor; Family.Source builds one, and a kind the
 // family lacks is an error naming both. A new source is a new SourceKind,
 // the options it needs in SourceOptions, and an entry in the Sources of
@@ -90,6 +90,9 @@ const (
 	SourceRPC SourceKind = "rpc"
 	// SourceSynthetic generates a deterministic chain (no --rpc).
 	SourceSynthetic SourceKind = "synthetic"
+	// SourceNodeHome reads a stopped node's own databases, read-only, from
+	// its home directory (--node-home).
+	SourceNodeHome SourceKind = "node-home"
 )
 
 // SourceOptions configure a source; each kind reads its own fields.
@@ -105,6 +108,11 @@ type SourceOptions struct {
 
 	// Synthetic configures a synthetic chain (SourceSynthetic).
 	Synthetic SyntheticOptions
+
+	// NodeHome is the home directory of a stopped node (SourceNodeHome;
+	// required). The source opens its databases read-only and holds them
+	// until it is closed.
+	NodeHome string
 }
 
 // SyntheticOptions configure a family's synthetic chain; zero fields take
@@ -128,9 +136,31 @@ type SyntheticOptions struct {
 func (f *Family) Source(kind SourceKind, o SourceOptions) (loader.Source, error) {
 	newSource := f.Sources[kind]
 	if newSource == nil {
-		return nil, fmt.Errorf("%s: no %s source for this chain family", f.Name, kind)
+		return nil, fmt.Errorf("%s: no %s source for this chain family (it has %s)", f.Name, kind, kindList(f.Kinds()))
 	}
 	return newSource(o)
+}
+
+// Has reports whether the family has a source of kind, so that a flag
+// selecting that kind can be refused for a family without it.
+func (f *Family) Has(kind SourceKind) bool { return f.Sources[kind] != nil }
+
+// Kinds returns the kinds of source the family has, sorted.
+func (f *Family) Kinds() []SourceKind {
+	out := make([]SourceKind, 0, len(f.Sources))
+	for k := range f.Sources {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func kindList(kinds []SourceKind) string {
+	s := make([]string, len(kinds))
+	for i, k := range kinds {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ", ")
 }
 
 // Tables returns the family's tables, in the order its decoder fills them.

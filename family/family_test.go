@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/nodefixture"
+	"github.com/blockhaul/blockhaul/loader"
 )
 
 // TestLookup: a family is found by its name and aliases in any case, and an
@@ -74,6 +76,46 @@ func TestFamiliesAreWhole(t *testing.T) {
 		}
 		if _, err := f.Source("carrier-pigeon", SourceOptions{}); err == nil || !strings.Contains(err.Error(), f.Name) || !strings.Contains(err.Error(), "carrier-pigeon") {
 			t.Fatalf("%s: unknown source kind: %v", f, err)
+		}
+	}
+}
+
+// TestNodeHomeSource: CometBFT's node-home source reads a recorded node's
+// home and gives the records its RPC served, which the family verifies; a
+// family without the kind, and a missing home, are refused by name.
+func TestNodeHomeSource(t *testing.T) {
+	if !CometBFT.Has(SourceNodeHome) || EVM.Has(SourceNodeHome) {
+		t.Fatalf("node-home source: cometbft %v, evm %v; want true, false", CometBFT.Has(SourceNodeHome), EVM.Has(SourceNodeHome))
+	}
+	_, err := EVM.Source(SourceNodeHome, SourceOptions{NodeHome: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "evm: no node-home source") || !strings.Contains(err.Error(), "it has rpc, synthetic") {
+		t.Fatalf("evm node-home source: %v", err)
+	}
+	if src, err := CometBFT.Source(SourceNodeHome, SourceOptions{}); err == nil || src != nil {
+		t.Fatalf("node-home source without a home: %v, %v", src, err)
+	}
+
+	fx := nodefixture.Load(t, "home-0.38")
+	src, err := CometBFT.Source(SourceNodeHome, SourceOptions{NodeHome: fx.Unpack(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.(interface{ Close() }).Close()
+	var _ loader.Source = src
+	ctx := context.Background()
+	if tip, err := src.Tip(ctx); err != nil || tip < fx.Tip() || src.Family() != CometBFT.ID {
+		t.Fatalf("node-home source: family %s, tip %d, %v; want %s, at least %d", src.Family(), tip, err, CometBFT.ID, fx.Tip())
+	}
+	bs, err := src.Fetch(ctx, 1, 3)
+	if err != nil || len(bs) != 3 {
+		t.Fatalf("node-home fetch 1-3: %d blocks, %v", len(bs), err)
+	}
+	for _, b := range bs {
+		if string(b.Raw) != string(fx.Records[b.Height-1]) {
+			t.Fatalf("block %d: not the record the RPC served", b.Height)
+		}
+		if h, err := CometBFT.Verifier(chain.VerifyFull)(b.Raw); err != nil || string(h) != string(b.Hash) {
+			t.Fatalf("verify block %d: %x, %v; want %x", b.Height, h, err, b.Hash)
 		}
 	}
 }
