@@ -28,8 +28,6 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
-	"github.com/blockhaul/blockhaul/chain/cometbft"
-	"github.com/blockhaul/blockhaul/chain/evm"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/loader"
@@ -49,14 +47,6 @@ const (
 // AllSections is the default selection, in the order of the report (the
 // process section runs first; see Run).
 var AllSections = []string{SectionCometBFT, SectionEVM, SectionStreams, SectionFetch, SectionProcess, SectionHeadBackfill}
-
-// Densities of the two workloads, the synthetic chains' defaults: a Cosmos
-// Hub-like chain and an Ethereum mainnet-like one.
-const (
-	CometBFTTxPerBlock = cometbft.DefaultTxPerBlock
-	EVMTxPerBlock      = evm.DefaultSyntheticTxPerBlock
-	EVMLogsPerBlock    = evm.DefaultSyntheticLogsPerBlock
-)
 
 // Config configures a benchmark run. Zero fields take the defaults named in
 // their comments (EnsureDefaults); the defaults keep a whole run under about
@@ -358,7 +348,7 @@ func densities(cfg *Config) []density {
 }
 
 // newSynthetic returns the synthetic chain of fam (a registered family) at
-// its default density (CometBFTTxPerBlock, EVMTxPerBlock).
+// its default density (family.Family.SyntheticDensity).
 func newSynthetic(fam chain.Family, seed int64) loader.Source {
 	src, err := family.Of(fam).Source(family.SourceSynthetic, family.SourceOptions{Synthetic: family.SyntheticOptions{Seed: seed}})
 	if err != nil {

@@ -8,11 +8,11 @@ import (
 	"net/http"
 	"os"
 	"runtime"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
 	"golang.org/x/sync/errgroup"
@@ -148,6 +148,9 @@ func runFetch(ctx context.Context, cfg *Config) (*FetchResult, error) {
 // one batch per span (both calls of every height, as a source must ask) and
 // read the body to its end, discarding it.
 func minimalFetch(ctx context.Context, url string, fam chain.Family, from, to uint64, workers, span int) (FetchRun, error) {
+	if family.Of(fam) == nil {
+		return FetchRun{}, fmt.Errorf("bench: minimal client: unknown chain family %s", fam)
+	}
 	tr := &http.Transport{MaxIdleConns: workers, MaxIdleConnsPerHost: workers, DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
@@ -207,24 +210,21 @@ func minimalFetch(ctx context.Context, url string, fam chain.Family, from, to ui
 }
 
 // appendBatchRequest appends the JSON-RPC batch that fetches heights
-// [lo, hi]: for each height the two calls that make its raw record.
+// [lo, hi] from a node of family fam: for each height the calls that make
+// its raw record.
 func appendBatchRequest(dst []byte, fam chain.Family, lo, hi uint64) []byte {
+	calls := family.Of(fam).Node.Calls
 	dst = append(dst, '[')
 	id := 1
 	for h := lo; ; h++ {
-		if h > lo {
-			dst = append(dst, ',')
+		for _, c := range calls {
+			if id > 1 {
+				dst = append(dst, ',')
+			}
+			dst = fmt.Appendf(dst, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":`, id, c.Method)
+			dst = append(c.AppendParams(dst, h), '}')
+			id++
 		}
-		switch fam {
-		case chain.FamilyEVM:
-			hex := "0x" + strconv.FormatUint(h, 16)
-			dst = fmt.Appendf(dst, `{"jsonrpc":"2.0","id":%d,"method":"eth_getBlockByNumber","params":[%q,true]},`, id, hex)
-			dst = fmt.Appendf(dst, `{"jsonrpc":"2.0","id":%d,"method":"eth_getBlockReceipts","params":[%q]}`, id+1, hex)
-		default:
-			dst = fmt.Appendf(dst, `{"jsonrpc":"2.0","id":%d,"method":"block","params":{"height":"%d"}},`, id, h)
-			dst = fmt.Appendf(dst, `{"jsonrpc":"2.0","id":%d,"method":"block_results","params":{"height":"%d"}}`, id+1, h)
-		}
-		id += 2
 		if h == hi {
 			break
 		}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/blockhaul/blockhaul/family"
 )
 
 // Markdown renders r as the tables docs/benchmarks.md shows. When images is not
@@ -139,12 +141,11 @@ func Markdown(r Result, images string) string {
 	return b.String()
 }
 
+// densityLabel names a density section (a family's name) with its
+// workload's density.
 func densityLabel(name string) string {
-	switch name {
-	case SectionCometBFT:
-		return fmt.Sprintf("cometbft (≈%g tx/block)", CometBFTTxPerBlock)
-	case SectionEVM:
-		return fmt.Sprintf("evm (≈%d tx, ≈%d logs/block)", EVMTxPerBlock, EVMLogsPerBlock)
+	if f, err := family.Lookup(name); err == nil && f.SyntheticDensity != "" {
+		return name + " (" + f.SyntheticDensity + ")"
 	}
 	return name
 }

@@ -16,31 +16,31 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/loader"
 	"golang.org/x/sync/errgroup"
 )
 
 // RPCServer is a stand-in node on 127.0.0.1 that answers JSON-RPC 2.0 POSTs
 // (single calls and batch arrays) for a fixed range of heights. Every
-// answer is rendered before the server starts, so serving a call costs
-// little more than copying bytes: what a client reaches against it is the
-// ceiling of the machine, not of the server.
+// block's answers are rendered before the server starts, so serving a call
+// costs little more than copying bytes: what a client reaches against it is
+// the ceiling of the machine, not of the server.
 //
-// CometBFT methods: status, block, block_results (params {"height":"5"},
-// {"height":5} or ["5"]). EVM methods: eth_chainId, eth_blockNumber,
-// eth_getBlockByNumber, eth_getBlockReceipts (params ["0x5", ...]).
+// It answers as the family's nodes do (family.Node): CometBFT's status,
+// block, block_results (params {"height":"5"}, {"height":5} or ["5"]);
+// EVM's eth_chainId, eth_blockNumber, net_version, eth_getBlockByNumber,
+// eth_getBlockReceipts (params ["0x5", ...]).
 //
 // An RPCServer is safe for concurrent use; Close stops it and waits for its
 // goroutines.
 type RPCServer struct {
-	family   chain.Family
+	node     *family.Node // how the family's nodes answer
 	chainID  string
 	from, to uint64
 	// parts[h-from] holds block h's two results: /block and /block_results
 	// for CometBFT, the block and its receipts for EVM.
 	parts    [][2][]byte
-	status   []byte // result of status (CometBFT)
 	listener net.Listener
 	srv      *http.Server
 	served   chan struct{}
@@ -57,9 +57,9 @@ const maxRequestBytes = 4 << 20
 // synthetic source, normally) and starts serving them on a free port of
 // 127.0.0.1.
 func NewRPCServer(ctx context.Context, src loader.Source, from, to uint64) (*RPCServer, error) {
-	fam := src.Family()
-	if fam != chain.FamilyCometBFT && fam != chain.FamilyEVM {
-		return nil, fmt.Errorf("bench: rpc server: unsupported chain family %s", fam)
+	fam := family.Of(src.Family())
+	if fam == nil {
+		return nil, fmt.Errorf("bench: rpc server: unsupported chain family %s", src.Family())
 	}
 	if to < from {
 		return nil, fmt.Errorf("bench: rpc server: empty range %d-%d", from, to)
@@ -68,11 +68,10 @@ func NewRPCServer(ctx context.Context, src loader.Source, from, to uint64) (*RPC
 	if err != nil {
 		return nil, fmt.Errorf("bench: rpc server: chain id: %w", err)
 	}
-	s := &RPCServer{family: fam, chainID: chainID, from: from, to: to, parts: make([][2][]byte, to-from+1), served: make(chan struct{})}
+	s := &RPCServer{node: &fam.Node, chainID: chainID, from: from, to: to, parts: make([][2][]byte, to-from+1), served: make(chan struct{})}
 	if err := s.render(ctx, src); err != nil {
 		return nil, err
 	}
-	s.status = s.renderStatus()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("bench: rpc server: listen: %w", err)
@@ -103,7 +102,7 @@ func (s *RPCServer) render(ctx context.Context, src loader.Source) error {
 				if b.Height < lo || b.Height > hi {
 					return fmt.Errorf("bench: rpc server: source returned height %d for %d-%d", b.Height, lo, hi)
 				}
-				p, err := splitRecord(s.family, b.Raw)
+				p, err := splitRecord(s.node, b.Raw)
 				if err != nil {
 					return fmt.Errorf("bench: rpc server: block %d: %w", b.Height, err)
 				}
@@ -118,30 +117,20 @@ func (s *RPCServer) render(ctx context.Context, src loader.Source) error {
 	return g.Wait()
 }
 
-// splitRecord returns the two node answers a raw record embeds:
-// {"block":…,"block_results":…} for CometBFT, {"block":…,"receipts":…} for
-// EVM.
-func splitRecord(fam chain.Family, raw []byte) ([2][]byte, error) {
+// splitRecord returns the two node answers a raw record embeds, under the
+// keys of node's calls: {"block":…,"block_results":…} for CometBFT,
+// {"block":…,"receipts":…} for EVM.
+func splitRecord(node *family.Node, raw []byte) ([2][]byte, error) {
 	var rec map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		return [2][]byte{}, fmt.Errorf("raw record: %w", err)
 	}
-	second := "block_results"
-	if fam == chain.FamilyEVM {
-		second = "receipts"
-	}
-	a, b := rec["block"], rec[second]
+	first, second := node.Calls[0].Field, node.Calls[1].Field
+	a, b := rec[first], rec[second]
 	if a == nil || b == nil {
-		return [2][]byte{}, fmt.Errorf("raw record lacks %q or %q", "block", second)
+		return [2][]byte{}, fmt.Errorf("raw record lacks %q or %q", first, second)
 	}
 	return [2][]byte{a, b}, nil
-}
-
-func (s *RPCServer) renderStatus() []byte {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, `{"node_info":{"network":%q,"version":"0.38.0"},"sync_info":{"latest_block_height":"%d","earliest_block_height":"%d","catching_up":false}}`,
-		s.chainID, s.to, s.from)
-	return b.Bytes()
 }
 
 // URL is the server's endpoint, http://127.0.0.1:port/.
@@ -283,36 +272,19 @@ func (s *RPCServer) answer(c rpcCall) rpcAnswer {
 		return a
 	}
 	part := -1
-	switch s.family {
-	case chain.FamilyCometBFT:
-		switch c.Method {
-		case "status":
-			a.result = s.status
-			return a
-		case "block":
-			part = 0
-		case "block_results":
-			part = 1
+	for i, nc := range s.node.Calls {
+		if nc.Method == c.Method {
+			part = i
 		}
-	case chain.FamilyEVM:
-		switch c.Method {
-		case "eth_chainId":
-			id, err := strconv.ParseUint(s.chainID, 10, 64)
-			if err != nil {
-				return fail(-32603, "Internal error", "chain id is not a number")
-			}
-			a.result = []byte(`"0x` + strconv.FormatUint(id, 16) + `"`)
+	}
+	if part < 0 {
+		result, found, err := s.node.Info(c.Method, s.chainID, s.from, s.to)
+		if err != nil {
+			return fail(-32603, "Internal error", err.Error())
+		}
+		if found {
+			a.result = result
 			return a
-		case "eth_blockNumber":
-			a.result = []byte(`"0x` + strconv.FormatUint(s.to, 16) + `"`)
-			return a
-		case "net_version":
-			a.result = []byte(strconv.Quote(s.chainID))
-			return a
-		case "eth_getBlockByNumber":
-			part = 0
-		case "eth_getBlockReceipts":
-			part = 1
 		}
 	}
 	if part < 0 {
@@ -323,7 +295,7 @@ func (s *RPCServer) answer(c rpcCall) rpcAnswer {
 		return fail(-32602, "Invalid params", err.Error())
 	}
 	if h < s.from || h > s.to {
-		if s.family == chain.FamilyEVM {
+		if s.node.AbsentIsNull {
 			a.result = resultNull // what geth answers for a block it does not have
 			return a
 		}

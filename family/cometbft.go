@@ -1,6 +1,8 @@
 package family
 
 import (
+	"fmt"
+
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
@@ -22,8 +24,9 @@ var CometBFT = register(&Family{
 	// bench/results/latest.md on a 2-core machine with a local PostgreSQL,
 	// at ≈4.5 transactions a block: 5.6 kB staged, 23.9 kB in PostgreSQL,
 	// export 1,480 blocks/s.
-	Rates:       archive.Rates{StagingBytesPerBlock: 5.6e3, DBBytesPerBlock: 23.9e3, FetchBlocksPerSec: 1500, ExportBlocksPerSec: 1480},
-	RPCMaxBatch: cometbft.RPCMaxBatch,
+	Rates:            archive.Rates{StagingBytesPerBlock: 5.6e3, DBBytesPerBlock: 23.9e3, FetchBlocksPerSec: 1500, ExportBlocksPerSec: 1480},
+	SyntheticDensity: fmt.Sprintf("≈%g tx/block", cometbft.DefaultTxPerBlock),
+	RPCMaxBatch:      cometbft.RPCMaxBatch,
 	FlagValues: map[string][]string{"event-encoding": {
 		cometbft.EventEncodingAuto.String(), cometbft.EventEncodingBase64.String(), cometbft.EventEncodingText.String()}},
 
@@ -60,7 +63,24 @@ var CometBFT = register(&Family{
 			return s, nil
 		},
 	},
+	Node: Node{
+		Calls: [2]NodeCall{
+			{Method: "block", Field: "block", AppendParams: cometbftHeightParams},
+			{Method: "block_results", Field: "block_results", AppendParams: cometbftHeightParams},
+		},
+		Info: func(method, chainID string, from, to uint64) ([]byte, bool, error) {
+			if method != "status" {
+				return nil, false, nil
+			}
+			return fmt.Appendf(nil, `{"node_info":{"network":%q,"version":"0.38.0"},"sync_info":{"latest_block_height":"%d","earliest_block_height":"%d","catching_up":false}}`,
+				chainID, to, from), true, nil
+		},
+	},
 })
+
+func cometbftHeightParams(dst []byte, h uint64) []byte {
+	return fmt.Appendf(dst, `{"height":"%d"}`, h)
+}
 
 // Default is the family of a job that names none.
 var Default = CometBFT

@@ -1,6 +1,10 @@
 package family
 
 import (
+	"errors"
+	"fmt"
+	"strconv"
+
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/evm"
@@ -23,7 +27,8 @@ var EVM = register(&Family{
 	// bench/results/latest.md on a 2-core machine with a local PostgreSQL,
 	// at ≈150 transactions and 400 logs a block: export 155 blocks/s, 92 kB
 	// staged, about 135 kB in PostgreSQL.
-	Rates: archive.Rates{StagingBytesPerBlock: 92e3, DBBytesPerBlock: 135e3, FetchBlocksPerSec: 700, ExportBlocksPerSec: 155},
+	SyntheticDensity: fmt.Sprintf("≈%d tx, ≈%d logs/block", evm.DefaultSyntheticTxPerBlock, evm.DefaultSyntheticLogsPerBlock),
+	Rates:            archive.Rates{StagingBytesPerBlock: 92e3, DBBytesPerBlock: 135e3, FetchBlocksPerSec: 700, ExportBlocksPerSec: 155},
 
 	NewDecoder: func(DecoderOptions) export.Decoder { return evm.NewDecoder() },
 	Verifier: func(v chain.Verification) func([]byte) ([]byte, error) {
@@ -49,5 +54,31 @@ var EVM = register(&Family{
 			}
 			return evm.NewSynthetic(cfg), nil
 		},
+	},
+	Node: Node{
+		Calls: [2]NodeCall{
+			{Method: "eth_getBlockByNumber", Field: "block", AppendParams: func(dst []byte, h uint64) []byte {
+				return fmt.Appendf(dst, `["0x%x",true]`, h)
+			}},
+			{Method: "eth_getBlockReceipts", Field: "receipts", AppendParams: func(dst []byte, h uint64) []byte {
+				return fmt.Appendf(dst, `["0x%x"]`, h)
+			}},
+		},
+		Info: func(method, chainID string, from, to uint64) ([]byte, bool, error) {
+			switch method {
+			case "eth_chainId":
+				id, err := strconv.ParseUint(chainID, 10, 64)
+				if err != nil {
+					return nil, true, errors.New("chain id is not a number")
+				}
+				return fmt.Appendf(nil, `"0x%x"`, id), true, nil
+			case "eth_blockNumber":
+				return fmt.Appendf(nil, `"0x%x"`, to), true, nil
+			case "net_version":
+				return []byte(strconv.Quote(chainID)), true, nil
+			}
+			return nil, false, nil
+		},
+		AbsentIsNull: true,
 	},
 })

@@ -58,6 +58,9 @@ type Family struct {
 	MemoryLimitMiB int64
 	// Rates are estimate's figures where nothing has been measured.
 	Rates archive.Rates
+	// SyntheticDensity says how dense the family's synthetic chain is by
+	// default ("≈4.5 tx/block"), for reports of its workloads.
+	SyntheticDensity string
 	// RPCMaxBatch is the largest JSON-RPC batch the family's nodes accept
 	// by default; 0 leaves the client's default.
 	RPCMaxBatch int
@@ -72,6 +75,32 @@ type Family struct {
 	Verifier func(v chain.Verification) func(raw []byte) ([]byte, error)
 	// Sources builds the family's sources, by kind.
 	Sources map[SourceKind]func(SourceOptions) (loader.Source, error)
+	// Node is how the family's nodes serve its records over JSON-RPC.
+	Node Node
+}
+
+// Node is how a family's nodes serve its records over JSON-RPC: what a
+// server that imitates a node answers (bench's RPC server) and what a
+// client that does without the RPC source asks (bench's minimal client).
+type Node struct {
+	// Calls are the two calls whose results make one raw record, in the
+	// record's order.
+	Calls [2]NodeCall
+	// Info answers the node's calls that are not of one height (status,
+	// eth_chainId, …) as a node of chain chainID holding heights from..to
+	// would; found is false for a method the node does not have.
+	Info func(method, chainID string, from, to uint64) (result []byte, found bool, err error)
+	// AbsentIsNull: a height the node does not hold is answered with a
+	// null result (as geth does), not with an error (as CometBFT does).
+	AbsentIsNull bool
+}
+
+// NodeCall is one of the calls that make a record.
+type NodeCall struct {
+	Method string // the JSON-RPC method
+	Field  string // the raw record's key that holds its result
+	// AppendParams appends the call's params for height h to dst.
+	AppendParams func(dst []byte, h uint64) []byte
 }
 
 // DecoderOptions configure a family's decoder; a family reads the options

@@ -54,6 +54,15 @@ func TestFamiliesAreWhole(t *testing.T) {
 		if err != nil || len(bs) != 3 {
 			t.Fatalf("%s: synthetic fetch: %d blocks, %v", f, len(bs), err)
 		}
+		// A node's two calls make the record: its keys are the calls' fields.
+		for _, c := range f.Node.Calls {
+			if c.Method == "" || c.AppendParams == nil || !strings.Contains(string(bs[0].Raw), `"`+c.Field+`":`) {
+				t.Fatalf("%s: node call %+v is not one of the record's (%.60s…)", f, c, bs[0].Raw)
+			}
+		}
+		if _, found, err := f.Node.Info("no_such_method", "1", 1, 2); f.SyntheticDensity == "" || found || err != nil {
+			t.Fatalf("%s: density %q; an unknown method found %v, %v", f, f.SyntheticDensity, found, err)
+		}
 		if f.Verifier(chain.VerifyLinks) != nil {
 			t.Fatalf("%s: links verification recomputes", f)
 		}
