@@ -36,10 +36,6 @@ func syntheticTipFunc(cfg *Config) func() uint64 {
 	}
 }
 
-func (c *Config) syntheticReorgs() synthreorg.Reorgs {
-	return synthreorg.Reorgs{Every: c.SyntheticReorgEvery, Depth: c.SyntheticReorgDepth}
-}
-
 // validateSynthetic checks the flags of a growing, reorganising synthetic
 // chain.
 func (c *Config) validateSynthetic() []*FieldError {

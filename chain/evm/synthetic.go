@@ -106,7 +106,6 @@ type Synthetic struct {
 	gens  sync.Pool // *generator
 
 	hashes *hashchain.Chain
-	walkMu sync.Mutex // one walk at a time (see hashOf)
 	// first is the lowest height (0, or a fork's At); base the hash its
 	// first block names as parent (zero for genesis).
 	first uint64
@@ -247,49 +246,21 @@ func (s *Synthetic) BlockHash(h uint64) []byte {
 
 // hashOf returns the hash of block h: known, being produced by a Fetch (it
 // waits for it), or produced here by walking from the highest known height
-// below it.
+// below it (hashchain.Chain.Walk).
 func (s *Synthetic) hashOf(ctx context.Context, h uint64) ([32]byte, error) {
-	if h < s.first {
-		return s.base, nil // a fork's parent (h = At-1)
-	}
-	for {
-		if v, ok := s.hashes.Get(h); ok {
-			return v, nil
+	var g *generator
+	defer func() {
+		if g != nil {
+			s.gens.Put(g)
 		}
-		waited, err := s.hashes.Wait(ctx, h)
-		if err != nil {
-			return [32]byte{}, err
-		}
-		if waited {
-			continue
-		}
-		// Walks are serialised, and a walker waits for nothing (a Fetch
-		// it waited for might need to walk): one that ran meanwhile may
-		// have produced h, or a Fetch may have claimed it since.
-		s.walkMu.Lock()
-		if _, ok := s.hashes.Get(h); !ok && !s.hashes.Pending(h) {
-			break
-		}
-		s.walkMu.Unlock()
-	}
-	defer s.walkMu.Unlock()
-	from, parent := s.first, s.base
-	if k, v, ok := s.hashes.Nearest(s.first, h); ok {
-		from, parent = k+1, v
-	}
-	g := s.generator()
-	defer s.gens.Put(g)
-	for k := from; k <= h; k++ {
-		if (k-from)%16 == 15 {
-			if err := ctx.Err(); err != nil {
-				return [32]byte{}, err
-			}
+	}()
+	return s.hashes.Walk(ctx, h, s.first, s.base, 16, func(k uint64, parent [32]byte) [32]byte {
+		if g == nil {
+			g = s.generator()
 		}
 		raw, p := g.render(s, k)
-		parent = p.finish(raw, parent)
-		s.hashes.Put(k, parent)
-	}
-	return parent, nil
+		return p.finish(raw, parent)
+	})
 }
 
 // ExpectedCounts returns the number of transactions and logs block h

@@ -25,6 +25,7 @@ const (
 
 // Chain holds known hashes and the heights being produced.
 type Chain struct {
+	walkMu  sync.Mutex // one walk at a time (see Walk)
 	mu      sync.Mutex
 	ring    [Ring]entry
 	marks   map[uint64][32]byte // every Stride-th height
@@ -151,4 +152,53 @@ func (c *Chain) Nearest(lo, h uint64) (k uint64, hash [32]byte, ok bool) {
 			return 0, [32]byte{}, false
 		}
 	}
+}
+
+// Walk returns the hash of height h of a chain whose lowest height is
+// first and whose first block names base as its parent (a fork's parent,
+// or zero): base itself for h below first; else h's hash when known, or
+// once the caller producing it is done (it waits); else produced here by
+// walking up from the highest known height below h (from first over base
+// when none is), step giving each block's hash from its parent's, every
+// hash recorded (Put). Walks are serialised, and a walker waits for
+// nothing (a Fetch it waited for might need to walk). ctx is checked every
+// checkEvery blocks of a walk; its error ends the walk.
+func (c *Chain) Walk(ctx context.Context, h, first uint64, base [32]byte, checkEvery uint64, step func(k uint64, parent [32]byte) [32]byte) ([32]byte, error) {
+	if h < first {
+		return base, nil // a fork's parent (h = first-1)
+	}
+	for {
+		if v, ok := c.Get(h); ok {
+			return v, nil
+		}
+		waited, err := c.Wait(ctx, h)
+		if err != nil {
+			return [32]byte{}, err
+		}
+		if waited {
+			continue
+		}
+		// A walk that ran meanwhile may have produced h, or a Fetch may
+		// have claimed it since.
+		c.walkMu.Lock()
+		if _, ok := c.Get(h); !ok && !c.Pending(h) {
+			break
+		}
+		c.walkMu.Unlock()
+	}
+	defer c.walkMu.Unlock()
+	from, parent := first, base
+	if k, v, ok := c.Nearest(first, h); ok {
+		from, parent = k+1, v
+	}
+	for k := from; k <= h; k++ {
+		if (k-from)%checkEvery == checkEvery-1 {
+			if err := ctx.Err(); err != nil {
+				return [32]byte{}, err
+			}
+		}
+		parent = step(k, parent)
+		c.Put(k, parent)
+	}
+	return parent, nil
 }

@@ -2,6 +2,7 @@ package hashchain
 
 import (
 	"context"
+	"crypto/sha256"
 	"testing"
 )
 
@@ -85,5 +86,44 @@ func TestSeed(t *testing.T) {
 	}
 	if Seed("f", 7, []uint64{5, 0}, defaults) != a {
 		t.Fatal("Seed is not deterministic")
+	}
+}
+
+// TestWalk: a walk chains each block's hash from its parent's, from the
+// chain's base; a second walk starts from the highest known height; a
+// height below the first is the base; a canceled walk stops with its error.
+func TestWalk(t *testing.T) {
+	step := func(steps *[]uint64) func(uint64, [32]byte) [32]byte {
+		return func(k uint64, parent [32]byte) [32]byte {
+			*steps = append(*steps, k)
+			return sha256.Sum256(append(parent[:], byte(k)))
+		}
+	}
+	want := func(first, h uint64, base [32]byte) [32]byte {
+		for k := first; k <= h; k++ {
+			base = sha256.Sum256(append(base[:], byte(k)))
+		}
+		return base
+	}
+	base := [32]byte{7}
+	c := New()
+	var steps []uint64
+	got, err := c.Walk(context.Background(), 5, 2, base, 4, step(&steps))
+	if err != nil || got != want(2, 5, base) || len(steps) != 4 {
+		t.Fatalf("walk to 5: %x, %v after steps %v; want %x after 2..5", got, err, steps, want(2, 5, base))
+	}
+	steps = nil
+	if got, err := c.Walk(context.Background(), 8, 2, base, 4, step(&steps)); err != nil || got != want(2, 8, base) || len(steps) != 3 || steps[0] != 6 {
+		t.Fatalf("walk to 8: %x, %v after steps %v; want 6..8 walked", got, err, steps)
+	}
+	steps = nil
+	if got, err := c.Walk(context.Background(), 1, 2, base, 4, step(&steps)); err != nil || got != base || len(steps) != 0 {
+		t.Fatalf("walk below the first height: %x, %v after steps %v; want the base", got, err, steps)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	steps = nil
+	if _, err := New().Walk(ctx, 100, 0, base, 4, step(&steps)); err != context.Canceled || len(steps) != 3 {
+		t.Fatalf("canceled walk: %v after %d steps; want context.Canceled after 3", err, len(steps))
 	}
 }
