@@ -8,8 +8,8 @@ import (
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/evm"
+	"github.com/blockhaul/blockhaul/chain/synthreorg"
 	"github.com/blockhaul/blockhaul/export"
-	"github.com/blockhaul/blockhaul/internal/synthreorg"
 	"github.com/blockhaul/blockhaul/loader"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/blockhaul/blockhaul/internal/synthreorg"
+	"github.com/blockhaul/blockhaul/chain/synthreorg"
 )
 
 // MaxSyntheticBlockTime bounds --synthetic-block-time.

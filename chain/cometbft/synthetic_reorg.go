@@ -5,12 +5,12 @@ import (
 	"strconv"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/synthreorg"
 	"github.com/blockhaul/blockhaul/internal/hashchain"
-	"github.com/blockhaul/blockhaul/internal/synthreorg"
 )
 
 // SyntheticReorgs makes a synthetic chain reorganise as its tip grows (see
-// internal/synthreorg): each time the tip reaches a multiple of Every, the
+// chain/synthreorg): each time the tip reaches a multiple of Every, the
 // Depth blocks below it are replaced by those of a new branch.
 type SyntheticReorgs = synthreorg.Reorgs
 

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/blockhaul/blockhaul/internal/synthreorg"
+	"github.com/blockhaul/blockhaul/chain/synthreorg"
 )
 
 // TestReorgingSynthetic: at any tip the chain links from block 1 to the

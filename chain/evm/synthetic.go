@@ -44,7 +44,7 @@ type SyntheticConfig struct {
 	Tip func() uint64
 	// Fork, if set, makes this chain a fork of another: its block Fork.At
 	// names Fork.Parent (the other chain's block At-1) as its parent, and
-	// it has no blocks below At (see internal/synthreorg).
+	// it has no blocks below At (see chain/synthreorg).
 	Fork *SyntheticFork
 }
 

@@ -5,12 +5,12 @@ import (
 	"strconv"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/synthreorg"
 	"github.com/blockhaul/blockhaul/internal/hashchain"
-	"github.com/blockhaul/blockhaul/internal/synthreorg"
 )
 
 // NewReorgingSynthetic returns the chain of cfg reorganising as r says
-// (see internal/synthreorg); its branches are synthetic chains of their
+// (see chain/synthreorg); its branches are synthetic chains of their
 // own seeds, each forking off the one before (SyntheticConfig.Fork). It
 // panics if cfg or r does not validate: configurations from users are
 // validated before.
