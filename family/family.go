@@ -107,8 +107,13 @@ type NodeCall struct {
 // that concern it and ignores the rest.
 type DecoderOptions struct {
 	// EventEncoding is how CometBFT event attributes are read (--event-encoding).
-	EventEncoding cometbft.EventEncoding
+	EventEncoding EventEncoding
 }
+
+// EventEncoding is CometBFT's decoder option --event-encoding (auto,
+// base64 or text; a flag value), named here so that a Config holds it
+// without importing the family.
+type EventEncoding = cometbft.EventEncoding
 
 // SourceKind names a kind of source a family's blocks can come from.
 type SourceKind string

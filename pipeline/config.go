@@ -18,7 +18,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/blockhaul/blockhaul/chain"
-	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/family"
@@ -125,8 +124,8 @@ type Config struct {
 	Indexes         export.IndexSet // --indexes: default, minimal, none or a list of index names
 	IndexWorkers    int             // --index-workers: deferred indexes built at once
 
-	EventEncoding cometbft.EventEncoding // --event-encoding: cometbft attributes auto, base64 or text
-	VerifyBlocks  chain.Verification     // --verify-blocks: what is recomputed of a block before it is staged
+	EventEncoding family.EventEncoding // --event-encoding: cometbft attributes auto, base64 or text
+	VerifyBlocks  chain.Verification   // --verify-blocks: what is recomputed of a block before it is staged
 
 	Tables string   // --tables: the tables run, export and follow write (see export.ParseTables); empty: all
 	Replay []string // --replay: export writes these tables again in place from staging (pipeline/replay.go)
