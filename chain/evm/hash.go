@@ -51,7 +51,32 @@ var headerFields = [...]headerField{
 	{"requestsHash", 'h', 32},
 }
 
-const firstOptional = 15
+// Indexes of headerFields.
+const (
+	hParentHash = iota
+	hUncles
+	hMiner
+	hStateRoot
+	hTxRoot
+	hReceiptsRoot
+	hBloom
+	hDifficulty
+	hNumber
+	hGasLimit
+	hGasUsed
+	hTimestamp
+	hExtra
+	hMixHash
+	hNonce
+	hBaseFee
+	hWithdrawalsRoot
+	hBlobGasUsed
+	hExcessBlobGas
+	hBeaconRoot
+	hRequestsHash
+)
+
+const firstOptional = hBaseFee
 
 // blockBodyKeys are the keys of a block object (eth_getBlockByNumber's
 // result, as geth's RPCMarshalBlock writes it) that are not header fields:

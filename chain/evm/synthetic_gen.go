@@ -966,31 +966,6 @@ func (g *generator) writeLog(b []byte, t *txPlan, txIndex, logIndex int, bloom *
 	return append(b, `,"removed":false}`...)
 }
 
-// Indexes of headerFields, for mark.
-const (
-	hParentHash = iota
-	hUncles
-	hMiner
-	hStateRoot
-	hTxRoot
-	hReceiptsRoot
-	hBloom
-	hDifficulty
-	hNumber
-	hGasLimit
-	hGasUsed
-	hTimestamp
-	hExtra
-	hMixHash
-	hNonce
-	hBaseFee
-	hWithdrawalsRoot
-	hBlobGasUsed
-	hExcessBlobGas
-	hBeaconRoot
-	hRequestsHash
-)
-
 // mark records that b ends with the quoted value of header field i.
 func (g *generator) mark(b []byte, i int) {
 	end := len(b) - 1
