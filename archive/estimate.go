@@ -101,18 +101,18 @@ func Estimate(ctx context.Context, fam string, defaults Rates, store *staging.St
 		for _, m := range missing {
 			r.ToFetch += m.Len()
 		}
-		all, err := store.Staged(0, ^uint64(0))
+		// What the store takes on disk for each block it holds (the
+		// records, their tables and indexes), not its logs nor files
+		// awaiting deletion: those do not grow with the store. The same
+		// measure status and the summaries print. Records not flushed
+		// yet are in the log only: then the records themselves.
+		size, err := store.Size()
 		if err != nil {
 			return nil, err
 		}
-		var staged uint64
-		for _, s := range all {
-			staged += s.Len()
-		}
-		// The files' sizes, not what the filesystem holds for them: the
-		// write-ahead logs' preallocation does not grow with the store.
-		if size := store.DiskUsage().Bytes; staged >= 1000 {
-			rates.StagingBytesPerBlock, r.StagingSource = float64(size)/float64(staged), "measured"
+		if size.Blocks >= 1000 {
+			held := max(size.Records, size.Disk-size.WAL-size.AwaitingDeletion)
+			rates.StagingBytesPerBlock, r.StagingSource = float64(held)/float64(size.Blocks), "measured"
 		}
 	}
 	if conn != nil {

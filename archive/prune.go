@@ -3,6 +3,7 @@ package archive
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -27,26 +28,47 @@ type TargetCoverage struct {
 	Missing *Gap `json:"missing,omitempty"`
 }
 
-// PruneReport is what Prune found and did.
-type PruneReport struct {
-	Dir         string           `json:"dir"`
-	Below       uint64           `json:"below"`
-	Heights     uint64           `json:"heights"` // staged heights below Below
-	Targets     []TargetCoverage `json:"targets"`
-	Forced      bool             `json:"forced"`
-	Pruned      bool             `json:"pruned"`
-	BytesBefore int64            `json:"bytes_before"`
-	BytesAfter  int64            `json:"bytes_after"`
-	Duration    time.Duration    `json:"duration_ns"`
+// HeldRange is a run of staged heights and the targets that have exported
+// every one of them (none: they are nowhere but in the store).
+type HeldRange struct {
+	From    uint64   `json:"from"`
+	To      uint64   `json:"to"`
+	Targets []string `json:"targets"`
 }
 
-// PruneRefusedError is a prune refused because a target recorded in the
-// store has not exported every staged height below the prune height.
+// PruneReport is what Prune found and did (or, for a dry run, would do).
+type PruneReport struct {
+	Dir     string `json:"dir"`
+	Below   uint64 `json:"below"`
+	Heights uint64 `json:"heights"` // staged heights below Below: what a prune deletes
+	// RecordBytes is what the records of those heights take as stored.
+	RecordBytes uint64           `json:"record_bytes"`
+	Held        []HeldRange      `json:"held"` // those heights, by the targets that hold them
+	Targets     []TargetCoverage `json:"targets"`
+	// Refusal is why a prune without --force is refused; "" when it is
+	// not.
+	Refusal  string        `json:"refusal,omitempty"`
+	DryRun   bool          `json:"dry_run"`
+	Forced   bool          `json:"forced"`
+	Pruned   bool          `json:"pruned"`
+	Before   staging.Size  `json:"before"`
+	After    staging.Size  `json:"after"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// PruneRefusedError is a prune refused because staged heights below the
+// prune height are not exported: by any target (Target empty: they are
+// nowhere but in the store), or by a target recorded in the store, which
+// could not export them again once they were gone.
 type PruneRefusedError struct {
 	Below   uint64
-	Target  string
+	Target  string // "" when no target has exported Missing
 	Streams []StreamMirror
 	Missing Gap
+	// Unexported counts the staged heights below Below no target has
+	// exported, and Checkpoints lists every target's (Target empty).
+	Unexported  uint64
+	Checkpoints []TargetCoverage
 }
 
 func (e *PruneRefusedError) Error() string {
@@ -54,20 +76,41 @@ func (e *PruneRefusedError) Error() string {
 	for _, s := range e.Streams {
 		cps = append(cps, fmt.Sprintf("%s %d-%d", s.Stream, s.From, s.Height))
 	}
+	if e.Target == "" {
+		held := "the store mirrors no target's checkpoint"
+		if len(e.Checkpoints) > 0 {
+			var ts []string
+			for _, t := range e.Checkpoints {
+				var ss []string
+				for _, s := range t.Streams {
+					ss = append(ss, fmt.Sprintf("%s %d-%d", s.Stream, s.From, s.Height))
+				}
+				ts = append(ts, fmt.Sprintf("target %s: %s", t.Target, strings.Join(ss, ", ")))
+			}
+			held = "the checkpoints the store mirrors: " + strings.Join(ts, "; ")
+		}
+		return fmt.Sprintf("archive: prune below %d refused: no target has exported heights %d-%d (%s below %d in all; %s), so they are nowhere else; export them first, or --force (--dry-run shows what a prune deletes)",
+			e.Below, e.Missing.From, e.Missing.To, Quantity(int(e.Unexported), "height"), e.Below, held)
+	}
 	return fmt.Sprintf("archive: prune below %d refused: target %s has not exported heights %d-%d (its checkpoints: %s); export them first, or --force",
 		e.Below, e.Target, e.Missing.From, e.Missing.To, strings.Join(cps, ", "))
 }
 
-// Prune deletes the blocks staged below below, after checking that every
-// target whose checkpoint the store mirrors has exported each of them
-// (unless force), then compacts. It refuses with a *PruneRefusedError
-// naming the first target that lags, and its checkpoints.
-func Prune(ctx context.Context, store *staging.Store, below uint64, force bool) (*PruneReport, error) {
+// Prune deletes the blocks staged below below, then compacts, after
+// checking what the checkpoints the store mirrors (each target's streams,
+// backfills included) say was exported: heights no target has exported
+// are refused first, then a target that has not exported each of them
+// (either refusal a *PruneRefusedError), unless force. A dry run reports
+// the same and deletes nothing, and returns the refusal a prune would.
+func Prune(ctx context.Context, store *staging.Store, below uint64, force, dryRun bool) (*PruneReport, error) {
 	start := time.Now()
-	r := &PruneReport{Dir: store.Dir(), Below: below, Forced: force, Targets: []TargetCoverage{}}
-	r.BytesBefore = int64(store.DiskUsage().Allocated)
+	r := &PruneReport{Dir: store.Dir(), Below: below, Forced: force, DryRun: dryRun, Targets: []TargetCoverage{}, Held: []HeldRange{}}
+	var err error
+	if r.Before, err = store.Size(); err != nil {
+		return nil, err
+	}
+	r.After = r.Before
 	if below == 0 {
-		r.BytesAfter = r.BytesBefore
 		return r, nil
 	}
 	staged, err := store.Staged(0, below-1)
@@ -76,6 +119,9 @@ func Prune(ctx context.Context, store *staging.Store, below uint64, force bool) 
 	}
 	for _, s := range staged {
 		r.Heights += s.Len()
+	}
+	if _, r.RecordBytes, err = store.RecordBytes(0, below-1); err != nil {
+		return nil, err
 	}
 	mirrors, err := store.Mirrors()
 	if err != nil {
@@ -112,18 +158,88 @@ func Prune(ctx context.Context, store *staging.Store, below uint64, force bool) 
 		}
 		r.Targets = append(r.Targets, tc)
 	}
-	if refused != nil && !force {
-		r.BytesAfter = r.BytesBefore
+	r.Held = heldBy(staged, names, byTarget)
+	var none *PruneRefusedError
+	for _, h := range r.Held {
+		if len(h.Targets) > 0 {
+			continue
+		}
+		if none == nil {
+			none = &PruneRefusedError{Below: below, Checkpoints: r.Targets, Missing: Gap{From: h.From, To: h.To}}
+		}
+		none.Unexported += h.To - h.From + 1
+	}
+	if none != nil {
+		refused = none
+	}
+	if refused != nil {
+		r.Refusal = refused.Error()
+	}
+	if dryRun || refused != nil && !force {
 		r.Duration = time.Since(start)
-		return r, refused
+		if refused != nil && !force {
+			return r, refused
+		}
+		return r, nil
 	}
 	if err := store.Prune(ctx, below); err != nil {
 		return r, err
 	}
 	r.Pruned = true
-	r.BytesAfter = int64(store.DiskUsage().Allocated)
+	if r.After, err = store.Size(); err != nil {
+		return r, err
+	}
 	r.Duration = time.Since(start)
 	return r, nil
+}
+
+// heldBy splits the staged ranges into runs of heights held by the same
+// targets (a target holds a height one of its streams covers).
+func heldBy(staged []staging.Range, names []string, byTarget map[string][]StreamMirror) []HeldRange {
+	var out []HeldRange
+	holders := func(h uint64) []string {
+		var ts []string
+		for _, t := range names {
+			for _, s := range byTarget[t] {
+				if s.From <= h && h <= s.Height {
+					ts = append(ts, t)
+					break
+				}
+			}
+		}
+		return ts
+	}
+	for _, rg := range staged {
+		// The heights where what holds them can change.
+		cuts := []uint64{rg.From}
+		for _, t := range names {
+			for _, s := range byTarget[t] {
+				for _, c := range []uint64{s.From, s.Height + 1} {
+					if c > rg.From && c <= rg.To {
+						cuts = append(cuts, c)
+					}
+				}
+			}
+		}
+		slices.Sort(cuts)
+		cuts = slices.Compact(cuts)
+		for i, c := range cuts {
+			end := rg.To
+			if i+1 < len(cuts) {
+				end = cuts[i+1] - 1
+			}
+			ts := holders(c)
+			if ts == nil {
+				ts = []string{}
+			}
+			if n := len(out); n > 0 && out[n-1].To+1 == c && slices.Equal(out[n-1].Targets, ts) {
+				out[n-1].To = end
+				continue
+			}
+			out = append(out, HeldRange{From: c, To: end, Targets: ts})
+		}
+	}
+	return out
 }
 
 // splitTarget splits a mirror name (export.TargetName:
@@ -174,7 +290,18 @@ func firstUncovered(staged []staging.Range, streams []StreamMirror) (Gap, bool) 
 
 // WriteText writes the report for a terminal.
 func (r *PruneReport) WriteText(w interface{ Write([]byte) (int, error) }) {
-	fmt.Fprintf(w, "prune staging %s below %d: %d staged heights below it\n", r.Dir, r.Below, r.Heights)
+	fmt.Fprintf(w, "prune staging %s below %d: %s below it, %s of records\n", r.Dir, r.Below, Quantity(int(r.Heights), "staged height"), staging.MB(r.RecordBytes))
+	for i, h := range r.Held {
+		if i == 20 {
+			fmt.Fprintf(w, "  … %s more\n", Quantity(len(r.Held)-i, "range"))
+			break
+		}
+		who := "no target has exported them"
+		if len(h.Targets) > 0 {
+			who = "exported by " + strings.Join(h.Targets, ", ")
+		}
+		fmt.Fprintf(w, "  heights %d-%d: %s\n", h.From, h.To, who)
+	}
 	for _, t := range r.Targets {
 		state := "has exported them"
 		if t.Missing != nil {
@@ -186,10 +313,23 @@ func (r *PruneReport) WriteText(w interface{ Write([]byte) (int, error) }) {
 		}
 	}
 	switch {
-	case r.Pruned && r.Forced:
-		fmt.Fprintf(w, "  pruned (forced): %.1f MB -> %.1f MB on disk\n", float64(r.BytesBefore)/1e6, float64(r.BytesAfter)/1e6)
+	case r.DryRun:
+		what := "a prune"
+		switch {
+		case r.Refusal != "" && !r.Forced:
+			fmt.Fprintln(w, "  a prune is refused (see below)")
+			what = "a prune --force"
+		case r.Forced:
+			what = "a prune --force"
+		}
+		fmt.Fprintf(w, "  dry run: nothing deleted; %s would delete %s, %s of records (the store: %s)\n",
+			what, Quantity(int(r.Heights), "height"), staging.MB(r.RecordBytes), r.Before)
 	case r.Pruned:
-		fmt.Fprintf(w, "  pruned: %.1f MB -> %.1f MB on disk\n", float64(r.BytesBefore)/1e6, float64(r.BytesAfter)/1e6)
+		forced := ""
+		if r.Forced {
+			forced = " (forced)"
+		}
+		fmt.Fprintf(w, "  pruned%s: %s deleted, %s of records\n  before: %s\n  after:  %s\n", forced, Quantity(int(r.Heights), "height"), staging.MB(r.RecordBytes), r.Before, r.After)
 	default:
 		fmt.Fprintln(w, "  nothing deleted")
 	}

@@ -111,7 +111,7 @@ type Stats struct {
 	Planned     uint64 // heights that were missing when the fetch started
 	Blocks      uint64 // blocks staged by this fetch
 	RawBytes    int64
-	StoredBytes int64
+	StoredBytes int64 // the staged records as stored: what they add to staging.Size.Records
 	Retries     uint64
 	Duration    time.Duration
 }
@@ -310,7 +310,7 @@ func write(ctx context.Context, store *staging.Store, fetched <-chan fetchedSpan
 	var done []staging.Range
 	commit := func() error {
 		t0 := time.Now()
-		n, raw, size := batch.Len(), batch.RawBytes(), int64(batch.Size())
+		n, raw, size := batch.Len(), batch.RawBytes(), batch.RecordBytes()
 		if err := crashpoint.Hit(ctx, crashpoint.StageCommit); err != nil {
 			return err
 		}

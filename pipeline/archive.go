@@ -168,8 +168,8 @@ func checksumOf(ctx context.Context, dsn, flag string, ccfg archive.ChecksumConf
 // holds, and prints the report. Problems found are a *archive.DataError
 // (exit 4). The chain family is the store's own, not --chain.
 func Verify(ctx context.Context, cfg Config, out io.Writer) error {
-	if _, err := os.Stat(cfg.Staging); err != nil {
-		return &ConfigError{Fields: []*FieldError{{Flag: "staging", Env: EnvName("staging"), Msg: fmt.Sprintf("no staging directory: %v", err)}}}
+	if err := needStore(cfg.Staging); err != nil {
+		return err
 	}
 	var r archive.VerifyReport
 	store, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
@@ -257,18 +257,34 @@ func heldCheckpoint(ctx context.Context, dir string) (store *staging.Store, pid 
 	}, nil
 }
 
+// needStore refuses a --staging that holds no store: a missing directory,
+// or an empty one (a job refused before it staged anything), as bad input.
+func needStore(dir string) error {
+	msg := ""
+	if _, err := os.Stat(dir); err != nil {
+		msg = fmt.Sprintf("no staging directory: %v", err)
+	} else if !staging.HasStore(dir) {
+		msg = fmt.Sprintf("%s holds no staging store: nothing staged there", dir)
+	}
+	if msg == "" {
+		return nil
+	}
+	return &ConfigError{Fields: []*FieldError{{Flag: "staging", Env: EnvName("staging"), Msg: msg}}}
+}
+
 // Prune deletes the staged blocks below --below once every target mirrored
-// in the store has exported them (--force: regardless), then compacts.
+// in the store has exported them (--force: regardless), then compacts;
+// --dry-run says what it would delete and deletes nothing.
 func Prune(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error {
-	if _, err := os.Stat(cfg.Staging); err != nil {
-		return &ConfigError{Fields: []*FieldError{{Flag: "staging", Env: EnvName("staging"), Msg: fmt.Sprintf("no staging directory: %v", err)}}}
+	if err := needStore(cfg.Staging); err != nil {
+		return err
 	}
 	store, err := staging.Open(cfg.Staging, staging.Options{Logger: log})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	r, perr := archive.Prune(ctx, store, cfg.Below, cfg.Force)
+	r, perr := archive.Prune(ctx, store, cfg.Below, cfg.Force, cfg.DryRun)
 	if r != nil {
 		if cfg.JSON {
 			if err := archive.WriteJSON(out, r); err != nil {
@@ -290,8 +306,8 @@ const snapshotWait = 2 * time.Minute
 // gocloud.dev/blob URL), with a manifest of every file's SHA-256.
 func Snapshot(ctx context.Context, cfg Config, out io.Writer) error {
 	dest := cfg.Args[0]
-	if _, err := os.Stat(cfg.Staging); err != nil {
-		return &ConfigError{Fields: []*FieldError{{Flag: "staging", Env: EnvName("staging"), Msg: fmt.Sprintf("no staging directory: %v", err)}}}
+	if err := needStore(cfg.Staging); err != nil {
+		return err
 	}
 	bucket, err := archive.OpenBucket(ctx, dest, true)
 	if err != nil {
@@ -370,7 +386,7 @@ var benchResult, benchResultName = results.Latest, "bench/results/latest.json, e
 // filesystem is a *archive.NoRoomError (exit 2).
 func Estimate(ctx context.Context, cfg Config, out io.Writer) error {
 	var store *staging.Store
-	if _, err := os.Stat(cfg.Staging); err == nil {
+	if staging.HasStore(cfg.Staging) {
 		s, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
 		if err != nil {
 			return err

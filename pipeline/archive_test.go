@@ -380,25 +380,8 @@ func TestPruneRefusesWhileATargetLags(t *testing.T) {
 	if _, err := Run(context.Background(), synthConfig(CmdExport, "cometbft", dsn, stg, 1, 300), &bytes.Buffer{}, quiet); err != nil {
 		t.Fatal(err)
 	}
-	prune := func(below uint64, force bool) (string, error) {
-		cfg := DefaultConfig()
-		cfg.Command, cfg.Staging, cfg.Below, cfg.BelowSet, cfg.Force = CmdPrune, stg, below, true, force
-		var out bytes.Buffer
-		_, err := Run(context.Background(), cfg, &out, quiet)
-		return out.String(), err
-	}
-	staged := func() []staging.Range {
-		s, err := staging.Open(stg, staging.Options{ReadOnly: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		rs, err := s.Staged(0, 1<<40)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rs
-	}
+	prune := func(below uint64, force bool) (string, error) { return runPrune(stg, below, force, false) }
+	staged := func() []staging.Range { return stagedIn(t, stg) }
 	out, err := prune(500, false)
 	var refused *archive.PruneRefusedError
 	if !errorsAs(err, &refused) || ExitCode(err) != ExitConfig {

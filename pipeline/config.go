@@ -152,6 +152,7 @@ type Config struct {
 	Below         uint64   // --below: prune: delete staged heights below this
 	BelowSet      bool     // whether --below was given
 	Force         bool     // --force: prune even when a target has not exported below --below
+	DryRun        bool     // --dry-run: prune: say what would be deleted, delete nothing
 	Args          []string // positional arguments: snapshot DEST, restore SRC
 
 	// Source, if set, replaces the source the flags describe (tests, bench).

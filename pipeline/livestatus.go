@@ -145,7 +145,7 @@ func liveStatus(cfg *Config, dir string, err error, out io.Writer) error {
 		rng += fmt.Sprint(ls.To)
 	}
 	if u, err := staging.DirUsage(dir); err == nil {
-		fmt.Fprintf(out, "  size:     %s\n", usageText(u))
+		fmt.Fprintf(out, "  size:     %s\n", u.HeldString())
 	}
 	if id := ls.Chain; id != nil {
 		if cfg.SchemaDefaulted {
@@ -226,15 +226,4 @@ func gapsOf(rs []staging.Range, from, to uint64) []staging.Range {
 		gaps = append(gaps, staging.Range{From: next, To: to})
 	}
 	return gaps
-}
-
-// usageText is a store's size as status prints it: what the filesystem
-// holds for it, as du counts, and the files' own sizes when they differ by
-// more than a tenth (Pebble preallocates its write-ahead logs).
-func usageText(u staging.Usage) string {
-	s := fmt.Sprintf("%.1f MB on disk", float64(u.Allocated)/1e6)
-	if float64(u.Allocated) > 1.1*float64(u.Bytes) || float64(u.Bytes) > 1.1*float64(u.Allocated) {
-		s += fmt.Sprintf(", %.1f MB of files", float64(u.Bytes)/1e6)
-	}
-	return s
 }

@@ -22,10 +22,16 @@ import (
 // something other than a staging store, before Open writes into it.
 func checkStagingDirs(cfg *Config) error {
 	var fs []*FieldError
+	var damaged error
 	check := func(flag, dir string) {
 		var ns *staging.NotStoreError
+		var cs *staging.CorruptStoreError
 		if err := staging.CheckDir(dir); errors.As(err, &ns) {
 			fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: strings.TrimPrefix(ns.Error(), "staging: ")})
+		} else if errors.As(err, &cs) {
+			// A store whose MANIFEST is gone: damaged (exit 4), not
+			// someone else's directory.
+			damaged = err
 		} else if err != nil {
 			fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: err.Error()})
 		}
@@ -42,7 +48,7 @@ func checkStagingDirs(cfg *Config) error {
 	if len(fs) > 0 {
 		return &ConfigError{Fields: fs}
 	}
-	return nil
+	return damaged
 }
 
 // listenHTTP binds --http before anything else starts, so that an address

@@ -139,6 +139,22 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 		log = log.With("shard", cfg.ShardIndex, "shards", cfg.Shards)
 		log.Info("fetching this shard's slice", "from", cfg.From, "to", cfg.To, "range_from", from, "range_to", to)
 	}
+	// A job that fails before it stages anything leaves no staging
+	// directory it made.
+	made := staging.ToMake(cfg.Staging)
+	sum, err := runJob(ctx, cfg, out, log)
+	if err != nil && made != "" {
+		if removed, rerr := staging.RemoveUnused(cfg.Staging, made); rerr != nil {
+			log.Warn("staging: the store this job made and staged nothing in is left", "dir", cfg.Staging, "err", rerr)
+		} else if removed {
+			log.Info("staging: removed the store this job made: nothing was staged", "dir", made)
+		}
+	}
+	return sum, err
+}
+
+// runJob runs fetch, export, run or follow.
+func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summary, error) {
 	start := time.Now()
 	sum := Summary{Command: cfg.Command, From: cfg.From, To: cfg.To}
 	tip := syntheticTipFunc(&cfg)
@@ -251,7 +267,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	if sum.Backfill != nil {
 		writeBackfill(out, sum.Backfill)
 	}
-	fmt.Fprintf(out, "  staging: %s, %s\n", store.Dir(), usageText(store.DiskUsage()))
+	if size, serr := store.Size(); serr != nil {
+		fmt.Fprintf(out, "  staging: %s, size unknown: %v\n", store.Dir(), serr)
+	} else {
+		fmt.Fprintf(out, "  staging: %s, %s\n", store.Dir(), size)
+	}
 	if err == nil && !sum.Complete {
 		if ctx.Err() != nil {
 			err = ErrInterrupted

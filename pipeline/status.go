@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -32,13 +33,21 @@ func Status(ctx context.Context, cfg Config, out io.Writer) error {
 func stagingStatus(cfg *Config, out io.Writer) (err error) {
 	// Read-only: status writes nothing, so it answers on a full disk too.
 	store, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
+	if ns := (*staging.NoStoreError)(nil); errors.As(err, &ns) {
+		fmt.Fprintf(out, "staging %s: none (an empty directory: nothing staged)\n", cfg.Staging)
+		return nil
+	}
 	if err != nil {
 		return liveStatus(cfg, cfg.Staging, err, out)
 	}
 	defer store.Close()
 	// The directory's files, blob files included: Pebble's own figure
 	// leaves out what it has not opened since the store was.
-	fmt.Fprintf(out, "staging %s (%s)\n", store.Dir(), usageText(store.DiskUsage()))
+	size, err := store.Size()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "staging %s (%s)\n", store.Dir(), size)
 	if d := store.Damage(); d != nil {
 		// Say it, list the rest, and exit 4.
 		fmt.Fprintf(out, "  damaged:  %v\n", d)

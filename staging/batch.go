@@ -27,6 +27,7 @@ type Batch struct {
 	b        *pebble.Batch
 	n        int
 	rawBytes int64
+	records  int64             // the records' bytes as stored (Size.Records' measure)
 	heights  map[uint64][]byte // hashes put since the last commit: each height counted once
 	high     uint64
 }
@@ -116,6 +117,7 @@ func (bt *Batch) PutEncoded(e Encoded) error {
 	}
 	bt.n++
 	bt.rawBytes += int64(e.RawLen)
+	bt.records += int64(len(e.Value))
 	bt.heights[e.Height] = e.Hash
 	bt.high = max(bt.high, e.Height)
 	return nil
@@ -126,6 +128,10 @@ func (bt *Batch) Len() int { return bt.n }
 
 // Size is the batch's encoded size in bytes (compressed records).
 func (bt *Batch) Size() int { return bt.b.Len() }
+
+// RecordBytes is what the batch's records take as stored: what they add
+// to the store's Size().Records.
+func (bt *Batch) RecordBytes() int64 { return bt.records }
 
 // RawBytes is the uncompressed size of the batch's records.
 func (bt *Batch) RawBytes() int64 { return bt.rawBytes }
@@ -153,7 +159,7 @@ func (bt *Batch) Commit() (err error) {
 		s.addRecords(bt.n, bt.high)
 	}
 	bt.b.Reset()
-	bt.n, bt.rawBytes, bt.high = 0, 0, 0
+	bt.n, bt.rawBytes, bt.records, bt.high = 0, 0, 0, 0
 	clear(bt.heights)
 	return nil
 }

@@ -122,15 +122,31 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 			return nil, fmt.Errorf("staging: open %s: %w", dir, err)
 		}
 	}
+	// Pebble would make a new, empty store beside the files of one whose
+	// MANIFEST is gone, and delete them as obsolete.
+	if err := checkManifest(dir); err != nil {
+		return nil, err
+	}
+	// Pebble would write its LOCK into a directory that holds no store.
+	if opts.ReadOnly && !HasStore(dir) {
+		return nil, &NoStoreError{Dir: dir}
+	}
 	f := &faults{dir: dir, failed: make(chan struct{})}
 	// A read-write open flushes what the WAL holds; on a full disk that
 	// flush fails and is retried forever, so Open would never return.
 	// Refuse it while there is room to say so (status opens read-only).
 	pre := &Store{dir: dir, opts: opts, fs: opts.fs, faults: f}
 	if !opts.ReadOnly {
-		if err := opts.fs.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("staging: open %s: %w", dir, err)
+		made, merr := mkdirAll(opts.fs, dir)
+		if merr != nil {
+			return nil, fmt.Errorf("staging: open %s: %w", dir, merr)
 		}
+		// An open that fails leaves nothing it made.
+		defer func() {
+			if err != nil && made != "" {
+				opts.fs.RemoveAll(made)
+			}
+		}()
 		if err := pre.reserve(0, true); err != nil {
 			return nil, err
 		}
@@ -146,7 +162,7 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 		L0StopWritesThreshold: 64,
 		ReadOnly:              opts.ReadOnly,
 		Logger:                pebbleLogger{opts.Logger, f},
-		FS:                    opts.fs,
+		FS:                    noPreallocFS{opts.fs},
 		EventListener: &pebble.EventListener{
 			BackgroundError: func(err error) {
 				opts.Logger.Error("pebble background error", "component", "pebble", "err", err)
@@ -209,6 +225,9 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 	if err != nil {
 		if lockRefused(err) {
 			return nil, inUse(opts.fs, dir, err)
+		}
+		if errors.Is(err, pebble.ErrDBDoesNotExist) {
+			return nil, &NoStoreError{Dir: dir}
 		}
 		if damagedOnOpen(err) {
 			file, heights := f.corruption()

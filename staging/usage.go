@@ -2,6 +2,7 @@ package staging
 
 import (
 	"os"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -15,7 +16,10 @@ type Usage struct {
 	// reports: Pebble preallocates each write-ahead log (a log of a few
 	// bytes can hold 18 MB), and a filesystem rounds every file up to its
 	// blocks. Where the platform does not say, it is Bytes.
+	// (staging.Open turns the logs' preallocation off.)
 	Allocated uint64 `json:"allocated"`
+	// WAL is the part of Allocated in write-ahead logs (*.log).
+	WAL uint64 `json:"wal"`
 }
 
 // DirUsage is what the files under dir take, subdirectories included.
@@ -58,6 +62,7 @@ func dirUsage(fs vfs.FS, dir string) (Usage, error) {
 			}
 			u.Bytes += sub.Bytes
 			u.Allocated += sub.Allocated
+			u.WAL += sub.WAL
 		case fi.Mode().IsRegular():
 			n := uint64(fi.Size())
 			u.Bytes += n
@@ -65,6 +70,9 @@ func dirUsage(fs vfs.FS, dir string) (Usage, error) {
 				n = a
 			}
 			u.Allocated += n
+			if strings.HasSuffix(name, ".log") {
+				u.WAL += n
+			}
 		}
 	}
 	return u, nil

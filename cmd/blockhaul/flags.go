@@ -216,7 +216,8 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.Uint64Var, &cfg.Chunk, "chunk", dc.Chunk, "checksum: heights per digest chunk", in(groupReport, []string{cmdChecksum}))
 	def(d, fs.BoolVar, &cfg.Deep, "deep", false, "verify: also decompress and decode every record", in(groupReport, []string{cmdVerify}))
 	def(d, fs.Uint64Var, &cfg.Below, "below", 0, "prune: delete staged heights below this one", in(groupReport, []string{cmdPrune}))
-	def(d, fs.BoolVar, &cfg.Force, "force", false, "prune: even when a target has not exported below --below", in(groupReport, []string{cmdPrune}))
+	def(d, fs.BoolVar, &cfg.Force, "force", false, "prune: even heights no target has exported, or a target lacks", in(groupReport, []string{cmdPrune}))
+	def(d, fs.BoolVar, &cfg.DryRun, "dry-run", false, "prune: print the heights and size a prune would delete, and which targets hold them; delete nothing", in(groupReport, []string{cmdPrune}))
 
 	def(d, fs.StringVar, &cfg.HTTPAddr, "http", "", "serve /healthz, /readyz and Prometheus /metrics on this address (e.g. 127.0.0.1:9464; :0 picks a port)", in(groupWatch, staged))
 	def(d, fs.DurationVar, &cfg.Progress, "progress-interval", dc.Progress, "interval of progress log lines (0: none)", in(groupWatch, staged))
