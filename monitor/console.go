@@ -165,9 +165,9 @@ func isTerminal(w io.Writer) bool {
 	return true
 }
 
-// terminalWidth returns the columns of the terminal w writes to: its window
+// TerminalWidth returns the columns of the terminal w writes to: its window
 // size, else $COLUMNS, else 0 (unknown).
-func terminalWidth(w io.Writer) int {
+func TerminalWidth(w io.Writer) int {
 	if f, ok := w.(*os.File); ok {
 		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
 			return int(ws.Col)

@@ -182,7 +182,7 @@ func New(opts Options) *Monitor {
 	m.widthFn = opts.Width
 	if m.widthFn == nil {
 		w := m.con.w
-		m.widthFn = func() int { return terminalWidth(w) }
+		m.widthFn = func() int { return TerminalWidth(w) }
 	}
 	if m.terminal {
 		m.con.setWidth(m.width)

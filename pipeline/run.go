@@ -862,9 +862,9 @@ func openExportJobChecked(ctx context.Context, cfg *Config, tip func() uint64, l
 	return dec, src, db, nil
 }
 
-// Merge copies the blocks staged in --merge-from (within --from/--to when
-// --to is given) into --staging: disjoint ranges fetched by separate
-// processes become one store that export can read.
+// Merge copies the blocks staged in --merge-from (within --from and --to,
+// either alone bounding one side) into --staging: disjoint ranges fetched
+// by separate processes become one store that export can read.
 func Merge(cfg Config, out io.Writer) (Summary, error) {
 	sum := Summary{Command: CmdMerge, From: cfg.From, To: cfg.To}
 	src, err := staging.Open(cfg.MergeFrom, staging.Options{ReadOnly: true})
@@ -877,10 +877,7 @@ func Merge(cfg Config, out io.Writer) (Summary, error) {
 		return sum, err
 	}
 	defer dst.Close()
-	from, to := uint64(0), ^uint64(0)
-	if cfg.ToSet {
-		from, to = cfg.From, cfg.To
-	}
+	from, to, _ := cfg.archiveRange()
 	n, err := dst.MergeFrom(src, from, to)
 	if err == nil {
 		err = dst.Flush()

@@ -77,9 +77,15 @@ func stagingStatus(cfg *Config, out io.Writer) (err error) {
 	if !ok {
 		fmt.Fprintln(out, "  staged:   nothing")
 	} else {
+		// --from alone bounds the low side; --to alone keeps --from's
+		// default, the chain's first block, so that what is missing below
+		// the lowest staged height of the range is shown.
 		from, to := lo, hi
+		if cfg.FromSet || cfg.ToSet {
+			from = cfg.From
+		}
 		if cfg.ToSet {
-			from, to = cfg.From, cfg.To
+			to = cfg.To
 		}
 		staged, err := store.Staged(from, to)
 		if err != nil {

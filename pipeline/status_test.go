@@ -135,3 +135,42 @@ func TestSummaryShowsRangeWithoutTo(t *testing.T) {
 		t.Errorf("summary lacks the range:\n%s", out.String())
 	}
 }
+
+// TestMergeAndStatusTakeFromAlone: --from without --to bounds the low side
+// of merge and status, as it does verify's and checksum's (before: both
+// ignored it and took every staged height).
+func TestMergeAndStatusTakeFromAlone(t *testing.T) {
+	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	src := newCounting(1000)
+	if _, err := runWith(t, testConfig(CmdFetch, "", a, nil, 1, 100), src); err != nil {
+		t.Fatal(err)
+	}
+	merge := testConfig(CmdMerge, "", b, nil, 61, 0)
+	merge.MergeFrom, merge.FromSet = a, true
+	var out bytes.Buffer
+	if _, err := Run(context.Background(), merge, &out, quiet); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "40 blocks copied") {
+		t.Fatalf("merge --from 61 of 1-100 said: %s", out.String())
+	}
+	status := testConfig(CmdStatus, "", b, nil, 81, 0)
+	status.FromSet = true
+	out.Reset()
+	if _, err := Run(context.Background(), status, &out, quiet); err != nil {
+		t.Fatal(err)
+	}
+	if want := "staged:   20 blocks in 81-100, ranges 81-100"; !strings.Contains(out.String(), want) {
+		t.Errorf("status --from 81 lacks %q:\n%s", want, out.String())
+	}
+	// --to alone keeps --from's default, the chain's first block: what is
+	// missing below the store's lowest height is shown.
+	status = testConfig(CmdStatus, "", b, nil, 1, 70)
+	out.Reset()
+	if _, err := Run(context.Background(), status, &out, quiet); err != nil {
+		t.Fatal(err)
+	}
+	if want := "gaps:     60 heights, 1-60"; !strings.Contains(out.String(), want) {
+		t.Errorf("status --to 70 lacks %q:\n%s", want, out.String())
+	}
+}

@@ -4,9 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
+	"github.com/blockhaul/blockhaul/family"
+	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/blockhaul/blockhaul/pipeline"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -35,10 +39,7 @@ var commandDocs = map[string]commandDoc{
 	cmdEstimate: {"--from N --to M [--pg DSN]", "heights, bytes and time a job would take; disk room", "Estimates the heights, staged bytes, rows and time of a range, and whether the disk has room."},
 }
 
-const exitStatusText = `Exit status: 0 range complete (or check clean); 1 runtime failure; 2 invalid configuration;
-3 interrupted part way (resumable); 4 fatal data error (continuity break,
-corrupt record, wrong chain, a check that found the data wrong).
-`
+const exitStatusText = `Exit status: 0 range complete (or check clean); 1 runtime failure; 2 invalid configuration; 3 interrupted part way (resumable); 4 fatal data error (continuity break, corrupt record, wrong chain, a check that found the data wrong).`
 
 const rootLong = `blockhaul rebuilds blockchain history into PostgreSQL.
 
@@ -110,6 +111,12 @@ func newRoot(run func(j *jobCommand, args []string) error) (*cobra.Command, map[
 		fs.VisitAll(func(f *pflag.Flag) {
 			f.Hidden = !usedBy(f, name)
 			f.Value = &lenientValue{Value: f.Value, name: f.Name, job: j}
+			if say, ok := f.Annotations[annSays+name]; ok {
+				f.Usage = say[0]
+				if len(say) > 1 {
+					f.DefValue = ""
+				}
+			}
 		})
 		for flag, values := range j.values {
 			_ = j.cmd.RegisterFlagCompletionFunc(flag, func(_ *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
@@ -196,7 +203,8 @@ func newRoot(run func(j *jobCommand, args []string) error) (*cobra.Command, map[
 		case j != nil:
 			writeCommandHelp(out, j)
 		default: // version, completion, help
-			fmt.Fprintf(out, "%s\n\n%s", strings.TrimSpace(cmp(c.Long, c.Short)), c.UsageString())
+			width := helpWidth(out)
+			fmt.Fprintf(out, "%s\n\n%s", wrapParagraphs(strings.TrimSpace(cmp(c.Long, c.Short)), width), wrapLines(c.UsageString(), width))
 		}
 	})
 	return root, jobs
@@ -217,8 +225,25 @@ func cmp(a, b string) string {
 	return b
 }
 
+// helpWidth is the width a help is wrapped to: the terminal's that out is
+// (its window, else $COLUMNS), else 80 columns, so that a help read
+// through a pipe or in docs/cli.md is the same on every machine.
+func helpWidth(out io.Writer) int {
+	if f, ok := out.(*os.File); ok {
+		if n := monitor.TerminalWidth(f); n > 0 {
+			return max(n, minHelpWidth)
+		}
+	}
+	return 80
+}
+
+// minHelpWidth is the narrowest a help is wrapped to: below it, its text
+// would be a word a line.
+const minHelpWidth = 40
+
 // writeRootHelp lists the commands, the exit statuses and where to look next.
 func writeRootHelp(w io.Writer) {
+	width := helpWidth(w)
 	var rows [][2]string
 	for _, name := range pipeline.Commands {
 		doc := commandDocs[name]
@@ -229,48 +254,62 @@ func writeRootHelp(w io.Writer) {
 		{"blockhaul help [COMMAND]", "this help, or a command's flags (also COMMAND --help)"},
 		{"blockhaul completion SHELL", "shell completion script: bash, zsh, fish or powershell (blockhaul help completion)"},
 	}
-	width := 0
+	head := 0
 	for _, r := range append(slices.Clone(rows), other...) {
-		width = max(width, len(r[0]))
+		head = max(head, len(r[0]))
 	}
-	fmt.Fprint(w, rootLong)
+	fmt.Fprint(w, wrapParagraphs(rootLong, width))
 	fmt.Fprint(w, "\nUsage:\n")
 	for _, r := range rows {
-		fmt.Fprintf(w, "  %-*s  %s\n", width, r[0], r[1])
+		fmt.Fprint(w, twoColumns(r[0], head, r[1], width))
 	}
 	fmt.Fprint(w, "\nOther commands:\n")
 	for _, r := range other {
-		fmt.Fprintf(w, "  %-*s  %s\n", width, r[0], r[1])
+		fmt.Fprint(w, twoColumns(r[0], head, r[1], width))
 	}
-	fmt.Fprintf(w, "\n%s\nThe flags of a command: blockhaul help COMMAND (or blockhaul COMMAND --help).\n", exitStatusText)
+	fmt.Fprintf(w, "\n%s\n%s\n", wrap(exitStatusText, width), wrap("The flags of a command: blockhaul help COMMAND (or blockhaul COMMAND --help).", width))
 }
 
 // writeCommandHelp shows a command's synopsis and only the flags it uses,
-// by group, each with its environment variable and default.
+// by group: each flag's name, environment variable and default on a line,
+// and below it what this command does with the flag, wrapped to the
+// terminal.
 func writeCommandHelp(w io.Writer, j *jobCommand) {
+	width := helpWidth(w)
 	name := j.cmd.Name()
 	doc := commandDocs[name]
-	fmt.Fprintf(w, "blockhaul %s: %s\n\n%s\n\nUsage:\n  blockhaul %s %s [flags]\n", name, doc.short, wrap(doc.long, 90), name, doc.args)
+	fmt.Fprintf(w, "%s\n\n%s\n\nUsage:\n%s\n", wrap("blockhaul "+name+": "+doc.short, width), wrap(doc.long, width), synopsis(name+" "+doc.args+" [flags]", width))
 	fs := j.cmd.Flags()
-	width := 0
-	fs.VisitAll(func(f *pflag.Flag) {
-		if !f.Hidden {
-			width = max(width, len(flagHead(f)))
-		}
-	})
 	for _, g := range flagGroups {
 		var lines []string
 		fs.VisitAll(func(f *pflag.Flag) {
 			if f.Hidden || !slices.Contains(f.Annotations[annGroup], g) {
 				return
 			}
-			lines = append(lines, flagHelpLine(f, width))
+			lines = append(lines, flagHelp(f, shownDefault(j, f), width))
 		})
 		if len(lines) > 0 {
 			fmt.Fprintf(w, "\n%s:\n%s", g, strings.Join(lines, ""))
 		}
 	}
-	fmt.Fprintf(w, "\n  -h, --help  this help\n\nEach flag's environment variable is in brackets; flags win over the environment.\n%s", exitStatusText)
+	fmt.Fprintf(w, "\n  -h, --help  this help\n\n%s\n%s\n", wrap("Each flag's environment variable is in brackets; flags win over the environment.", width), wrap(exitStatusText, width))
+}
+
+// shownDefault is what the help of j says of f's default: the flag's
+// default when it says something (not an empty string, false or a 0 the
+// text explains); for --from, that of the family --chain names on the
+// command line (run --chain evm --help: 0, an EVM chain's genesis).
+func shownDefault(j *jobCommand, f *pflag.Flag) string {
+	if f.Name == "from" && f.DefValue != "" && j.cmd.Flags().Changed("chain") {
+		if f, err := family.Lookup(j.cfg.Chain); err == nil {
+			return fmt.Sprintf(" (default %d)", f.Genesis)
+		}
+	}
+	switch f.DefValue {
+	case "", "false", "0", "[]":
+		return ""
+	}
+	return " (default " + f.DefValue + ")"
 }
 
 // flagHead is a flag's name and the kind of value it takes.
@@ -285,25 +324,77 @@ func flagHead(f *pflag.Flag) string {
 	return "--" + f.Name
 }
 
-// flagHelpLine is one flag in a command's help: its default is shown when
-// it says something (not an empty string, false or a 0 the text explains).
-func flagHelpLine(f *pflag.Flag, width int) string {
+// flagHelp is one flag in a command's help: its name, environment variable
+// and default (shownDefault) on one line, what it does below, indented.
+func flagHelp(f *pflag.Flag, def string, width int) string {
 	_, usage := pflag.UnquoteUsage(f)
-	def := ""
-	switch f.DefValue {
-	case "", "false", "0", "[]":
-	default:
-		def = " (default " + f.DefValue + ")"
-	}
-	return fmt.Sprintf("  %-*s  %s [%s]%s\n", width, flagHead(f), usage, pipeline.EnvName(f.Name), def)
+	return fmt.Sprintf("  %s  [%s]%s\n%s\n", flagHead(f), pipeline.EnvName(f.Name), def, indent(wrap(usage, width-flagIndent), flagIndent))
 }
 
-// wrap breaks s into lines of at most width columns.
+// flagIndent is how far a flag's text is indented below its name.
+const flagIndent = 6
+
+// twoColumns is head, padded to headWidth, and text beside it, wrapped so
+// that its lines start under its first and end within width.
+// A terminal too narrow for both columns gets the text below the head, as
+// a flag's.
+func twoColumns(head string, headWidth int, text string, width int) string {
+	col := 2 + headWidth + 2
+	if width-col < minHelpWidth/2 {
+		return "  " + head + "\n" + indent(wrap(text, width-flagIndent), flagIndent) + "\n"
+	}
+	lines := strings.Split(wrap(text, width-col), "\n")
+	out := fmt.Sprintf("  %-*s  %s\n", headWidth, head, lines[0])
+	for _, l := range lines[1:] {
+		out += strings.Repeat(" ", col) + l + "\n"
+	}
+	return out
+}
+
+// synopsis is a command's usage line, its continuation lines indented
+// under its arguments.
+func synopsis(s string, width int) string {
+	lines := strings.Split(wrap(s, width-len("  blockhaul ")), "\n")
+	return "  blockhaul " + strings.Join(lines, "\n"+strings.Repeat(" ", len("  blockhaul ")))
+}
+
+// indent puts n spaces before every line of s.
+func indent(s string, n int) string {
+	pad := strings.Repeat(" ", n)
+	return pad + strings.ReplaceAll(s, "\n", "\n"+pad)
+}
+
+// wrapParagraphs wraps each paragraph of s (separated by blank lines) to
+// width, keeping the blank lines.
+func wrapParagraphs(s string, width int) string {
+	paras := strings.Split(strings.TrimRight(s, "\n"), "\n\n")
+	for i, p := range paras {
+		paras[i] = wrap(p, width)
+	}
+	return strings.Join(paras, "\n\n") + "\n"
+}
+
+// wrapLines wraps each line of s longer than width to it, its
+// continuation lines indented as the line was.
+func wrapLines(s string, width int) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if utf8.RuneCountInString(l) > width {
+			n := len(l) - len(strings.TrimLeft(l, " "))
+			lines[i] = indent(wrap(l, max(width-n, minHelpWidth/2)), n)
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// wrap breaks s into lines of at most width columns (a word longer than
+// width stands on a line of its own).
 func wrap(s string, width int) string {
 	var b strings.Builder
 	n := 0
 	for _, word := range strings.Fields(s) {
-		if n > 0 && n+1+len(word) > width {
+		wl := utf8.RuneCountInString(word)
+		if n > 0 && n+1+wl > width {
 			b.WriteByte('\n')
 			n = 0
 		} else if n > 0 {
@@ -311,7 +402,7 @@ func wrap(s string, width int) string {
 			n++
 		}
 		b.WriteString(word)
-		n += len(word)
+		n += wl
 	}
 	return b.String()
 }

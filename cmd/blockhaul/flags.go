@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,11 +63,46 @@ var (
 )
 
 // use is where a flag belongs: its help group, the commands that use it,
+// what some of them do with it where that differs from the flag's usage,
 // and, where its values are few, what completion offers.
 type use struct {
 	group  string
 	cmds   []string
+	says   map[string]saying
 	values func(cfg *pipeline.Config, prefix string) []string
+}
+
+// saying is what one command does with a flag, in its help.
+type saying struct {
+	usage string
+	// noDefault: the usage says in words what the command does without
+	// the flag, and the flag's default value is not that (--from on
+	// verify: the lowest staged height, not 1).
+	noDefault bool
+}
+
+// saying gives the help of cmds for the flag: what those commands do with
+// it, in place of the flag's usage.
+func (u use) saying(usage string, cmds ...string) use {
+	return u.say(saying{usage: usage}, cmds)
+}
+
+// sayingNoDefault is saying for a usage that says what the commands do
+// without the flag; their help shows no default value.
+func (u use) sayingNoDefault(usage string, cmds ...string) use {
+	return u.say(saying{usage: usage, noDefault: true}, cmds)
+}
+
+func (u use) say(s saying, cmds []string) use {
+	says := maps.Clone(u.says)
+	if says == nil {
+		says = map[string]saying{}
+	}
+	for _, c := range cmds {
+		says[c] = s
+	}
+	u.says = says
+	return u
 }
 
 func in(group string, cmds ...[]string) use {
@@ -109,6 +145,7 @@ func (u use) tableList() use {
 const (
 	annGroup = "blockhaul_group"
 	annCmds  = "blockhaul_commands"
+	annSays  = "blockhaul_says_" // + command: [usage] or [usage, "no-default"]
 )
 
 // flagDefs collects, while the flags are defined, the completion of each
@@ -121,6 +158,13 @@ type flagDefs struct {
 func (d *flagDefs) mark(name string, u use) {
 	_ = d.fs.SetAnnotation(name, annGroup, []string{u.group})
 	_ = d.fs.SetAnnotation(name, annCmds, u.cmds)
+	for cmd, say := range u.says {
+		v := []string{say.usage}
+		if say.noDefault {
+			v = append(v, "no-default")
+		}
+		_ = d.fs.SetAnnotation(name, annSays+cmd, v)
+	}
 	if u.values != nil {
 		d.values[name] = u.values
 	}
@@ -166,15 +210,46 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.Uint64Var, &cfg.SyntheticReorgEvery, "synthetic-reorg-every", 0, "the synthetic chain reorganises each time its tip reaches a multiple of this, replacing the --synthetic-reorg-depth blocks below it (0: never)", in(groupSource, sourcing))
 	def(d, fs.Uint64Var, &cfg.SyntheticReorgDepth, "synthetic-reorg-depth", dc.SyntheticReorgDepth, "blocks each synthetic reorg replaces", in(groupSource, sourcing))
 
-	def(d, fs.Uint64Var, &cfg.From, "from", dc.From, "first height (inclusive)", in(groupRange, ranged))
-	to := def(d, fs.Uint64Var, &cfg.To, "to", 0, "last height (inclusive); default: the chain tip (fetch, run) or the staged prefix (export)", in(groupRange, ranged))
+	def(d, fs.Uint64Var, &cfg.From, "from", dc.From, "first height (inclusive); without it, the chain's first block: cometbft 1, evm 0 (its genesis)",
+		in(groupRange, ranged).
+			sayingNoDefault("first height copied from --merge-from; default: the lowest it holds", cmdMerge).
+			sayingNoDefault("first height whose staged ranges and gaps are shown; default: the lowest staged, or with --to the chain's first block (cometbft 1, evm 0)", cmdStatus).
+			sayingNoDefault("first height whose exported rows are digested; default: the lowest exported", cmdChecksum).
+			sayingNoDefault("first height checked, in staging and with --pg in PostgreSQL; default: the lowest staged", cmdVerify).
+			sayingNoDefault("first height checked and refetched where missing or wrong; default: the lowest staged", cmdRepair))
+	to := def(d, fs.Uint64Var, &cfg.To, "to", 0, "last height (inclusive); default: the chain tip",
+		in(groupRange, ranged).
+			saying("last height exported; default: the end of what is staged without a gap from --from", cmdExport).
+			saying("stop once this height is exported; default: never, follow runs until stopped", cmdFollow).
+			saying("last height copied from --merge-from; default: the highest it holds", cmdMerge).
+			saying("last height whose staged ranges and gaps are shown; default: the highest staged", cmdStatus).
+			saying("last height whose exported rows are digested; default: the highest exported", cmdChecksum).
+			saying("last height checked, in staging and with --pg in PostgreSQL; default: the highest staged", cmdVerify).
+			saying("last height checked and refetched where missing or wrong; default: the highest staged", cmdRepair).
+			saying("last height of the range estimated (required)", cmdEstimate))
 	to.DefValue = "" // not 0, which is no valid end of a range from 1
 	def(d, fs.StringVar, &cfg.Alias, "alias", "", "name of this backfill (default: range-FROM-TO)", in(groupRange, []string{cmdRun, cmdExport, cmdFollow}))
 
-	def(d, fs.StringVar, &cfg.Staging, "staging", dc.Staging, "staging directory", in(groupStaging, without(every, cmdChecksum)))
+	def(d, fs.StringVar, &cfg.Staging, "staging", dc.Staging, "staging directory", in(groupStaging, without(every, cmdChecksum)).
+		saying("staging directory the blocks are fetched into", cmdRun, cmdFetch, cmdFollow).
+		saying("staging directory the blocks are exported from", cmdExport).
+		saying("staging directory the blocks of --merge-from are copied into", cmdMerge).
+		saying("staging directory shown", cmdStatus).
+		saying("staging directory checked", cmdVerify).
+		saying("staging directory repaired", cmdRepair).
+		saying("staging directory whose heights below --below are deleted", cmdPrune).
+		saying("staging directory copied to DEST", cmdSnapshot).
+		saying("directory the snapshot is restored into: new, or empty", cmdRestore).
+		saying("staging directory a job would fetch into: its bytes per block, and its filesystem's room", cmdEstimate))
 	def(d, fs.StringVar, &cfg.MergeFrom, "merge-from", "", "merge: the staging directory to copy blocks from", in(groupStaging, []string{cmdMerge}))
 
-	def(d, fs.StringVar, &cfg.PG, "pg", "", "PostgreSQL DSN (URL or key=value; a password is better in BLOCKHAUL_PG or PGPASSWORD)", in(groupDatabase, onPG))
+	const dsn = " (URL or key=value; a password is better in BLOCKHAUL_PG or PGPASSWORD)"
+	def(d, fs.StringVar, &cfg.PG, "pg", "", "PostgreSQL DSN"+dsn, in(groupDatabase, onPG).
+		saying("PostgreSQL DSN of the database exported into"+dsn, exporting...).
+		saying("also show each export stream's checkpoint in this PostgreSQL database"+dsn, cmdStatus).
+		saying("PostgreSQL DSN of the database whose exported rows are digested"+dsn, cmdChecksum).
+		saying("also check this PostgreSQL database's rows against staging"+dsn, cmdVerify).
+		saying("also count what this PostgreSQL database holds of the range, its bytes per block and its disk's room"+dsn, cmdEstimate))
 	def(d, fs.StringVar, &cfg.Schema, "schema", "", "PostgreSQL schema (default: the chain family's name)", in(groupDatabase, onPG))
 	def(d, fs.BoolVar, &cfg.SyncCommit, "sync-commit", false, "wait for WAL flush on every batch commit", in(groupDatabase, exporting))
 	def(d, fs.IntVar, &cfg.PGRetries, "pg-retries", dc.PGRetries, "retries of a transient PostgreSQL fault (terminated backend, restart, statement timeout, deadlock) since the last committed batch; 0: fail at once", in(groupDatabase, exporting))
@@ -197,7 +272,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.IntVar, &cfg.Shards, "shards", 0, "fetch: cut the range into this many slices, one per pod of a Kubernetes Indexed Job (needs --to; 0: not sharded)", in(groupFetch, []string{cmdFetch}))
 	def(d, fs.IntVar, &cfg.ShardIndex, "shard-index", 0, "fetch: the slice this process fetches, 0 to --shards-1 (default: JOB_COMPLETION_INDEX)", in(groupFetch, []string{cmdFetch}))
 	def(d, fs.Uint64Var, &cfg.ShardChunk, "shard-chunk", dc.ShardChunk, "fetch: shard slices start and end on multiples of this many heights", in(groupFetch, []string{cmdFetch}))
-	defValue(d, &cfg.VerifyBlocks, "verify-blocks", "what is recomputed of every block before it is staged: full (the block hash from its header and the header's commitments from the contents), header (the block hash alone: a chain with transactions the family's encoding does not cover) or links (nothing: a chain whose block hash is not the family's, as an EVM chain on a CometBFT engine; parent links are still checked)",
+	defValue(d, &cfg.VerifyBlocks, "verify-blocks", "what is recomputed of every block before it is staged: full (the block hash from its header, and what the header commits to from the contents), header (evm: the block hash alone, for a chain with transactions the family's encoding does not cover; cometbft: the same as full, data_hash included) or links (nothing: a chain whose block hash is not the family's, as an EVM chain on a CometBFT engine; parent links are still checked)",
 		in(groupFetch, sourcing).oneOf("full", "header", "links"))
 
 	def(d, fs.IntVar, &cfg.BatchBlocks, "batch-blocks", dc.BatchBlocks, "blocks per export transaction", in(groupExport, exporting))
