@@ -102,12 +102,27 @@ func OpenBucket(ctx context.Context, dest string, create bool) (*blob.Bucket, er
 	return blob.OpenBucket(ctx, dest)
 }
 
+// ForeignDestError is a snapshot destination holding an object that
+// neither a snapshot nor a staging store writes: nothing is written there.
+type ForeignDestError struct{ Dest, Object string }
+
+func (e *ForeignDestError) Error() string {
+	return fmt.Sprintf("archive: snapshot: %s is not empty and holds no snapshot (it has %s): give a new or empty destination, or one holding an earlier snapshot to replace", e.Dest, e.Object)
+}
+
 // SnapshotReport is what Snapshot wrote.
 type SnapshotReport struct {
 	Dest   string `json:"dest"`
-	Files  int    `json:"files"`
+	Files  int    `json:"files"` // the snapshot's files
 	Bytes  int64  `json:"bytes"`
 	Staged []Gap  `json:"staged"`
+	// Replaced tells whether DEST held an earlier snapshot; Unchanged
+	// counts its files the new one has as they were (not uploaded again),
+	// Removed the files it or an interrupted snapshot left that the new
+	// one does not have (deleted once its manifest was written).
+	Replaced  bool `json:"replaced"`
+	Unchanged int  `json:"unchanged"`
+	Removed   int  `json:"removed"`
 	// TakenBy is the PID of the process that took the checkpoint when
 	// another process held the store (SnapshotHeld); 0: this one.
 	TakenBy  int           `json:"taken_by,omitempty"`
@@ -139,10 +154,57 @@ func SnapshotHeld(ctx context.Context, dir string, bucket *blob.Bucket, dest str
 	return r, err
 }
 
+// destination is what bucket holds before a snapshot is written into it:
+// every object, and the earlier snapshot's manifest (nil: none). An
+// object that neither a snapshot nor a store writes (a snapshot copies a
+// store's files, flat) is a *ForeignDestError.
+func destination(ctx context.Context, bucket *blob.Bucket, dest string) (map[string]bool, *Manifest, error) {
+	objs := map[string]bool{}
+	it := bucket.List(nil)
+	for {
+		o, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("archive: snapshot: list %s: %w", dest, err)
+		}
+		if o.IsDir || strings.Contains(o.Key, "/") || o.Key != ManifestName && !staging.IsStoreFile(o.Key) {
+			return nil, nil, &ForeignDestError{Dest: dest, Object: o.Key}
+		}
+		objs[o.Key] = true
+	}
+	if !objs[ManifestName] {
+		return objs, nil, nil
+	}
+	mb, err := bucket.ReadAll(ctx, ManifestName)
+	if err != nil {
+		return nil, nil, fmt.Errorf("archive: snapshot: read the earlier snapshot's manifest: %w", err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(mb, &m); err != nil || m.Format != 1 {
+		return nil, nil, &ForeignDestError{Dest: dest, Object: ManifestName + " in no format of blockhaul's"}
+	}
+	return objs, &m, nil
+}
+
 // snapshot has checkpoint write a checkpoint of the store in dir into a
-// new directory beside it, then uploads it.
+// new directory beside it, then uploads it. An earlier snapshot at dest
+// stays whole until the new one needs to overwrite one of its files with
+// other bytes (its manifest is deleted first), and whatever the new one
+// does not list is deleted once its manifest is written.
 func snapshot(ctx context.Context, dir string, bucket *blob.Bucket, dest string, checkpoint func(string) error) (*SnapshotReport, error) {
 	start := time.Now()
+	objs, old, err := destination(ctx, bucket, dest)
+	if err != nil {
+		return nil, err
+	}
+	oldFiles := map[string]ManifestFile{}
+	if old != nil {
+		for _, f := range old.Files {
+			oldFiles[f.Name] = f
+		}
+	}
 	m := Manifest{Format: 1, Created: time.Now().UTC(), Staged: []Gap{}}
 	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(dir)), ".blockhaul-snapshot-")
 	if err != nil {
@@ -169,7 +231,8 @@ func snapshot(ctx context.Context, dir string, bucket *blob.Bucket, dest string,
 	for _, r := range staged {
 		m.Staged = append(m.Staged, Gap{From: r.From, To: r.To})
 	}
-	r := &SnapshotReport{Dest: dest, Staged: m.Staged}
+	r := &SnapshotReport{Dest: dest, Staged: m.Staged, Replaced: old != nil}
+	oldWhole := old != nil
 	err = filepath.WalkDir(cp, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
@@ -179,6 +242,27 @@ func snapshot(ctx context.Context, dir string, bucket *blob.Bucket, dest string,
 			return err
 		}
 		name := filepath.ToSlash(rel)
+		if was, ok := oldFiles[name]; ok {
+			size, sum, err := fileSum(path)
+			if err != nil {
+				return fmt.Errorf("archive: snapshot: %w", err)
+			}
+			if size == was.Size && sum == was.SHA256 {
+				m.Files = append(m.Files, was)
+				r.Files++
+				r.Bytes += size
+				r.Unchanged++
+				return nil
+			}
+			// The earlier snapshot stops being whole: it no longer
+			// claims to be.
+			if oldWhole {
+				if err := bucket.Delete(ctx, ManifestName); err != nil {
+					return fmt.Errorf("archive: snapshot: delete the earlier snapshot's manifest: %w", err)
+				}
+				oldWhole = false
+			}
+		}
 		size, sum, err := upload(ctx, bucket, path, name)
 		if err != nil {
 			return fmt.Errorf("archive: snapshot: upload %s: %w", name, err)
@@ -198,8 +282,39 @@ func snapshot(ctx context.Context, dir string, bucket *blob.Bucket, dest string,
 	if err := bucket.WriteAll(ctx, ManifestName, mb, nil); err != nil {
 		return nil, fmt.Errorf("archive: snapshot: write manifest: %w", err)
 	}
+	// What the earlier snapshot, or an interrupted one, left and this one
+	// does not list.
+	listed := map[string]bool{ManifestName: true}
+	for _, f := range m.Files {
+		listed[f.Name] = true
+	}
+	var stale []string
+	for k := range objs {
+		if !listed[k] {
+			stale = append(stale, k)
+		}
+	}
+	slices.Sort(stale)
+	for _, k := range stale {
+		if err := bucket.Delete(ctx, k); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return r, fmt.Errorf("archive: snapshot: written, but %d of the %s it replaces are left (%s first): %w", len(stale)-r.Removed, Quantity(len(stale), "file"), k, err)
+		}
+		r.Removed++
+	}
 	r.Duration = time.Since(start)
 	return r, nil
+}
+
+// fileSum is the size and SHA-256 of the file at path.
+func fileSum(path string) (int64, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	return n, hex.EncodeToString(h.Sum(nil)), err
 }
 
 func upload(ctx context.Context, bucket *blob.Bucket, path, name string) (int64, string, error) {

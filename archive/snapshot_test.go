@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -177,4 +178,102 @@ func mustManifest(t *testing.T, dir string) Manifest {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestSnapshotReplacesAnEarlierOneAndRefusesAForeignDestination: a second
+// snapshot into the same destination leaves exactly its own files there
+// (one MANIFEST; before, the first snapshot's stayed beside it: two), and
+// restores whole; a destination holding another file is refused by name
+// and nothing is written into it.
+func TestSnapshotReplacesAnEarlierOneAndRefusesAForeignDestination(t *testing.T) {
+	f := families()[0]
+	dir := filepath.Join(t.TempDir(), "s")
+	s := stage(t, dir, f, 1, 300)
+	ctx := context.Background()
+	dest := filepath.Join(t.TempDir(), "snap")
+	snap := func(dest string) (*SnapshotReport, error) {
+		bucket, err := OpenBucket(ctx, dest, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bucket.Close()
+		return Snapshot(ctx, s, bucket, dest)
+	}
+	if r, err := snap(dest); err != nil || r.Replaced {
+		t.Fatalf("first snapshot: %+v, %v", r, err)
+	}
+	first := mustManifest(t, dest)
+	// The store opened again (a new log and MANIFEST) and more blocks,
+	// flushed: the second checkpoint has other files.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if s, err = staging.Open(dir, staging.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	blocks, err := f.src.Fetch(ctx, 301, 900)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putAll(t, s, blocks...)
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := snap(dest)
+	if err != nil || !r.Replaced || r.Removed == 0 {
+		t.Fatalf("second snapshot: %+v, %v", r, err)
+	}
+	second := mustManifest(t, dest)
+	if len(second.Staged) != 1 || second.Staged[0] != (Gap{From: 1, To: 900}) {
+		t.Fatalf("second snapshot staged %v", second.Staged)
+	}
+	var want, got []string
+	for _, f := range second.Files {
+		want = append(want, f.Name)
+	}
+	want = append(want, ManifestName)
+	ents, err := os.ReadDir(dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifests := 0
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".attrs") {
+			continue
+		}
+		got = append(got, e.Name())
+		if strings.HasPrefix(e.Name(), "MANIFEST-") {
+			manifests++
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) || manifests != 1 {
+		t.Errorf("after a second snapshot the destination holds %v, want its files %v (first snapshot's: %d files)", got, want, len(first.Files))
+	}
+	bucket, err := OpenBucket(ctx, dest, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, err := Restore(ctx, bucket, dest, filepath.Join(t.TempDir(), "restored"))
+	bucket.Close()
+	if err != nil || rr.Verify.Problems() != 0 || rr.Verify.Records != 900 {
+		t.Fatalf("restore of the second snapshot: %v", err)
+	}
+
+	foreign := filepath.Join(t.TempDir(), "notes")
+	if err := os.Mkdir(foreign, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(foreign, "notes.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var fe *ForeignDestError
+	if _, err := snap(foreign); !errors.As(err, &fe) || fe.Object != "notes.txt" {
+		t.Fatalf("snapshot into a directory holding notes.txt: %v, want a *ForeignDestError naming it", err)
+	}
+	if ents, err := os.ReadDir(foreign); err != nil || len(ents) != 1 {
+		t.Errorf("a refused snapshot wrote into %s: %d entries, %v", foreign, len(ents), err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/blockhaul/blockhaul/archive"
@@ -327,18 +328,32 @@ func Snapshot(ctx context.Context, cfg Config, out io.Writer) error {
 		defer store.Close()
 		r, err = archive.Snapshot(ctx, store, bucket, archive.RedactURL(dest))
 	}
-	if err != nil {
+	var foreign *archive.ForeignDestError
+	if errors.As(err, &foreign) {
+		return &ConfigError{Fields: []*FieldError{{Arg: "DEST", Msg: strings.TrimPrefix(err.Error(), "archive: snapshot: ")}}}
+	}
+	if r == nil {
 		return err
 	}
 	if cfg.JSON {
-		return archive.WriteJSON(out, r)
+		if jerr := archive.WriteJSON(out, r); jerr != nil && err == nil {
+			err = jerr
+		}
+		return err
 	}
 	by := ""
 	if r.TakenBy != 0 {
 		by = fmt.Sprintf(" (checkpoint taken by the running job, pid %d)", r.TakenBy)
 	}
-	fmt.Fprintf(out, "snapshot of %s to %s%s: %d files, %.1f MB, staged %v, in %.1fs\n", cfg.Staging, r.Dest, by, r.Files, float64(r.Bytes)/1e6, r.Staged, r.Duration.Seconds())
-	return nil
+	fmt.Fprintf(out, "snapshot of %s to %s%s: %s, %.1f MB, staged %v, in %.1fs\n", cfg.Staging, r.Dest, by, archive.Quantity(r.Files, "file"), float64(r.Bytes)/1e6, r.Staged, r.Duration.Seconds())
+	if r.Replaced || r.Removed > 0 {
+		what := "files an interrupted snapshot left"
+		if r.Replaced {
+			what = "the earlier snapshot"
+		}
+		fmt.Fprintf(out, "  replaced %s: %s of it unchanged, not uploaded again; %s deleted\n", what, archive.Quantity(r.Unchanged, "file"), archive.Quantity(r.Removed, "file"))
+	}
+	return err
 }
 
 // Restore downloads the snapshot at SRC into --staging (new or empty),

@@ -595,6 +595,38 @@ func TestSnapshotAndRestoreCommands(t *testing.T) {
 	}
 }
 
+// TestSnapshotIntoAForeignDirectoryIsRefused: a DEST holding a file no
+// snapshot writes is refused, exit 2, naming DEST and the file (before,
+// snapshot mixed its files in); a second snapshot over the first says it
+// replaced it.
+func TestSnapshotIntoAForeignDirectoryIsRefused(t *testing.T) {
+	stg := archiveFixture(t, "cometbft", 50)
+	base := t.TempDir()
+	cmd := func(dest string) (string, error) {
+		cfg := DefaultConfig()
+		cfg.Command, cfg.Staging, cfg.Args = CmdSnapshot, stg, []string{dest}
+		var out bytes.Buffer
+		_, err := Run(context.Background(), cfg, &out, quiet)
+		return out.String(), err
+	}
+	if err := os.WriteFile(filepath.Join(base, "report.pdf"), []byte("%PDF"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := cmd(base)
+	if ExitCode(err) != ExitConfig || !strings.Contains(err.Error(), "DEST: "+base) || !strings.Contains(err.Error(), "report.pdf") {
+		t.Fatalf("snapshot into a directory holding report.pdf: exit %d, %v", ExitCode(err), err)
+	}
+	if ents, _ := os.ReadDir(base); len(ents) != 1 {
+		t.Errorf("a refused snapshot wrote into %s: %d entries", base, len(ents))
+	}
+	dest := filepath.Join(base, "snap")
+	for i, want := range []string{"snapshot of ", "replaced the earlier snapshot: "} {
+		if out, err := cmd(dest); err != nil || !strings.Contains(out, want) {
+			t.Fatalf("snapshot %d to %s: %v\n%s", i+1, dest, err, out)
+		}
+	}
+}
+
 // TestChecksumOfAWrongSchemaIsAConfigurationError: a database that holds
 // no export of the family (a wrong --pg, --schema or --chain) is refused
 // with exit 2, naming the table it lacks, not reported as a failure.
