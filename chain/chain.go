@@ -5,7 +5,10 @@
 // and is registered as one value in package family.
 package chain
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Family is a chain family's ID. The byte value is stored in every staged
 // record header, so values must never be renumbered. What a family is and
@@ -41,3 +44,15 @@ type Block struct {
 	ParentHash []byte
 	Raw        []byte
 }
+
+// ErrSourceRefused is matched (errors.Is) by a source's error saying that
+// it cannot serve the job as asked, found before anything is fetched: a
+// range it does not hold (pruned, results discarded, above its tip), data a
+// running process holds, a format it cannot read, a path that is not one.
+// It is bad input: the job exits 2 and changes nothing.
+var ErrSourceRefused = errors.New("the source cannot serve this job")
+
+// ErrSourceDamaged is matched (errors.Is) by a source's error saying that
+// its own data is damaged (a node database file that does not read): the
+// job exits 4, as for a damaged staging store.
+var ErrSourceDamaged = errors.New("the source's data is damaged")

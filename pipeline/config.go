@@ -56,12 +56,15 @@ type Config struct {
 	// Family is the family Chain names, set by Validate (and by a command
 	// that takes the staging store's family): below Validate, code reads
 	// Family, never Chain.
-	Family          *family.Family
-	RPC             []string // --rpc: endpoints; empty means the synthetic chain
-	SyntheticSeed   int64    // --synthetic-seed
-	SyntheticTip    uint64   // --synthetic-tip: the synthetic chain's tip height (0: --to, else DefaultSyntheticTip)
-	SyntheticTxs    float64  // --synthetic-txs: mean transactions per block (0: the family's default)
-	SyntheticSteady bool     // --synthetic-steady: every block at the mean density
+	Family *family.Family
+	RPC    []string // --rpc: endpoints; empty means the synthetic chain
+	// NodeHome is --node-home: a stopped node's home directory, whose own
+	// databases are read instead of its RPC (family.SourceNodeHome).
+	NodeHome        string
+	SyntheticSeed   int64   // --synthetic-seed
+	SyntheticTip    uint64  // --synthetic-tip: the synthetic chain's tip height (0: --to, else DefaultSyntheticTip)
+	SyntheticTxs    float64 // --synthetic-txs: mean transactions per block (0: the family's default)
+	SyntheticSteady bool    // --synthetic-steady: every block at the mean density
 
 	// A synthetic chain that grows and reorganises (pipeline/synthetic.go).
 	SyntheticBlockTime  time.Duration    // --synthetic-block-time: one block each (0: a fixed tip)
@@ -351,6 +354,7 @@ func (c *Config) Validate() error {
 			seen[key] = i
 		}
 	}
+	fs = append(fs, c.validateNodeHome(fam)...)
 	if c.HTTPAddr != "" {
 		if err := validListenAddr(c.HTTPAddr); err != nil {
 			bad("http", "%q: %v", c.HTTPAddr, err)

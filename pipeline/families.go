@@ -12,8 +12,8 @@ import (
 )
 
 // newSource returns the configured source: an RPC client when endpoints are
-// given, else the family's synthetic chain. Building a source contacts
-// nothing.
+// given, a node's home with --node-home, else the family's synthetic chain.
+// Building a source contacts nothing (a node home's databases are opened).
 func newSource(cfg *Config, tip func() uint64, log *slog.Logger) (loader.Source, error) {
 	src, err := newBareSource(cfg, tip, log)
 	if err != nil || cfg.Monitor == nil {
@@ -39,6 +39,20 @@ func (s tipWatch) Tip(ctx context.Context) (uint64, error) {
 
 func (s tipWatch) Close() { closeSource(s.Source) }
 
+// CheckRange asks the source, when it can say, which height of from..to it
+// cannot serve (loader.RangeChecker).
+func (s tipWatch) CheckRange(ctx context.Context, from, to uint64) error {
+	return checkRange(ctx, s.Source, from, to)
+}
+
+// checkRange is src's CheckRange when it has one, else nil.
+func checkRange(ctx context.Context, src loader.Source, from, to uint64) error {
+	if rc, ok := src.(loader.RangeChecker); ok {
+		return rc.CheckRange(ctx, from, to)
+	}
+	return nil
+}
+
 func newBareSource(cfg *Config, tip func() uint64, log *slog.Logger) (loader.Source, error) {
 	if cfg.Source != nil {
 		return cfg.Source, nil
@@ -49,6 +63,9 @@ func newBareSource(cfg *Config, tip func() uint64, log *slog.Logger) (loader.Sou
 	}
 	if len(cfg.RPC) > 0 {
 		return newRPCSource(fam, cfg, log)
+	}
+	if cfg.NodeHome != "" {
+		return fam.Source(family.SourceNodeHome, family.SourceOptions{NodeHome: cfg.NodeHome, Logger: log})
 	}
 	return fam.Source(family.SourceSynthetic, family.SourceOptions{Synthetic: family.SyntheticOptions{
 		Seed: cfg.SyntheticSeed, Tip: tip, TxPerBlock: cfg.SyntheticTxs, Steady: cfg.SyntheticSteady,

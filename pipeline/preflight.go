@@ -108,7 +108,7 @@ func checkStagedChain(cfg *Config, store *staging.Store, log *slog.Logger) error
 // Generating one block asks no node; RPC sources are not asked here, so
 // that a covered range stays a no-op that contacts nothing.
 func checkSyntheticMatches(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger) error {
-	if len(cfg.RPC) > 0 || cfg.Source != nil {
+	if len(cfg.RPC) > 0 || cfg.NodeHome != "" || cfg.Source != nil {
 		return nil
 	}
 	src, err := newSource(cfg, tip, log)
@@ -200,8 +200,9 @@ func checkStagedRange(cfg *Config, store *staging.Store) error {
 
 // checkRunSource refuses, before the schema, the backfill row or any
 // index is touched, a run whose source serves another chain than the store
-// holds (*staging.WrongChainError, status 4) or whose --to lies above the
-// chain's tip. A range already staged asks the source nothing, so that a
+// holds (*staging.WrongChainError, status 4), whose --to lies above the
+// chain's tip, or that holds no record of a missing height (a node home
+// pruned below it: loader.RangeChecker, status 2). A range already staged asks the source nothing, so that a
 // covered range stays a no-op that contacts no node even when it lags; a
 // chain id or tip that cannot be read is left for the run to report where
 // it always has.
@@ -209,7 +210,8 @@ func checkRunSource(ctx context.Context, cfg *Config, store *staging.Store, src 
 	if !cfg.ToSet {
 		return nil
 	}
-	if m, err := store.Missing(cfg.From, cfg.To); err != nil || len(m) == 0 {
+	missing, err := store.Missing(cfg.From, cfg.To)
+	if err != nil || len(missing) == 0 {
 		return err
 	}
 	if id, ok := store.Identity(); ok {
@@ -220,9 +222,16 @@ func checkRunSource(ctx context.Context, cfg *Config, store *staging.Store, src 
 		}
 	}
 	h, err := src.Tip(ctx)
-	if err != nil || cfg.To <= h {
-		return nil
+	if err == nil && cfg.To > h {
+		c := *cfg
+		return resolveTo(ctx, &c, src)
 	}
-	c := *cfg
-	return resolveTo(ctx, &c, src)
+	// A source that can say which height it cannot serve (a node home
+	// pruned below it) is asked now, before the schema is touched.
+	for _, r := range missing {
+		if err := checkRange(ctx, src, r.From, r.To); err != nil {
+			return err
+		}
+	}
+	return nil
 }

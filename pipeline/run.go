@@ -63,6 +63,10 @@ func ExitCode(err error) int {
 		return held.Code
 	case errors.As(err, &refused), errors.As(err, &noRoom), errors.As(err, &noTable), errors.As(err, &notEmpty), errors.As(err, &ce), errors.As(err, &alias), errors.As(err, &shape), errors.As(err, &replayRange):
 		return ExitConfig
+	case errors.Is(err, chain.ErrSourceRefused):
+		return ExitConfig
+	case errors.Is(err, chain.ErrSourceDamaged):
+		return ExitData
 	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &damaged), errors.As(err, &wrong), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv), errors.As(err, &reorg), errors.As(err, &archived), errors.As(err, &lie):
 		return ExitData
 	case errors.Is(err, context.Canceled), errors.Is(err, ErrInterrupted):
@@ -155,6 +159,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 
 // runJob runs fetch, export, run or follow.
 func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summary, error) {
+	if cfg.NodeHome != "" && cfg.Source == nil {
+		src, err := openNodeHome(ctx, &cfg)
+		if err != nil {
+			return Summary{Command: cfg.Command, From: cfg.From, To: cfg.To}, err
+		}
+		defer closeSource(src)
+	}
 	start := time.Now()
 	sum := Summary{Command: cfg.Command, From: cfg.From, To: cfg.To}
 	tip := syntheticTipFunc(&cfg)

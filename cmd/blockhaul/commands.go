@@ -43,7 +43,7 @@ const exitStatusText = `Exit status: 0 range complete (or check clean); 1 runtim
 
 const rootLong = `blockhaul rebuilds blockchain history into PostgreSQL.
 
-With no --rpc, blocks come from a deterministic synthetic chain (--synthetic-seed).
+With neither --rpc nor --node-home, blocks come from a deterministic synthetic chain (--synthetic-seed).
 Every flag can also be set through an environment variable (BLOCKHAUL_<FLAG>);
 flags win over the environment.
 `

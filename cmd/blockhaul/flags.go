@@ -199,7 +199,9 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 
 	def(d, fs.StringVar, &cfg.Chain, "chain", dc.Chain, "chain family: "+strings.Join(family.Names(), " or "),
 		in(groupSource, sourcing, onPG, []string{cmdExport}).oneOf(family.Names()...))
-	defValue(d, &rpcList{urls: &cfg.RPC}, "rpc", "RPC endpoint URL(s), comma separated; empty means the synthetic chain", in(groupSource, sourcing))
+	defValue(d, &rpcList{urls: &cfg.RPC}, "rpc", "RPC endpoint URL(s), comma separated; without --rpc or --node-home, the synthetic chain", in(groupSource, sourcing))
+	def(d, fs.StringVar, &cfg.NodeHome, "node-home", "", "a stopped CometBFT node's home directory (config/, data/): read its blocks and results from its own databases, read-only, instead of its RPC (not with --rpc; see docs/sources.md)",
+		in(groupSource, []string{cmdRun, cmdFetch, cmdRepair}))
 	def(d, fs.Float64Var, &cfg.RPS, "rps", 0, "requests per second per RPC endpoint (0: unlimited)", in(groupSource, sourcing))
 	def(d, fs.DurationVar, &cfg.RPCTimeout, "rpc-timeout", dc.RPCTimeout, "timeout of one RPC request", in(groupSource, sourcing))
 	def(d, fs.Int64Var, &cfg.SyntheticSeed, "synthetic-seed", dc.SyntheticSeed, "seed of the synthetic chain", in(groupSource, sourcing))

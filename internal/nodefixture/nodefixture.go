@@ -7,13 +7,18 @@ package nodefixture
 import (
 	"archive/tar"
 	"bufio"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
 )
 
 // Fixture is one recorded node: Records[i] is the record of height i+1.
@@ -106,4 +111,84 @@ func (fx Fixture) Unpack(t testing.TB) string {
 		}
 	}
 	return home
+}
+
+// Serve serves the fixture's records through JSON-RPC as the node did:
+// status, block and block_results, each result the recorded bytes. The
+// server stops when the test ends.
+func (fx Fixture) Serve(t testing.TB) *rpctest.Server {
+	t.Helper()
+	type parts struct {
+		Block        json.RawMessage `json:"block"`
+		BlockResults json.RawMessage `json:"block_results"`
+	}
+	split := make([]parts, len(fx.Records))
+	for i, rec := range fx.Records {
+		if err := json.Unmarshal(rec, &split[i]); err != nil {
+			t.Fatalf("record %d: %v", i+1, err)
+		}
+	}
+	var hdr struct {
+		Block struct {
+			Header struct {
+				ChainID string `json:"chain_id"`
+			} `json:"header"`
+		} `json:"block"`
+	}
+	if err := json.Unmarshal(split[0].Block, &hdr); err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]any{
+		"node_info": map[string]any{"network": hdr.Block.Header.ChainID},
+		"sync_info": map[string]any{"latest_block_height": strconv.Itoa(len(split))},
+	}
+	srv := rpctest.NewServer(rpctest.Config{Handler: func(method string, params json.RawMessage) (any, *rpctest.Error) {
+		if method == "status" {
+			return status, nil
+		}
+		var p struct {
+			Height string `json:"height"`
+		}
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, &rpctest.Error{Code: -32602, Message: err.Error()}
+		}
+		h, err := strconv.Atoi(p.Height)
+		if err != nil || h < 1 || h > len(split) {
+			return nil, &rpctest.Error{Code: -32603, Message: "Internal error", Data: "height " + p.Height + " must be less than or equal to the current blockchain height"}
+		}
+		switch method {
+		case "block":
+			return split[h-1].Block, nil
+		case "block_results":
+			return split[h-1].BlockResults, nil
+		}
+		return nil, &rpctest.Error{Code: -32601, Message: "Method not found"}
+	}})
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// SetConfig replaces the line of home's config/config.toml that sets key
+// (it must be there once) with line.
+func SetConfig(t *testing.T, home, key, line string) {
+	t.Helper()
+	path := filepath.Join(home, "config", "config.toml")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	n := 0
+	for i, l := range lines {
+		if strings.HasPrefix(l, key+" =") {
+			lines[i] = line
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%s: %d lines set %s", path, n, key)
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -10,6 +10,8 @@ import (
 	dbm "github.com/cometbft/cometbft-db"
 	"github.com/pelletier/go-toml/v2"
 	"github.com/syndtr/goleveldb/leveldb/opt"
+
+	"github.com/blockhaul/blockhaul/chain"
 )
 
 // nodeConfig is what the source reads of a node's config/config.toml: the
@@ -36,12 +38,12 @@ func readConfig(home string) (nodeConfig, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return c, fmt.Errorf("nodehome: %s is not a CometBFT node home: no %s", home, path)
+			return c, refuse(fmt.Errorf("nodehome: %s is not a CometBFT node home: no %s", home, path))
 		}
-		return c, fmt.Errorf("nodehome: read %s: %w", path, err)
+		return c, refuse(fmt.Errorf("nodehome: read %s: %w", path, err))
 	}
 	if err := toml.Unmarshal(b, &c); err != nil {
-		return c, fmt.Errorf("nodehome: read %s: %w", path, err)
+		return c, refuse(fmt.Errorf("nodehome: read %s: %w", path, err))
 	}
 	if c.DBBackend == "" {
 		c.DBBackend = backendGoLevelDB // CometBFT's default
@@ -75,8 +77,10 @@ func (e *LockedError) Error() string {
 		"(stop it and copy the home, or take a filesystem snapshot and mount it; see docs/sources.md)", e.Path, e.Err)
 }
 
-func (e *LockedError) Unwrap() error        { return e.Err }
-func (e *LockedError) Is(target error) bool { return target == ErrLocked }
+func (e *LockedError) Unwrap() error { return e.Err }
+func (e *LockedError) Is(target error) bool {
+	return target == ErrLocked || target == chain.ErrSourceRefused
+}
 
 // Retryable reports false.
 func (e *LockedError) Retryable() bool { return false }
@@ -100,18 +104,34 @@ func (e *CorruptError) Error() string {
 	return fmt.Sprintf("nodehome: damaged node database %s at height %d: %v", e.Path, e.Height, e.Err)
 }
 
-func (e *CorruptError) Unwrap() error        { return e.Err }
-func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+func (e *CorruptError) Unwrap() error { return e.Err }
+func (e *CorruptError) Is(target error) bool {
+	return target == ErrCorrupt || target == chain.ErrSourceDamaged
+}
 
 // Retryable reports false: reading the file again gives the same bytes.
 func (e *CorruptError) Retryable() bool { return false }
+
+// RefusedError is a home the source cannot read as asked: not a node
+// home, a backend it does not read, a database missing or unreadable for
+// permissions, no blocks. It matches chain.ErrSourceRefused (bad input).
+type RefusedError struct{ Err error }
+
+func (e *RefusedError) Error() string        { return e.Err.Error() }
+func (e *RefusedError) Unwrap() error        { return e.Err }
+func (e *RefusedError) Is(target error) bool { return target == chain.ErrSourceRefused }
+
+// Retryable reports false.
+func (e *RefusedError) Retryable() bool { return false }
+
+func refuse(err error) error { return &RefusedError{Err: err} }
 
 // openDB opens the node database name (blockstore or state) of the backend
 // read-only.
 func openDB(backend, dir, name string) (dbm.DB, error) {
 	path := filepath.Join(dir, name+".db")
 	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("nodehome: no %s database: %w", name, err)
+		return nil, refuse(fmt.Errorf("nodehome: no %s database: %w", name, err))
 	}
 	switch backend {
 	case backendGoLevelDB:
@@ -123,7 +143,7 @@ func openDB(backend, dir, name string) (dbm.DB, error) {
 	case backendPebble:
 		return openPebble(path)
 	}
-	return nil, fmt.Errorf("nodehome: db_backend %q is not supported (goleveldb and pebbledb are)", backend)
+	return nil, refuse(fmt.Errorf("nodehome: db_backend %q is not supported (goleveldb and pebbledb are)", backend))
 }
 
 // classifyOpen names an error opening a database: a lock held by a running
@@ -133,7 +153,7 @@ func classifyOpen(path string, err error) error {
 		return &LockedError{Path: path, Err: err}
 	}
 	if errors.Is(err, os.ErrPermission) || errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("nodehome: open %s: %w", path, err)
+		return refuse(fmt.Errorf("nodehome: open %s: %w", path, err))
 	}
 	return &CorruptError{Path: path, Err: err}
 }

@@ -3,16 +3,13 @@ package nodehome
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
-	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/internal/nodefixture"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
@@ -89,60 +86,6 @@ func around(b []byte, i int) string {
 	return string(b[max(0, i-80):min(len(b), i+80)])
 }
 
-// recordedNode serves the fixture's records through JSON-RPC as the node
-// did: status, block and block_results, each result the recorded bytes.
-func recordedNode(t testing.TB, fx nodefixture.Fixture) *rpctest.Server {
-	t.Helper()
-	type parts struct {
-		Block        json.RawMessage `json:"block"`
-		BlockResults json.RawMessage `json:"block_results"`
-	}
-	split := make([]parts, len(fx.Records))
-	for i, rec := range fx.Records {
-		if err := json.Unmarshal(rec, &split[i]); err != nil {
-			t.Fatalf("record %d: %v", i+1, err)
-		}
-	}
-	var hdr struct {
-		Block struct {
-			Header struct {
-				ChainID string `json:"chain_id"`
-			} `json:"header"`
-		} `json:"block"`
-	}
-	if err := json.Unmarshal(split[0].Block, &hdr); err != nil {
-		t.Fatal(err)
-	}
-	status := map[string]any{
-		"node_info": map[string]any{"network": hdr.Block.Header.ChainID},
-		"sync_info": map[string]any{"latest_block_height": strconv.Itoa(len(split))},
-	}
-	srv := rpctest.NewServer(rpctest.Config{Handler: func(method string, params json.RawMessage) (any, *rpctest.Error) {
-		if method == "status" {
-			return status, nil
-		}
-		var p struct {
-			Height string `json:"height"`
-		}
-		if err := json.Unmarshal(params, &p); err != nil {
-			return nil, &rpctest.Error{Code: -32602, Message: err.Error()}
-		}
-		h, err := strconv.Atoi(p.Height)
-		if err != nil || h < 1 || h > len(split) {
-			return nil, &rpctest.Error{Code: -32603, Message: "Internal error", Data: "height " + p.Height + " must be less than or equal to the current blockchain height"}
-		}
-		switch method {
-		case "block":
-			return split[h-1].Block, nil
-		case "block_results":
-			return split[h-1].BlockResults, nil
-		}
-		return nil, &rpctest.Error{Code: -32601, Message: "Method not found"}
-	}})
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 func stage(t testing.TB, src loader.Source, to uint64) *staging.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -166,7 +109,7 @@ func TestStagedAndExportedEqualRPC(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			fx := nodefixture.Load(t, name)
 			home := openHome(t, fx.Unpack(t))
-			node := recordedNode(t, fx)
+			node := fx.Serve(t)
 			client, err := jsonrpc.New(jsonrpc.Config{Endpoints: []string{node.URL}, MaxBatch: cometbft.RPCMaxBatch})
 			if err != nil {
 				t.Fatal(err)
@@ -198,21 +141,7 @@ func TestStagedAndExportedEqualRPC(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			dec := cometbft.NewDecoder()
-			orderBy := map[string]string{}
-			for _, tb := range dec.Tables() {
-				key := tb.PrimaryKey
-				if len(key) == 0 {
-					t.Fatalf("table %s has no primary key to order by", tb.Name)
-				}
-				cols := ""
-				for i, c := range key {
-					if i > 0 {
-						cols += ", "
-					}
-					cols += c
-				}
-				orderBy[tb.Name] = cols
-			}
+			orderBy := pgtest.OrderBy(t, dec.Tables())
 			var prints []map[string]string
 			for _, store := range []*staging.Store{fromHome, fromRPC} {
 				dsn := pgtest.NewDatabase(t)

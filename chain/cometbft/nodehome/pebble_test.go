@@ -25,7 +25,7 @@ func TestPebbleHome(t *testing.T) {
 	for _, name := range []string{"blockstore", "state"} {
 		toPebble(t, data, name)
 	}
-	setConfig(t, home, "db_backend", `db_backend = "pebbledb"`)
+	nodefixture.SetConfig(t, home, "db_backend", `db_backend = "pebbledb"`)
 	src := openHome(t, home)
 	for i, want := range fx.Records {
 		got, err := src.Record(uint64(i + 1))

@@ -24,31 +24,6 @@ func dbmOpenWritable(dir, name string) (dbm.DB, error) {
 	return dbm.NewGoLevelDB(name, dir)
 }
 
-// setConfig replaces a line of the home's config.toml that starts with
-// key (it must be there once).
-func setConfig(t *testing.T, home, key, line string) {
-	t.Helper()
-	path := filepath.Join(home, "config", "config.toml")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(b), "\n")
-	n := 0
-	for i, l := range lines {
-		if strings.HasPrefix(l, key+" =") {
-			lines[i] = line
-			n++
-		}
-	}
-	if n != 1 {
-		t.Fatalf("%s: %d lines set %s", path, n, key)
-	}
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // fetchInto runs the loader over 1..to from src into a new store and
 // returns how many heights it staged and its error.
 func fetchInto(t *testing.T, src loader.Source, from, to uint64) (int, error) {
@@ -73,7 +48,7 @@ func fetchInto(t *testing.T, src loader.Source, from, to uint64) (int, error) {
 func TestRefusesDiscardedResults(t *testing.T) {
 	fx := nodefixture.Load(t, "home-0.38")
 	home := fx.Unpack(t)
-	setConfig(t, home, "discard_abci_responses", "discard_abci_responses = true")
+	nodefixture.SetConfig(t, home, "discard_abci_responses", "discard_abci_responses = true")
 	src := openHome(t, home)
 	staged, err := fetchInto(t, src, 5, 100)
 	var ue *UnavailableError
@@ -147,7 +122,7 @@ func pruneHome(t *testing.T, home string, retain int64) {
 func TestRefusesUnsupportedBackend(t *testing.T) {
 	fx := nodefixture.Load(t, "home-0.38")
 	home := fx.Unpack(t)
-	setConfig(t, home, "db_backend", `db_backend = "rocksdb"`)
+	nodefixture.SetConfig(t, home, "db_backend", `db_backend = "rocksdb"`)
 	_, err := Open(Config{Home: home})
 	if err == nil || !strings.Contains(err.Error(), `db_backend "rocksdb" is not supported`) {
 		t.Fatalf("Open of a rocksdb home: %v", err)

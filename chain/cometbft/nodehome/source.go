@@ -47,6 +47,12 @@ type Source struct {
 	tip         uint64
 	chainID     string
 	closeOnce   sync.Once
+
+	// checked is the last range CheckRange found whole: a job asks for its
+	// range more than once before it fetches (the run's preflight, then
+	// the loader), and each pass reads a key per height.
+	checkedMu            sync.Mutex
+	checkedFrom, checked uint64
 }
 
 // Open opens the node home of cfg read-only and reads what it holds: its
@@ -56,19 +62,19 @@ type Source struct {
 // (*CorruptError).
 func Open(cfg Config) (*Source, error) {
 	if cfg.Home == "" {
-		return nil, errors.New("nodehome: no node home")
+		return nil, refuse(errors.New("nodehome: no node home"))
 	}
 	home, err := filepath.Abs(cfg.Home)
 	if err != nil {
-		return nil, fmt.Errorf("nodehome: %w", err)
+		return nil, refuse(fmt.Errorf("nodehome: %w", err))
 	}
 	nc, err := readConfig(home)
 	if err != nil {
 		return nil, err
 	}
 	if nc.DBBackend != backendGoLevelDB && nc.DBBackend != backendPebble {
-		return nil, fmt.Errorf("nodehome: %s: db_backend %q is not supported (goleveldb and pebbledb are)",
-			filepath.Join(home, "config", "config.toml"), nc.DBBackend)
+		return nil, refuse(fmt.Errorf("nodehome: %s: db_backend %q is not supported (goleveldb and pebbledb are)",
+			filepath.Join(home, "config", "config.toml"), nc.DBBackend))
 	}
 	dir := nc.dbDir(home)
 	s := &Source{
@@ -100,7 +106,7 @@ func (s *Source) load() (err error) {
 	s.state = sm.NewStore(s.stateDB, sm.StoreOptions{DiscardABCIResponses: false})
 	height := s.blocks.Height()
 	if height <= 0 {
-		return fmt.Errorf("nodehome: %s holds no blocks", s.blockPath)
+		return refuse(fmt.Errorf("nodehome: %s holds no blocks", s.blockPath))
 	}
 	meta := s.blocks.LoadBlockMeta(height)
 	if meta == nil {
@@ -176,7 +182,8 @@ func (s *Source) String() string { return s.home }
 // from..to the home cannot serve: every height when results are discarded,
 // the heights below the block store's base (pruned), a height whose results
 // are not stored, a height above the tip. It reads a key per height, so a
-// run is refused before anything is staged.
+// run is refused before anything is staged; a range within the last one it
+// found whole is not read again.
 func (s *Source) CheckRange(ctx context.Context, from, to uint64) error {
 	if s.discard {
 		return &UnavailableError{Home: s.home, Height: from,
@@ -190,6 +197,12 @@ func (s *Source) CheckRange(ctx context.Context, from, to uint64) error {
 		return &UnavailableError{Home: s.home, Height: s.tip + 1,
 			Reason: fmt.Sprintf("above the home's latest height %d", s.tip)}
 	}
+	s.checkedMu.Lock()
+	whole := s.checked > 0 && from >= s.checkedFrom && to <= s.checked
+	s.checkedMu.Unlock()
+	if whole {
+		return nil
+	}
 	for h := from; h <= to; h++ {
 		if h%4096 == 0 && ctx.Err() != nil {
 			return ctx.Err()
@@ -202,6 +215,9 @@ func (s *Source) CheckRange(ctx context.Context, from, to uint64) error {
 			return &UnavailableError{Home: s.home, Height: h, Reason: "no block results stored for it (pruned or discarded)"}
 		}
 	}
+	s.checkedMu.Lock()
+	s.checkedFrom, s.checked = from, to
+	s.checkedMu.Unlock()
 	return nil
 }
 
@@ -345,8 +361,11 @@ func (e *UnavailableError) Error() string {
 	return fmt.Sprintf("nodehome: height %d is not available in node home %s: %s", e.Height, e.Home, e.Reason)
 }
 
-// Is matches cometbft.ErrUnavailable, as the RPC source's error does.
-func (e *UnavailableError) Is(target error) bool { return target == cometbft.ErrUnavailable }
+// Is matches cometbft.ErrUnavailable, as the RPC source's error does, and
+// chain.ErrSourceRefused: a home never gains the height it lacks.
+func (e *UnavailableError) Is(target error) bool {
+	return target == cometbft.ErrUnavailable || target == chain.ErrSourceRefused
+}
 
 // Retryable reports false.
 func (e *UnavailableError) Retryable() bool { return false }
