@@ -16,7 +16,7 @@ import (
 // TestDamagedNodeHome flips bytes in, and truncates, the largest table file
 // of a node home's block store and of its state store, then runs
 // `blockhaul run --node-home` on it: each run must end without a panic,
-// either non-zero naming the damaged database, or 0 with the tables of the
+// either with exit 4 naming the damaged database, or 0 with the tables of the
 // undamaged home; whatever it exported must be rows of the undamaged home
 // (nothing staged wrong).
 func TestDamagedNodeHome(t *testing.T) {
@@ -55,8 +55,8 @@ func TestDamagedNodeHome(t *testing.T) {
 					bad = append(bad, fmt.Sprintf("%s: exit 0 but tables differ: %s", name, strings.Join(d, "; ")))
 				}
 				res += ", tables identical"
-			case !strings.Contains(out, "damaged node database") || !strings.Contains(out, dir):
-				bad = append(bad, fmt.Sprintf("%s: exit %d without naming %s as damaged: %s", name, code, dir, errorLine(out)))
+			case code != 4 || !strings.Contains(out, "damaged node database") || !strings.Contains(out, dir):
+				bad = append(bad, fmt.Sprintf("%s: exit %d (want 4, a fatal data error) or without naming %s as damaged: %s", name, code, dir, errorLine(out)))
 			default:
 				res += ", names the database"
 			}
