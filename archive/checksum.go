@@ -436,21 +436,30 @@ func Locate(ctx context.Context, a, b *pgx.Conn, schemaA, schemaB string, tables
 		if err := g.Wait(); err != nil {
 			return err
 		}
-		d.Heights = []HeightDifference{}
-		for h := d.From; ; h++ {
+		d.Heights, d.HeightCount = differingHeights(d.From, d.To, func(h uint64) (HeightDifference, bool) {
 			x, y := ha[h], hb[h]
-			if x != y {
-				d.HeightCount++
-				if len(d.Heights) < maxLocatedHeights {
-					d.Heights = append(d.Heights, HeightDifference{Height: h, ARows: x.rows, BRows: y.rows})
-				}
-			}
-			if h == d.To {
-				break
-			}
-		}
+			return HeightDifference{Height: h, ARows: x.rows, BRows: y.rows}, x != y
+		})
 	}
 	return nil
+}
+
+// differingHeights asks at about every height from..to whether it differs
+// and lists what it returns for those that do, the first
+// maxLocatedHeights of them; n counts them all.
+func differingHeights[T any](from, to uint64, at func(h uint64) (T, bool)) (list []T, n int) {
+	list = []T{}
+	for h := from; ; h++ {
+		if v, differs := at(h); differs {
+			n++
+			if len(list) < maxLocatedHeights {
+				list = append(list, v)
+			}
+		}
+		if h == to {
+			return list, n
+		}
+	}
 }
 
 type heightDigest struct {
@@ -458,30 +467,15 @@ type heightDigest struct {
 	sum  string
 }
 
-// heightDigests is the per-height digest of one table over [from, to].
-func heightDigests(ctx context.Context, conn *pgx.Conn, schema string, t chain.Table, from, to uint64) (map[uint64]heightDigest, error) {
-	hc := chain.QuoteIdent(t.HeightColumn)
-	q := fmt.Sprintf("SELECT %s, count(*), sum(%s)::text FROM %s.%s AS t WHERE %s BETWEEN $1 AND $2 GROUP BY 1",
-		hc, rowHash(t), chain.QuoteIdent(schema), chain.QuoteIdent(t.Name), hc)
-	out := map[uint64]heightDigest{}
-	err := pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+// heightDigests is the per-height digest of one table over [from, to], in
+// a repeatable-read snapshot of its own.
+func heightDigests(ctx context.Context, conn *pgx.Conn, schema string, t chain.Table, from, to uint64) (out map[uint64]heightDigest, err error) {
+	err = pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if err := checksumSettings(ctx, tx); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, q, int64(from), int64(to))
-		if err != nil {
-			return fmt.Errorf("%s heights %d-%d: %w", t.Name, from, to, err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var h, n int64
-			var sum string
-			if err := rows.Scan(&h, &n, &sum); err != nil {
-				return fmt.Errorf("%s heights %d-%d: %w", t.Name, from, to, err)
-			}
-			out[uint64(h)] = heightDigest{rows: n, sum: sum}
-		}
-		return rows.Err()
+		out, err = heightDigestsIn(ctx, tx, schema, t, from, to)
+		return err
 	})
 	return out, err
 }

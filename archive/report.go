@@ -225,13 +225,21 @@ func (r VerifyReport) WriteText(w io.Writer) {
 		writeBreaks(w, p.BreakCount, p.Breaks)
 		writeProblems(w, "differs from staging", p.DiffersCount, p.Differs)
 		writeProblems(w, "unreadable in staging", p.UnreadableCount, p.Unreadable)
-		if p.Problems() == 0 {
+		writeTableChecks(w, p)
+		switch {
+		case p.Problems() > 0:
+		case p.Complete:
 			fmt.Fprintln(w, "  postgresql: clean")
+		default:
+			fmt.Fprintln(w, "  postgresql: no problem in what was compared, but not every table's rows were (above)")
 		}
 	}
-	if n := r.Problems(); n > 0 {
+	switch n := r.Problems(); {
+	case n > 0:
 		fmt.Fprintf(w, "result: %s\n", Quantity(n, "problem"))
-	} else {
+	case r.PG != nil && !r.PG.Complete:
+		fmt.Fprintln(w, "result: no problem found, not clean: rows left uncompared (above)")
+	default:
 		fmt.Fprintln(w, "result: clean")
 	}
 }
@@ -252,6 +260,55 @@ func gapList(gs []Gap, max int) string {
 		}
 	}
 	return s
+}
+
+// writeTableChecks prints each table's rows against staging: compared and
+// equal, the chunks and heights that differ, or why it was not compared.
+func writeTableChecks(w io.Writer, p *PGReport) {
+	if p.Tables == nil {
+		fmt.Fprintln(w, "  rows against staging: not compared (no staging store)")
+		return
+	}
+	fmt.Fprintf(w, "  rows against staging, in chunks of %d heights:\n", p.Chunk)
+	width := 0
+	for _, t := range p.Tables {
+		width = max(width, len(t.Table))
+	}
+	for _, t := range p.Tables {
+		switch {
+		case !t.Compared:
+			fmt.Fprintf(w, "    %-*s  NOT COMPARED: %s\n", width, t.Table, t.NotCompared)
+		case t.DiffersCount == 0:
+			fmt.Fprintf(w, "    %-*s  equal: %s in %s\n", width, t.Table, Quantity(int(t.Rows), "row"), Quantity(t.Chunks, "chunk"))
+		default:
+			fmt.Fprintf(w, "    %-*s  DIFFERS in %s of %d:\n", width, t.Table, Quantity(t.DiffersCount, "chunk"), t.Chunks)
+			for i, d := range t.Differs {
+				if i == 10 {
+					fmt.Fprintf(w, "      … %d more (see --json)\n", t.DiffersCount-10)
+					break
+				}
+				fmt.Fprintf(w, "      heights %d-%d: %s", d.From, d.To, d.Problem)
+				if d.Heights != nil {
+					fmt.Fprintf(w, "; at %s:", Quantity(d.HeightCount, "height"))
+					for j, h := range d.Heights {
+						if j == 10 {
+							fmt.Fprint(w, " …")
+							break
+						}
+						fmt.Fprintf(w, " %d (%d rows in PostgreSQL, %d from staging)", h.Height, h.PGRows, h.StagedRows)
+					}
+				}
+				fmt.Fprintln(w)
+			}
+		}
+	}
+	for i, u := range p.Uncompared {
+		if i == 10 {
+			fmt.Fprintf(w, "    … %d more chunks not compared (see --json)\n", len(p.Uncompared)-10)
+			break
+		}
+		fmt.Fprintf(w, "    heights %d-%d not compared in any table: %s\n", u.From, u.To, u.Reason)
+	}
 }
 
 func writeProblems(w io.Writer, kind string, n int, ps []Problem) {

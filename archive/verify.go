@@ -33,6 +33,9 @@ type VerifyConfig struct {
 	// MaxListed caps how many problems of each kind the report lists (the
 	// counts are always exact). Default 1000.
 	MaxListed int
+	// Chunk is how many heights one digest chunk of VerifyPG's row
+	// comparison covers, aligned as checksum's. Default DefaultChunk.
+	Chunk uint64
 	// Workers is how many goroutines read, decompress, rehash and decode
 	// records at once, each over its own segment of heights; the report is
 	// the same for any number. Default GOMAXPROCS.

@@ -34,15 +34,27 @@ type PGReport struct {
 	Duplicates []uint64  `json:"duplicates"` // heights with more than one block row
 	Breaks     []Break   `json:"breaks"`     // across every seam between streams and ranges
 	Differs    []Problem `json:"differs"`    // blocks whose hash is not the staged block's
-	// Unreadable are exported heights whose staged header cannot be read:
-	// nothing could be compared there.
+	// Unreadable are exported heights whose staged header or record cannot
+	// be read (or decoded): nothing could be compared there.
 	Unreadable []Problem `json:"unreadable"`
+	// Tables is every table of the family compared with what staging
+	// decodes to, per chunk of Chunk heights (nil when no staging store
+	// or decoder was given: nothing was compared); Uncompared are the
+	// chunks left out of every table's comparison, and why.
+	Tables     []TableCheck `json:"tables"`
+	Chunk      uint64       `json:"chunk,omitempty"`
+	Uncompared []Uncompared `json:"uncompared"`
+	// Complete is whether every table's rows were compared over every
+	// exported height: only then does no problem mean clean.
+	Complete bool `json:"complete"`
 	// Counts of each kind; the lists stop at MaxListed.
 	DuplicateCount  int           `json:"duplicate_count"`
 	BreakCount      int           `json:"break_count"`
 	DiffersCount    int           `json:"differs_count"`
 	UnreadableCount int           `json:"unreadable_count"`
 	Duration        time.Duration `json:"duration_ns"`
+
+	headerUnreadable map[uint64]bool // listed in Unreadable by walkBlocks
 }
 
 // Problems is the number of things found wrong.
@@ -50,6 +62,9 @@ func (r *PGReport) Problems() int {
 	n := r.DuplicateCount + r.BreakCount + r.DiffersCount + r.UnreadableCount
 	for _, s := range r.Streams {
 		n += len(s.Problem)
+	}
+	for _, t := range r.Tables {
+		n += t.DiffersCount
 	}
 	return n
 }
@@ -60,14 +75,20 @@ func (r *PGReport) Problems() int {
 // height twice, the parent-hash chain over every pair of adjacent exported
 // heights — across the seams between streams and ranges exported at
 // different times, which export alone never compares — and, when store is
-// not nil, every exported block's hash against the staged block's. blocks
-// is the family's blocks table (height column, hash, parent_hash).
-func VerifyPG(ctx context.Context, conn *pgx.Conn, store *staging.Store, schema string, blocks chain.Table, cfg VerifyConfig) (*PGReport, error) {
+// not nil, every exported block's hash against the staged block's and, with
+// dec, every table's rows against the rows its staged blocks decode to:
+// PostgreSQL digests its rows per chunk of heights as checksum does while
+// blockhaul decodes the staged blocks and digests their rows the same way,
+// and the chunks that differ are searched for the heights. The family's
+// first table (dec.Tables()[0]) is its blocks table (height column, hash,
+// parent_hash).
+func VerifyPG(ctx context.Context, conn *pgx.Conn, store *staging.Store, schema string, dec Decoder, cfg VerifyConfig) (*PGReport, error) {
 	if cfg.MaxListed <= 0 {
 		cfg.MaxListed = 1000
 	}
 	start := time.Now()
-	r := &PGReport{Schema: schema, Streams: []StreamCheck{}, Gaps: []Gap{}, Duplicates: []uint64{}, Breaks: []Break{}, Differs: []Problem{}, Unreadable: []Problem{}}
+	blocks := dec.Tables()[0]
+	r := &PGReport{Schema: schema, Streams: []StreamCheck{}, Gaps: []Gap{}, Duplicates: []uint64{}, Breaks: []Break{}, Differs: []Problem{}, Unreadable: []Problem{}, Uncompared: []Uncompared{}}
 	qs := chain.QuoteIdent(schema)
 	qt := qs + "." + chain.QuoteIdent(blocks.Name)
 	hc := chain.QuoteIdent(blocks.HeightColumn)
@@ -82,9 +103,17 @@ func VerifyPG(ctx context.Context, conn *pgx.Conn, store *staging.Store, schema 
 		if err := r.checkStreams(ctx, tx, qs, qt, hc); err != nil {
 			return err
 		}
-		return r.walkBlocks(ctx, tx, store, qt, hc, cfg)
+		exported, err := r.walkBlocks(ctx, tx, store, qt, hc, cfg)
+		if err != nil || store == nil {
+			return err
+		}
+		return r.compareRows(ctx, tx, store, dec, schema, exported, cfg)
 	})
 	r.Duration = time.Since(start)
+	r.Complete = r.Tables != nil && len(r.Uncompared) == 0
+	for _, t := range r.Tables {
+		r.Complete = r.Complete && t.Compared
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -167,8 +196,9 @@ func ptrString(p *int64) string {
 }
 
 // walkBlocks reads (height, hash, parent_hash) of every block in height
-// order, once, and checks duplicates, gaps, the chain and staging.
-func (r *PGReport) walkBlocks(ctx context.Context, tx pgx.Tx, store *staging.Store, qt, hc string, cfg VerifyConfig) error {
+// order, once, and checks duplicates, gaps, the chain and staging. It
+// returns the exported heights as runs.
+func (r *PGReport) walkBlocks(ctx context.Context, tx pgx.Tx, store *staging.Store, qt, hc string, cfg VerifyConfig) ([]Gap, error) {
 	where, args := "", []any{}
 	switch {
 	case cfg.FromSet && cfg.ToSet:
@@ -180,8 +210,9 @@ func (r *PGReport) walkBlocks(ctx context.Context, tx pgx.Tx, store *staging.Sto
 	}
 	rows, err := tx.Query(ctx, fmt.Sprintf("SELECT %s, hash, parent_hash FROM %s%s ORDER BY 1", hc, qt, where), args...)
 	if err != nil {
-		return fmt.Errorf("archive: verify blocks: %w", err)
+		return nil, fmt.Errorf("archive: verify blocks: %w", err)
 	}
+	var exported []Gap
 	defer rows.Close()
 	var prevH int64
 	var prevHash []byte
@@ -190,9 +221,16 @@ func (r *PGReport) walkBlocks(ctx context.Context, tx pgx.Tx, store *staging.Sto
 		var h int64
 		var hash, parent []byte
 		if err := rows.Scan(&h, &hash, &parent); err != nil {
-			return fmt.Errorf("archive: verify blocks: %w", err)
+			return nil, fmt.Errorf("archive: verify blocks: %w", err)
 		}
 		r.Blocks++
+		switch n := len(exported); {
+		case n > 0 && exported[n-1].To == uint64(h):
+		case n > 0 && exported[n-1].To+1 == uint64(h):
+			exported[n-1].To = uint64(h)
+		default:
+			exported = append(exported, Gap{From: uint64(h), To: uint64(h)})
+		}
 		switch {
 		case first:
 		case h == prevH:
@@ -215,8 +253,13 @@ func (r *PGReport) walkBlocks(ctx context.Context, tx pgx.Tx, store *staging.Sto
 			staged, _, err := store.Header(uint64(h))
 			switch {
 			case errors.Is(err, staging.ErrNotFound):
-				// Not staged (pruned, or staged elsewhere): nothing to compare.
+				// Not staged (pruned, or staged elsewhere): the rows of its
+				// chunk are not compared, and the report says so.
 			case err != nil:
+				if r.headerUnreadable == nil {
+					r.headerUnreadable = map[uint64]bool{}
+				}
+				r.headerUnreadable[uint64(h)] = true
 				r.UnreadableCount++
 				if len(r.Unreadable) < cfg.MaxListed {
 					r.Unreadable = append(r.Unreadable, Problem{Height: uint64(h), Reason: "exported, but its staged header cannot be read: " + err.Error()})
@@ -229,11 +272,11 @@ func (r *PGReport) walkBlocks(ctx context.Context, tx pgx.Tx, store *staging.Sto
 			}
 		}
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("archive: verify blocks: %w", err)
+		return nil, fmt.Errorf("archive: verify blocks: %w", err)
 	}
-	return nil
+	return exported, nil
 }

@@ -318,3 +318,35 @@ func TestVerifyWorkersSameReport(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyReportIsCleanOnlyWhenEveryTableWasCompared: with no problem
+// found, the text says "clean" only when every table's rows were compared
+// over every exported height; otherwise it names what was left out.
+func TestVerifyReportIsCleanOnlyWhenEveryTableWasCompared(t *testing.T) {
+	staged := &StagingReport{Dir: "s"}
+	for _, tc := range []struct {
+		name  string
+		pg    *PGReport
+		clean bool
+		want  []string
+	}{
+		{"all compared", &PGReport{Schema: "x", Chunk: 10, Complete: true, Tables: []TableCheck{{Table: "blocks", Compared: true, Chunks: 1, Rows: 5}}}, true,
+			[]string{"blocks  equal: 5 rows in 1 chunk"}},
+		{"a table not compared", &PGReport{Schema: "x", Chunk: 10, Tables: []TableCheck{{Table: "blocks", Compared: true, Chunks: 1, Rows: 5}, {Table: "logs", NotCompared: "not in the schema"}}}, false,
+			[]string{"logs    NOT COMPARED: not in the schema", "not every table's rows were", "result: no problem found, not clean"}},
+		{"a chunk not compared", &PGReport{Schema: "x", Chunk: 10, Tables: []TableCheck{{Table: "blocks", Compared: true, Chunks: 1, Rows: 5}}, Uncompared: []Uncompared{{From: 1, To: 9, Reason: "exported heights 1-9 are not staged"}}}, false,
+			[]string{"heights 1-9 not compared in any table: exported heights 1-9 are not staged", "result: no problem found, not clean"}},
+	} {
+		var out bytes.Buffer
+		VerifyReport{Staging: staged, PG: tc.pg}.WriteText(&out)
+		text := out.String()
+		if strings.Contains(text, "postgresql: clean") != tc.clean || strings.Contains(text, "result: clean") != tc.clean {
+			t.Errorf("%s: clean %v:\n%s", tc.name, !tc.clean, text)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s: lacks %q:\n%s", tc.name, w, text)
+			}
+		}
+	}
+}

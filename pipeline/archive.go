@@ -49,6 +49,10 @@ func (c *Config) validateArchive() []*FieldError {
 		if c.Chunk == 0 {
 			bad("chunk", "must be positive")
 		}
+	case CmdVerify:
+		if c.Chunk == 0 {
+			bad("chunk", "must be positive")
+		}
 	case CmdSnapshot, CmdRestore:
 		if len(c.Args) != 1 {
 			what := "DEST (a directory or a file://, s3://… URL)"
@@ -203,7 +207,7 @@ func Verify(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	vcfg := archive.VerifyConfig{From: cfg.From, To: cfg.To, FromSet: cfg.FromSet, ToSet: cfg.ToSet, Deep: cfg.Deep, Decoder: dec}
+	vcfg := archive.VerifyConfig{From: cfg.From, To: cfg.To, FromSet: cfg.FromSet, ToSet: cfg.ToSet, Deep: cfg.Deep, Decoder: dec, Chunk: cfg.Chunk}
 	if fam := family.Of(dec.Family()); fam != nil {
 		vcfg.Recompute = fam.Verifier(chain.VerifyFull)
 	}
@@ -217,7 +221,7 @@ func Verify(ctx context.Context, cfg Config, out io.Writer) error {
 			return err
 		}
 		defer conn.Close(context.WithoutCancel(ctx))
-		if r.PG, err = archive.VerifyPG(ctx, conn, store, cfg.Schema, dec.Tables()[0], vcfg); err != nil {
+		if r.PG, err = archive.VerifyPG(ctx, conn, store, cfg.Schema, dec, vcfg); err != nil {
 			return err
 		}
 	}

@@ -322,23 +322,38 @@ func TestVerifyPostgreSQL(t *testing.T) {
 }
 
 // TestVerifyPostgreSQLNamesUnreadableStagedHeaders: an exported height
-// whose staged header cannot be read (its .sst damaged) is a problem named
-// with its height, exit 4 (it counted as matching staging before).
+// whose staged header (its .sst damaged) or record (its .blob damaged)
+// cannot be read is a problem named with its height, exit 4 (a header
+// counted as matching staging before), and its chunk's rows are reported
+// as not compared, not as equal.
 func TestVerifyPostgreSQLNamesUnreadableStagedHeaders(t *testing.T) {
-	const to = 600
-	stg := archiveFixture(t, "cometbft", to)
-	dsn := exportInto(t, "cometbft", stg, to)
-	damageLargest(t, stg, "sst")
-	r, err := runVerify(t, verifyCmd(stg, dsn))
-	if ExitCode(err) != ExitData || r.PG == nil {
-		t.Fatalf("exit %d (%v), %+v", ExitCode(err), err, r.PG)
-	}
-	if r.PG.UnreadableCount == 0 || len(r.PG.Unreadable) == 0 || !strings.Contains(r.PG.Unreadable[0].Reason, "staged header cannot be read") ||
-		r.PG.Unreadable[0].Height == 0 || r.PG.Unreadable[0].Height > to {
-		t.Fatalf("unreadable %d: %+v", r.PG.UnreadableCount, r.PG.Unreadable)
-	}
-	if r.PG.Problems() < r.PG.UnreadableCount {
-		t.Errorf("problems %d < unreadable %d", r.PG.Problems(), r.PG.UnreadableCount)
+	for _, tc := range []struct{ ext, want string }{{"sst", "staged header cannot be read"}, {"blob", "staged record cannot be read"}} {
+		t.Run(tc.ext, func(t *testing.T) {
+			const to = 600
+			stg := archiveFixture(t, "cometbft", to)
+			dsn := exportInto(t, "cometbft", stg, to)
+			damageLargest(t, stg, tc.ext)
+			r, err := runVerify(t, verifyCmd(stg, dsn))
+			if ExitCode(err) != ExitData || r.PG == nil {
+				t.Fatalf("exit %d (%v), %+v", ExitCode(err), err, r.PG)
+			}
+			if r.PG.UnreadableCount == 0 || len(r.PG.Unreadable) == 0 || !strings.Contains(r.PG.Unreadable[0].Reason, tc.want) ||
+				r.PG.Unreadable[0].Height == 0 || r.PG.Unreadable[0].Height > to {
+				t.Fatalf("unreadable %d: %+v", r.PG.UnreadableCount, r.PG.Unreadable)
+			}
+			if r.PG.Problems() < r.PG.UnreadableCount {
+				t.Errorf("problems %d < unreadable %d", r.PG.Problems(), r.PG.UnreadableCount)
+			}
+			// One chunk holds all 600 heights: no table's rows compared.
+			if len(r.PG.Uncompared) == 0 {
+				t.Errorf("the damaged chunk is not reported as not compared: %+v", r.PG)
+			}
+			for _, tc := range r.PG.Tables {
+				if tc.Compared {
+					t.Errorf("%s compared over a chunk with an unreadable height: %+v", tc.Table, tc)
+				}
+			}
+		})
 	}
 }
 
@@ -366,6 +381,103 @@ func damageLargest(t *testing.T, dir, ext string) {
 	}
 	if err := os.WriteFile(biggest, data, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestVerifyPostgreSQLComparesEveryTableWithStaging: verify --pg compares
+// every table's rows with what the staged blocks decode to. Clean, every
+// table is compared and equal; with a child-table row deleted and a
+// transaction cell changed (the blocks untouched) it names both tables and
+// the heights (it said "clean" before); with exported heights no longer
+// staged it says which chunks it could not compare, not that they are
+// equal.
+func TestVerifyPostgreSQLComparesEveryTableWithStaging(t *testing.T) {
+	for _, chainName := range []string{"cometbft", "evm"} {
+		t.Run(chainName, func(t *testing.T) {
+			const to = 600
+			stg := archiveFixture(t, chainName, to)
+			dsn := exportInto(t, chainName, stg, to)
+			cfg := verifyCmd(stg, dsn)
+			cfg.Chunk = 100
+			r, err := runVerify(t, cfg)
+			if err != nil || r.PG == nil || !r.PG.Complete {
+				t.Fatalf("clean: %v %+v", err, r.PG)
+			}
+			want := map[string][]string{"cometbft": {"blocks", "transactions", "events", "commit_signatures", "validator_updates", "consensus_param_updates", "messages"}, "evm": {"blocks", "transactions", "logs", "withdrawals"}}[chainName]
+			if len(r.PG.Tables) != len(want) {
+				t.Fatalf("tables compared: %+v", r.PG.Tables)
+			}
+			for i, tc := range r.PG.Tables {
+				if tc.Table != want[i] || !tc.Compared || tc.DiffersCount != 0 || tc.Chunks != 7 {
+					t.Errorf("clean %s: %+v", want[i], tc)
+				}
+			}
+			if r.PG.Tables[1].Rows == 0 || r.PG.Tables[2].Rows == 0 {
+				t.Errorf("no rows compared: %+v", r.PG.Tables)
+			}
+			child, hc := map[string][2]string{"cometbft": {"events", "height"}, "evm": {"logs", "block_number"}}[chainName], map[string]string{"cometbft": "height", "evm": "block_number"}[chainName]
+			cell := map[string]string{"cometbft": "gas_used = gas_used + 1", "evm": "gas_used = gas_used + 1"}[chainName]
+			txIndex := map[string]string{"cometbft": "tx_index", "evm": "transaction_index"}[chainName]
+			txHeight := uint64(queryInt(t, dsn, fmt.Sprintf("SELECT min(%[1]s) FROM %[2]s.transactions WHERE %[1]s >= 420", hc, chainName)))
+			execSQL(t, dsn,
+				fmt.Sprintf("DELETE FROM %[1]s.%[2]s WHERE ctid = (SELECT ctid FROM %[1]s.%[2]s WHERE %[3]s = 250 LIMIT 1)", chainName, child[0], child[1]),
+				fmt.Sprintf("UPDATE %s.transactions SET %s WHERE %s = %d AND %s = 0", chainName, cell, hc, txHeight, txIndex),
+			)
+			r, err = runVerify(t, cfg)
+			if ExitCode(err) != ExitData {
+				t.Fatalf("damaged: exit %d (%v)", ExitCode(err), err)
+			}
+			for _, tc := range r.PG.Tables {
+				switch tc.Table {
+				case child[0]:
+					if tc.DiffersCount != 1 || tc.Differs[0].From != 200 || tc.Differs[0].To != 299 || tc.Differs[0].StagedRows != tc.Differs[0].PGRows+1 ||
+						tc.Differs[0].HeightCount != 1 || tc.Differs[0].Heights[0].Height != 250 {
+						t.Errorf("%s: %+v", tc.Table, tc)
+					}
+				case "transactions":
+					if tc.DiffersCount != 1 || tc.Differs[0].From != 400 || tc.Differs[0].StagedRows != tc.Differs[0].PGRows ||
+						tc.Differs[0].HeightCount != 1 || tc.Differs[0].Heights[0].Height != txHeight {
+						t.Errorf("transactions: %+v", tc)
+					}
+				default:
+					if !tc.Compared || tc.DiffersCount != 0 {
+						t.Errorf("%s: %+v", tc.Table, tc)
+					}
+				}
+			}
+			if r.PG.Problems() != 2 || r.PG.BreakCount != 0 || r.PG.DiffersCount != 0 {
+				t.Errorf("problems %d: %+v", r.PG.Problems(), r.PG)
+			}
+			// Heights 1-99 pruned from staging: their chunk is not
+			// compared, and the report says so; the others still are.
+			prune := DefaultConfig()
+			prune.Command, prune.Staging, prune.Below, prune.BelowSet, prune.Force = CmdPrune, stg, 100, true, true
+			prune.EnsureDefaults()
+			if _, err := Run(context.Background(), prune, &bytes.Buffer{}, quiet); err != nil {
+				t.Fatal(err)
+			}
+			r, _ = runVerify(t, cfg)
+			if len(r.PG.Uncompared) != 1 || r.PG.Uncompared[0].From != 1 || r.PG.Uncompared[0].To != 99 || !strings.Contains(r.PG.Uncompared[0].Reason, "not staged") {
+				t.Errorf("pruned: uncompared %+v", r.PG.Uncompared)
+			}
+			if r.PG.Complete {
+				t.Errorf("pruned: complete")
+			}
+			for _, tc := range r.PG.Tables {
+				if tc.Compared && tc.Chunks != 6 {
+					t.Errorf("pruned: %s compared %d chunks, want 6", tc.Table, tc.Chunks)
+				}
+			}
+			// The text report says what was and was not compared.
+			cfg.JSON = false
+			var out bytes.Buffer
+			_, _ = Run(context.Background(), cfg, &out, quiet)
+			for _, want := range []string{"rows against staging, in chunks of 100 heights", "DIFFERS in 1 chunk of 6", "heights 200-299: ", " 250 (", "heights 1-99 not compared in any table: exported heights 1-99 are not staged", "equal: "} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("text report lacks %q:\n%s", want, out.String())
+				}
+			}
+		})
 	}
 }
 

@@ -150,7 +150,7 @@ type Config struct {
 	JSON          bool     // --json: print the report as JSON
 	Against       string   // --against: checksum: the DSN of the database to compare with
 	AgainstSchema string   // --against-schema (default: --schema)
-	Chunk         uint64   // --chunk: checksum: heights per chunk
+	Chunk         uint64   // --chunk: checksum, verify --pg: heights per digest chunk
 	Deep          bool     // --deep: verify: decompress and decode every record
 	Below         uint64   // --below: prune: delete staged heights below this
 	BelowSet      bool     // whether --below was given

@@ -290,7 +290,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.BoolVar, &cfg.JSON, "json", false, "print the report as JSON", in(groupReport, reporting))
 	def(d, fs.StringVar, &cfg.Against, "against", "", "checksum: DSN of a second database to compare with (exit 4 when they differ)", in(groupReport, []string{cmdChecksum}))
 	def(d, fs.StringVar, &cfg.AgainstSchema, "against-schema", "", "checksum: schema in the --against database (default: --schema)", in(groupReport, []string{cmdChecksum}))
-	def(d, fs.Uint64Var, &cfg.Chunk, "chunk", dc.Chunk, "checksum: heights per digest chunk", in(groupReport, []string{cmdChecksum}))
+	def(d, fs.Uint64Var, &cfg.Chunk, "chunk", dc.Chunk, "checksum and verify --pg: heights per digest chunk", in(groupReport, []string{cmdChecksum, cmdVerify}))
 	def(d, fs.BoolVar, &cfg.Deep, "deep", false, "verify: also decompress and decode every record", in(groupReport, []string{cmdVerify}))
 	def(d, fs.Uint64Var, &cfg.Below, "below", 0, "prune: delete staged heights below this one", in(groupReport, []string{cmdPrune}))
 	def(d, fs.BoolVar, &cfg.Force, "force", false, "prune: even heights no target has exported, or a target lacks", in(groupReport, []string{cmdPrune}))
