@@ -17,98 +17,86 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blockhaul/blockhaul/pipeline"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 )
 
-// manifests is every document of deploy/*.yaml but the kustomization,
-// decoded into its API type.
+// manifests is every object kustomize builds from deploy/ (as kubectl
+// apply -k does: the kustomization's resources, labels, images and
+// replacements applied), decoded into its API type.
 type manifests struct {
 	jobs        map[string]*batchv1.Job
 	deployments map[string]*appsv1.Deployment
 	secrets     map[string]*corev1.Secret
+	configMaps  map[string]*corev1.ConfigMap
 	claims      map[string]*corev1.PersistentVolumeClaim
 }
 
 func load(t *testing.T) *manifests {
 	t.Helper()
+	return build(t, ".")
+}
+
+// build runs kustomize (its Go library, kubectl's own) on the
+// kustomization in dir and decodes each object it prints strictly: an
+// unknown or misspelt field fails.
+func build(t *testing.T, dir string) *manifests {
+	t.Helper()
 	m := &manifests{jobs: map[string]*batchv1.Job{}, deployments: map[string]*appsv1.Deployment{},
-		secrets: map[string]*corev1.Secret{}, claims: map[string]*corev1.PersistentVolumeClaim{}}
-	files, err := filepath.Glob("*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no manifests: %v", err)
+		secrets: map[string]*corev1.Secret{}, configMaps: map[string]*corev1.ConfigMap{}, claims: map[string]*corev1.PersistentVolumeClaim{}}
+	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
 	}
-	for _, f := range files {
-		if f == "kustomization.yaml" {
-			continue
-		}
-		data, err := os.ReadFile(f)
+	for i, r := range rm.Resources() {
+		doc, err := r.AsYAML()
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, doc := range splitDocs(data) {
-			var meta struct{ APIVersion, Kind string }
-			if err := yaml.Unmarshal(doc, &meta); err != nil {
-				t.Fatalf("%s document %d: %v", f, i, err)
-			}
-			var obj interface{ GetName() string }
-			switch meta.APIVersion + " " + meta.Kind {
-			case "batch/v1 Job":
-				obj = &batchv1.Job{}
-			case "apps/v1 Deployment":
-				obj = &appsv1.Deployment{}
-			case "v1 Secret":
-				obj = &corev1.Secret{}
-			case "v1 PersistentVolumeClaim":
-				obj = &corev1.PersistentVolumeClaim{}
-			default:
-				t.Fatalf("%s document %d: unexpected %s %s", f, i, meta.APIVersion, meta.Kind)
-			}
-			if err := yaml.UnmarshalStrict(doc, obj); err != nil {
-				t.Fatalf("%s document %d (%s): %v", f, i, meta.Kind, err)
-			}
-			name := obj.GetName()
-			if name == "" {
-				t.Fatalf("%s document %d (%s) has no name", f, i, meta.Kind)
-			}
-			switch o := obj.(type) {
-			case *batchv1.Job:
-				m.jobs[name] = o
-			case *appsv1.Deployment:
-				m.deployments[name] = o
-			case *corev1.Secret:
-				m.secrets[name] = o
-			case *corev1.PersistentVolumeClaim:
-				m.claims[name] = o
-			}
+		var obj interface{ GetName() string }
+		switch r.GetApiVersion() + " " + r.GetKind() {
+		case "batch/v1 Job":
+			obj = &batchv1.Job{}
+		case "apps/v1 Deployment":
+			obj = &appsv1.Deployment{}
+		case "v1 Secret":
+			obj = &corev1.Secret{}
+		case "v1 ConfigMap":
+			obj = &corev1.ConfigMap{}
+		case "v1 PersistentVolumeClaim":
+			obj = &corev1.PersistentVolumeClaim{}
+		default:
+			t.Fatalf("object %d: unexpected %s %s", i, r.GetApiVersion(), r.GetKind())
+		}
+		if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+			t.Fatalf("object %d (%s %s): %v", i, r.GetKind(), r.GetName(), err)
+		}
+		name := obj.GetName()
+		if name == "" {
+			t.Fatalf("object %d (%s) has no name", i, r.GetKind())
+		}
+		switch o := obj.(type) {
+		case *batchv1.Job:
+			m.jobs[name] = o
+		case *appsv1.Deployment:
+			m.deployments[name] = o
+		case *corev1.Secret:
+			m.secrets[name] = o
+		case *corev1.ConfigMap:
+			m.configMaps[name] = o
+		case *corev1.PersistentVolumeClaim:
+			m.claims[name] = o
 		}
 	}
 	return m
-}
-
-func splitDocs(data []byte) [][]byte {
-	var docs [][]byte
-	for _, d := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(data), -1) {
-		if strings.TrimSpace(stripComments(d)) != "" {
-			docs = append(docs, []byte(d))
-		}
-	}
-	return docs
-}
-
-func stripComments(s string) string {
-	var b strings.Builder
-	for _, l := range strings.Split(s, "\n") {
-		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
-			b.WriteString(l + "\n")
-		}
-	}
-	return b.String()
 }
 
 func (m *manifests) job(t *testing.T, name string) *batchv1.Job {
@@ -165,8 +153,9 @@ func TestKustomizationListsEveryManifest(t *testing.T) {
 		Labels     []struct {
 			Pairs map[string]string `json:"pairs"`
 		} `json:"labels"`
-		Resources []string `json:"resources"`
-		Images    []image  `json:"images"`
+		Resources    []string `json:"resources"`
+		Images       []image  `json:"images"`
+		Replacements []any    `json:"replacements"`
 	}
 	if err := yaml.UnmarshalStrict(data, &k); err != nil {
 		t.Fatal(err)
@@ -184,7 +173,7 @@ func TestKustomizationListsEveryManifest(t *testing.T) {
 	m := load(t)
 	for where, p := range m.pods() {
 		for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
-			if !slices.ContainsFunc(k.Images, func(i image) bool { return i.Name == c.Image }) {
+			if !slices.ContainsFunc(k.Images, func(i image) bool { return i.NewName+":"+i.NewTag == c.Image }) {
 				t.Errorf("%s container %s: image %q is not one the kustomization sets", where, c.Name, c.Image)
 			}
 		}
@@ -355,7 +344,7 @@ func TestContainerArgsAreBlockhaulFlags(t *testing.T) {
 	m := load(t)
 	want := map[string][]string{ // init containers' commands (a pattern), then the main one's
 		"Job blockhaul-fetch":         {"^fetch$", pipeline.CmdSnapshot},
-		"Job blockhaul-export":        {"^(restore merge )+$", pipeline.CmdExport},
+		"Job blockhaul-export":        {"^restore$", pipeline.CmdExport},
 		"Deployment blockhaul-follow": {"^$", pipeline.CmdFollow},
 	}
 	for where, p := range m.pods() {
@@ -514,7 +503,7 @@ func TestResourcesAndSecrets(t *testing.T) {
 			for _, e := range c.Env {
 				fromSecret[e.Name] = e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil
 			}
-			if _, _, word := argsAndWord(t, where, c); strings.HasPrefix(word, "s3://") && !(fromSecret["AWS_ACCESS_KEY_ID"] && fromSecret["AWS_SECRET_ACCESS_KEY"]) {
+			if _, _, word := m.settings(t, where, c, 0); strings.HasPrefix(word, "s3://") && !(fromSecret["AWS_ACCESS_KEY_ID"] && fromSecret["AWS_SECRET_ACCESS_KEY"]) {
 				t.Errorf("%s container %s: %s to %s without AWS credentials from a Secret", where, c.Name, cmd, word)
 			}
 			if needsPG := cmd == pipeline.CmdExport || cmd == pipeline.CmdFollow || cmd == pipeline.CmdRun; needsPG != hasPG {
@@ -548,11 +537,12 @@ func uintFlag(t *testing.T, flags map[string]string, name string, def uint64) ui
 }
 
 // TestShardsLineUp: the fetch Indexed Job has one completion per shard,
-// each shard a non-empty slice (the export restores every shard's
-// snapshot); each pod fetches into a staging directory that its main
-// container snapshots to PREFIX/shard-$(SHARD_INDEX)/, the index its Job
-// gives it; the export Job restores exactly shard-0..N-1 of the same
-// place, merges each into one store, and exports exactly the range.
+// the count kustomize copies from the ConfigMap the pods read it from, each
+// shard a non-empty slice; each pod fetches into a staging directory that
+// its main container snapshots as its shard (the index from
+// JOB_COMPLETION_INDEX) under the location the export Job's one init
+// container restores every shard from, waiting for them, into the store
+// the export reads; the range and chain are the same everywhere.
 func TestShardsLineUp(t *testing.T) {
 	m := load(t)
 	fj, ej := m.job(t, "blockhaul-fetch"), m.job(t, "blockhaul-export")
@@ -564,13 +554,13 @@ func TestShardsLineUp(t *testing.T) {
 		t.Fatalf("fetch Job: %d init containers, want the fetch alone", len(fs.InitContainers))
 	}
 	fc, sc := fs.InitContainers[0], fs.Containers[0]
-	_, ff := argsOf(t, "Job blockhaul-fetch", fc)
+	_, ff, _ := m.settings(t, "Job blockhaul-fetch", fc, 0)
 	shards := uintFlag(t, ff, "shards", 0)
 	if fj.Spec.Completions == nil || uint64(*fj.Spec.Completions) != shards || shards == 0 {
 		t.Fatalf("fetch Job: completions %s for --shards=%d", ptrString(fj.Spec.Completions), shards)
 	}
-	if fj.Spec.Parallelism == nil || *fj.Spec.Parallelism < 1 {
-		t.Error("fetch Job: no parallelism")
+	if fj.Spec.Parallelism == nil || uint64(*fj.Spec.Parallelism) != shards {
+		t.Errorf("fetch Job: parallelism %s for --shards=%d", ptrString(fj.Spec.Parallelism), shards)
 	}
 	if _, ok := ff["shard-index"]; ok {
 		t.Error("fetch Job sets --shard-index; each pod's comes from JOB_COMPLETION_INDEX")
@@ -582,7 +572,7 @@ func TestShardsLineUp(t *testing.T) {
 	chunk := uintFlag(t, ff, "shard-chunk", pipeline.DefaultShardChunk)
 	for i := uint64(0); i < shards; i++ {
 		if _, _, ok := pipeline.ShardRange(from, to, chunk, shards, i); !ok {
-			t.Errorf("shard %d of %d has no heights of %d..%d in chunks of %d; lower completions", i, shards, from, to, chunk)
+			t.Errorf("shard %d of %d has no heights of %d..%d in chunks of %d; lower BLOCKHAUL_SHARDS", i, shards, from, to, chunk)
 		}
 	}
 
@@ -594,55 +584,40 @@ func TestShardsLineUp(t *testing.T) {
 		}
 		return ""
 	}
-	_, sf, dest := argsAndWord(t, "Job blockhaul-fetch", sc)
+	_, sf, dest := m.settings(t, "Job blockhaul-fetch", sc, 0)
 	if sf["staging"] != ff["staging"] || volumeOf(fc, ff["staging"]) == "" || volumeOf(fc, ff["staging"]) != volumeOf(sc, sf["staging"]) {
 		t.Errorf("fetch Job: snapshot of %s (volume %q), fetch into %s (volume %q)", sf["staging"], volumeOf(sc, sf["staging"]), ff["staging"], volumeOf(fc, ff["staging"]))
 	}
-	var idx *corev1.EnvVar
-	for i := range sc.Env {
-		if sc.Env[i].Name == "SHARD_INDEX" {
-			idx = &sc.Env[i]
-		}
+	if sf["shards"] != ff["shards"] {
+		t.Errorf("fetch Job: snapshot --shards=%s, fetch --shards=%s", sf["shards"], ff["shards"])
 	}
-	if idx == nil || idx.ValueFrom == nil || idx.ValueFrom.FieldRef == nil ||
-		idx.ValueFrom.FieldRef.FieldPath != "metadata.annotations['batch.kubernetes.io/job-completion-index']" {
-		t.Fatalf("fetch Job: SHARD_INDEX is not the job completion index: %+v", idx)
+	if _, ok := sf["shard-index"]; ok {
+		t.Error("fetch Job: snapshot sets --shard-index; each pod's comes from JOB_COMPLETION_INDEX")
 	}
-	if strings.Count(dest, "$(SHARD_INDEX)") != 1 {
-		t.Fatalf("fetch Job: snapshot DEST %q does not name the shard by $(SHARD_INDEX)", dest)
+	if dest == "" || strings.Contains(dest, "$(") {
+		t.Fatalf("fetch Job: snapshot DEST %q is not resolved", dest)
 	}
 
-	// The export Job: restore-i then merge-i for every shard, in order.
+	// The export Job: one restore of every shard, waiting for them.
 	es := ej.Spec.Template.Spec
-	var want, restored, merged []string
-	into := ""
-	for i := uint64(0); i < shards; i++ {
-		want = append(want, strings.Replace(dest, "$(SHARD_INDEX)", strconv.FormatUint(i, 10), 1))
+	if len(es.InitContainers) != 1 {
+		t.Fatalf("export Job: %d init containers, want one restore of every shard", len(es.InitContainers))
 	}
-	for k := 0; k+1 < len(es.InitContainers); k += 2 {
-		rc, mc := es.InitContainers[k], es.InitContainers[k+1]
-		_, rf, src := argsAndWord(t, "Job blockhaul-export", rc)
-		_, mf := argsOf(t, "Job blockhaul-export", mc)
-		restored = append(restored, src)
-		merged = append(merged, mf["merge-from"])
-		if mf["merge-from"] != rf["staging"] {
-			t.Errorf("export Job: %s restores into %s, %s merges from %s", rc.Name, rf["staging"], mc.Name, mf["merge-from"])
+	_, rf, src := m.settings(t, "Job blockhaul-export", es.InitContainers[0], -1)
+	if src != dest {
+		t.Errorf("export Job restores from %s, the fetch Job's shards snapshot to %s", src, dest)
+	}
+	for _, f := range []string{"shards", "from", "to", "shard-chunk"} {
+		if rf[f] != ff[f] {
+			t.Errorf("export Job: restore --%s=%s, fetch --%s=%s", f, rf[f], f, ff[f])
 		}
-		if into != "" && mf["staging"] != into {
-			t.Errorf("export Job %s merges into %s, the others into %s", mc.Name, mf["staging"], into)
-		}
-		into = mf["staging"]
 	}
-	if !slices.Equal(restored, want) {
-		t.Errorf("export Job restores %v, want the fetch Job's snapshots %v", restored, want)
+	if w, err := time.ParseDuration(rf["wait"]); err != nil || w <= 0 {
+		t.Errorf("export Job: restore --wait=%q: it must wait for the fetch (%v)", rf["wait"], err)
 	}
-	if len(slices.Compact(slices.Sorted(slices.Values(merged)))) != len(merged) {
-		t.Errorf("export Job merges %v: a store twice", merged)
-	}
-	ec := es.Containers[0]
-	_, ef := argsOf(t, "Job blockhaul-export", ec)
-	if ef["staging"] != into || into == "" {
-		t.Errorf("export reads --staging=%s, the merges wrote %s", ef["staging"], into)
+	_, ef, _ := m.settings(t, "Job blockhaul-export", es.Containers[0], -1)
+	if ef["staging"] != rf["staging"] || ef["staging"] == "" || volumeOf(es.InitContainers[0], "/stores") != volumeOf(es.Containers[0], "/stores") {
+		t.Errorf("export reads --staging=%s, the restore wrote %s", ef["staging"], rf["staging"])
 	}
 	if ef["from"] != ff["from"] || ef["to"] != ff["to"] || ef["chain"] != ff["chain"] {
 		t.Errorf("export range %s..%s (%s), fetch range %s..%s (%s)", ef["from"], ef["to"], ef["chain"], ff["from"], ff["to"], ff["chain"])
@@ -650,6 +625,113 @@ func TestShardsLineUp(t *testing.T) {
 	if ej.Spec.Completions != nil && *ej.Spec.Completions != 1 || ej.Spec.Parallelism != nil && *ej.Spec.Parallelism != 1 {
 		t.Error("the export Job must run one pod: it checks every seam in one pass")
 	}
+}
+
+// envOf resolves a container's environment as the kubelet does: literal
+// values (with $(VAR) of those before), ConfigMap and Secret keys of the
+// manifests, and the pod's annotations by fieldRef. An Indexed Job's pod
+// (index >= 0) has JOB_COMPLETION_INDEX in every container and the index
+// annotation, as the Job controller gives it.
+func (m *manifests) envOf(t *testing.T, where string, c corev1.Container, index int) map[string]string {
+	t.Helper()
+	env, ann := map[string]string{}, map[string]string{}
+	if index >= 0 {
+		env["JOB_COMPLETION_INDEX"] = strconv.Itoa(index)
+		ann["batch.kubernetes.io/job-completion-index"] = strconv.Itoa(index)
+	}
+	for _, e := range c.Env {
+		v, ok := "", false
+		switch src := e.ValueFrom; {
+		case src == nil:
+			v, ok = expand(e.Value, env), true
+		case src.ConfigMapKeyRef != nil:
+			if cm := m.configMaps[src.ConfigMapKeyRef.Name]; cm != nil {
+				v, ok = cm.Data[src.ConfigMapKeyRef.Key]
+			}
+		case src.SecretKeyRef != nil:
+			if s := m.secrets[src.SecretKeyRef.Name]; s != nil {
+				if b, in := s.Data[src.SecretKeyRef.Key]; in {
+					v, ok = string(b), true
+				} else {
+					v, ok = s.StringData[src.SecretKeyRef.Key]
+				}
+			}
+		case src.FieldRef != nil:
+			key, found := strings.CutPrefix(src.FieldRef.FieldPath, "metadata.annotations['")
+			v, ok = ann[strings.TrimSuffix(key, "']")]
+			ok = ok && found
+		}
+		if !ok {
+			t.Fatalf("%s container %s: %s from %+v, which deploy/ does not define", where, c.Name, e.Name, e.ValueFrom)
+		}
+		env[e.Name] = v
+	}
+	return env
+}
+
+// expand replaces $(VAR) in s by VAR's value in env, as Kubernetes expands
+// a container's args and env: an undefined VAR is left as it is, and $$ is
+// a $.
+func expand(s string, env map[string]string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			if v, ok := env[s[i+2:i+2+end]]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}
+
+func TestExpandAsKubernetes(t *testing.T) {
+	env := map[string]string{"A": "x", "B": "y"}
+	for in, want := range map[string]string{
+		"$(A)/shard": "x/shard", "$(A)$(B)": "xy", "$(C)": "$(C)", "$$(A)": "$(A)", "a$b": "a$b", "$(A": "$(A", "$": "$",
+	} {
+		if got := expand(in, env); got != want {
+			t.Errorf("expand(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// settings is what blockhaul sees in container c as the kubelet starts it
+// (index: the pod's completion index, or -1): its command, its flags from
+// the args with $(VAR) expanded and then from its BLOCKHAUL_ variables (the
+// args win), and its SRC or DEST word.
+func (m *manifests) settings(t *testing.T, where string, c corev1.Container, index int) (cmd string, flags map[string]string, word string) {
+	t.Helper()
+	cmd, flags, word = argsAndWord(t, where, c)
+	env := m.envOf(t, where, c, index)
+	for k, v := range flags {
+		flags[k] = expand(v, env)
+	}
+	for f := range flagsOf(t, cmd) {
+		if v, ok := env[pipeline.EnvName(f)]; ok {
+			if _, set := flags[f]; !set {
+				flags[f] = v
+			}
+		}
+	}
+	return cmd, flags, expand(word, env)
 }
 
 func ptrString(p *int32) string {

@@ -20,6 +20,7 @@ import (
 	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
+	"gocloud.dev/blob"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -319,18 +320,26 @@ func Snapshot(ctx context.Context, cfg Config, out io.Writer) error {
 		return &ConfigError{Fields: []*FieldError{{Arg: "DEST", Msg: fmt.Sprintf("%s: %v", archive.RedactURL(dest), err)}}}
 	}
 	defer bucket.Close()
+	shown := archive.RedactURL(dest)
+	if cfg.Shards > 0 {
+		// A shard of a sharded fetch: its place under DEST, where restore
+		// --shards looks for it.
+		bucket = archive.ShardBucket(bucket, cfg.ShardIndex) // closed with the bucket it is part of
+		shown += ", " + archive.ShardPrefix(cfg.ShardIndex)
+	}
+	dest = shown
 	var r *archive.SnapshotReport
 	store, err := staging.Open(cfg.Staging, staging.Options{})
 	var iu *staging.InUseError
 	switch {
 	case errors.As(err, &iu):
 		// A running job holds the store: it takes the checkpoint.
-		r, err = archive.SnapshotHeld(ctx, cfg.Staging, bucket, archive.RedactURL(dest), snapshotWait)
+		r, err = archive.SnapshotHeld(ctx, cfg.Staging, bucket, dest, snapshotWait)
 	case err != nil:
 		return err
 	default:
 		defer store.Close()
-		r, err = archive.Snapshot(ctx, store, bucket, archive.RedactURL(dest))
+		r, err = archive.Snapshot(ctx, store, bucket, dest)
 	}
 	var foreign *archive.ForeignDestError
 	if errors.As(err, &foreign) {
@@ -363,13 +372,16 @@ func Snapshot(ctx context.Context, cfg Config, out io.Writer) error {
 // Restore downloads the snapshot at SRC into --staging (new or empty),
 // checking every file against the manifest and verifying the store before
 // it is moved into place.
-func Restore(ctx context.Context, cfg Config, out io.Writer) error {
+func Restore(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error {
 	src := cfg.Args[0]
 	bucket, err := archive.OpenBucket(ctx, src, false)
 	if err != nil {
 		return &ConfigError{Fields: []*FieldError{{Arg: "SRC", Msg: fmt.Sprintf("%s: %v", archive.RedactURL(src), err)}}}
 	}
 	defer bucket.Close()
+	if cfg.Shards > 0 {
+		return restoreShards(ctx, cfg, bucket, archive.RedactURL(src), out, log)
+	}
 	r, err := archive.Restore(ctx, bucket, archive.RedactURL(src), cfg.Staging)
 	if r != nil {
 		if cfg.JSON {
@@ -385,6 +397,26 @@ func Restore(ctx context.Context, cfg Config, out io.Writer) error {
 				VerifyReportText(out, r.Verify)
 			}
 		}
+	}
+	return err
+}
+
+// restoreShards is restore --shards: every shard's snapshot under SRC,
+// each waited for up to --wait, restored and merged into --staging.
+func restoreShards(ctx context.Context, cfg Config, bucket *blob.Bucket, src string, out io.Writer, log *slog.Logger) error {
+	r, err := archive.RestoreShards(ctx, bucket, src, cfg.Staging, cfg.restoreShards(), cfg.Wait, log)
+	if cfg.JSON {
+		if jerr := archive.WriteJSON(out, r); jerr != nil && err == nil {
+			err = jerr
+		}
+		return err
+	}
+	for _, s := range r.Shards {
+		fmt.Fprintf(out, "restore from %s: %d files, %.1f MB, verified\n", s.Source, s.Files, float64(s.Bytes)/1e6)
+	}
+	if err == nil {
+		fmt.Fprintf(out, "restore of %s into %s: %d blocks merged (waited %v for the snapshots), in %.1fs\n",
+			archive.Quantity(len(r.Shards), "shard"), cfg.Staging, r.Merged, r.Waited.Round(time.Second), r.Duration.Seconds())
 	}
 	return err
 }

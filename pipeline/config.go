@@ -145,6 +145,9 @@ type Config struct {
 	ShardIndex    int    // --shard-index (else JOB_COMPLETION_INDEX): this process's slice
 	ShardIndexSet bool   // whether --shard-index or JOB_COMPLETION_INDEX gave it
 	ShardChunk    uint64 // --shard-chunk: slices start and end on multiples of it
+	// Wait is how long restore --shards waits for the shards' finished
+	// snapshots (--wait; 0: they must be there).
+	Wait time.Duration
 
 	// The archive commands' fields.
 	JSON          bool     // --json: print the report as JSON

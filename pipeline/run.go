@@ -129,7 +129,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	case CmdSnapshot:
 		return Summary{Command: cfg.Command}, Snapshot(ctx, cfg, out)
 	case CmdRestore:
-		return Summary{Command: cfg.Command}, Restore(ctx, cfg, out)
+		return Summary{Command: cfg.Command}, Restore(ctx, cfg, out, log)
 	case CmdEstimate:
 		return Summary{Command: cfg.Command}, Estimate(ctx, cfg, out)
 	}

@@ -1,6 +1,10 @@
 package pipeline
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/blockhaul/blockhaul/archive"
+)
 
 // DefaultShardChunk is --shard-chunk's default: shard slices start and end
 // on multiples of 10,000 heights, so that the slices of two runs with other
@@ -57,7 +61,24 @@ func (c *Config) validateShards() []*FieldError {
 		bad("shard-chunk", "must be at least 1 height")
 	}
 	if c.Shards == 0 && !c.ShardIndexSet {
+		if c.Wait != 0 {
+			bad("wait", "is given without --shards: restore waits for the snapshots of a sharded fetch")
+		}
 		return fs
+	}
+	if c.Wait < 0 {
+		bad("wait", "must not be negative, got %v", c.Wait)
+	}
+	if c.Command == CmdRestore {
+		// restore --shards restores every shard's snapshot (an index is
+		// not used).
+		if c.Shards < 1 {
+			bad("shards", "must be at least 1, got %d", c.Shards)
+		}
+		return fs
+	}
+	if c.Wait != 0 {
+		bad("wait", "is for restore --shards, not %s", c.Command)
 	}
 	switch {
 	case c.Shards == 0 && c.ShardIndexSet:
@@ -71,17 +92,31 @@ func (c *Config) validateShards() []*FieldError {
 	case c.ShardIndex < 0 || c.ShardIndex >= c.Shards:
 		bad("shard-index", "want 0 to %d (below --shards %d), got %d", c.Shards-1, c.Shards, c.ShardIndex)
 	}
-	if c.Command != CmdFetch {
+	if c.Command != CmdFetch && c.Command != CmdSnapshot {
 		// run would export each slice in its own process: the seam below a
 		// slice is checked only if the neighbouring shard happened to commit
 		// first, and concurrent writers would drop and build the deferred
 		// indexes under each other. Shards fetch; one export reads them all.
-		bad("shards", "only fetch is sharded (%s is not): fetch the slices, merge them into one store, and export that once", c.Command)
+		bad("shards", "only fetch is sharded (%s is not): fetch the slices, snapshot each (snapshot --shards), restore them all into one store (restore --shards), and export that once", c.Command)
 	}
-	if !c.ToSet {
+	if !c.ToSet && c.Command == CmdFetch {
 		bad("to", "--shards needs --to: every shard must cut the same range, and a tip read by each pod at its own time is not")
 	}
 	return fs
+}
+
+// restoreShards lists the shards restore --shards waits for, each with its
+// slice of --from..--to when --to is given.
+func (c *Config) restoreShards() []archive.Shard {
+	var out []archive.Shard
+	for i := range c.Shards {
+		s := archive.Shard{Index: i}
+		if c.ToSet {
+			s.From, s.To, s.Ranged = ShardRange(c.From, c.To, c.ShardChunk, uint64(c.Shards), uint64(i))
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // shardSlice narrows cfg's range to its shard's slice. ok is false when the

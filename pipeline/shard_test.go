@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blockhaul/blockhaul/staging"
 )
@@ -126,6 +127,22 @@ func TestValidateShards(t *testing.T) {
 			c.Command, c.PG, c.Shards, c.ShardIndexSet = CmdRun, "postgres://127.0.0.1/db", 3, true
 		}, []string{"--shards", "only fetch is sharded"}},
 		{"chunk 0", func(c *Config) { c.ShardChunk = 0 }, []string{"--shard-chunk", "at least 1"}},
+		{"restore waits for every shard", func(c *Config) {
+			c.Command, c.Args, c.Shards, c.Wait = CmdRestore, []string{"file:///tmp/snapshots"}, 3, time.Hour
+		}, nil},
+		{"snapshot as shard 1", func(c *Config) {
+			c.Command, c.Args, c.Shards, c.ShardIndex, c.ShardIndexSet = CmdSnapshot, []string{"file:///tmp/snapshots"}, 3, 1, true
+		}, nil},
+		{"snapshot as a shard without its index", func(c *Config) {
+			c.Command, c.Args, c.Shards = CmdSnapshot, []string{"file:///tmp/snapshots"}, 3
+		}, []string{"--shard-index", "JOB_COMPLETION_INDEX"}},
+		{"restore --wait without --shards", func(c *Config) {
+			c.Command, c.Args, c.Wait = CmdRestore, []string{"file:///tmp/snapshots"}, time.Hour
+		}, []string{"--wait", "without --shards"}},
+		{"negative wait", func(c *Config) {
+			c.Command, c.Args, c.Shards, c.Wait = CmdRestore, []string{"file:///tmp/snapshots"}, 3, -time.Second
+		}, []string{"--wait", "must not be negative"}},
+		{"wait on fetch", func(c *Config) { c.Shards, c.ShardIndexSet, c.Wait = 3, true, time.Hour }, []string{"--wait", "is for restore --shards"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base

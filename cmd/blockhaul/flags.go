@@ -213,14 +213,16 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.Uint64Var, &cfg.SyntheticReorgDepth, "synthetic-reorg-depth", dc.SyntheticReorgDepth, "blocks each synthetic reorg replaces", in(groupSource, sourcing))
 
 	def(d, fs.Uint64Var, &cfg.From, "from", dc.From, "first height (inclusive); without it, the chain's first block: cometbft 1, evm 0 (its genesis)",
-		in(groupRange, ranged).
+		in(groupRange, ranged, []string{cmdRestore}).
+			saying("first height of the sharded fetch's range (with --shards and --to: each shard's snapshot must hold its slice; a fetch from evm 0, its genesis, is held by the default 1's slices too)", cmdRestore).
 			sayingNoDefault("first height copied from --merge-from; default: the lowest it holds", cmdMerge).
 			sayingNoDefault("first height whose staged ranges and gaps are shown; default: the lowest staged, or with --to the chain's first block (cometbft 1, evm 0)", cmdStatus).
 			sayingNoDefault("first height whose exported rows are digested; default: the lowest exported", cmdChecksum).
 			sayingNoDefault("first height checked, in staging and with --pg in PostgreSQL; default: the lowest staged", cmdVerify).
 			sayingNoDefault("first height checked and refetched where missing or wrong; default: the lowest staged", cmdRepair))
 	to := def(d, fs.Uint64Var, &cfg.To, "to", 0, "last height (inclusive); default: the chain tip",
-		in(groupRange, ranged).
+		in(groupRange, ranged, []string{cmdRestore}).
+			saying("last height of the sharded fetch's range (with --shards): each shard's snapshot is waited for until it holds its slice; default: any finished snapshot", cmdRestore).
 			saying("last height exported; default: the end of what is staged without a gap from --from", cmdExport).
 			saying("stop once this height is exported; default: never, follow runs until stopped", cmdFollow).
 			saying("last height copied from --merge-from; default: the highest it holds", cmdMerge).
@@ -271,9 +273,13 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.IntVar, &cfg.FetchWorkers, "fetch-workers", dc.FetchWorkers, "concurrent fetches", in(groupFetch, sourcing))
 	def(d, fs.IntVar, &cfg.FetchSpan, "fetch-span", dc.FetchSpan, "heights per fetch request", in(groupFetch, sourcing))
 	def(d, fs.Uint64Var, &cfg.FetchLead, "fetch-lead", 0, "run: how many heights fetch may stage ahead of export (0: four export batches)", in(groupFetch, []string{cmdRun}))
-	def(d, fs.IntVar, &cfg.Shards, "shards", 0, "fetch: cut the range into this many slices, one per pod of a Kubernetes Indexed Job (needs --to; 0: not sharded)", in(groupFetch, []string{cmdFetch}))
-	def(d, fs.IntVar, &cfg.ShardIndex, "shard-index", 0, "fetch: the slice this process fetches, 0 to --shards-1 (default: JOB_COMPLETION_INDEX)", in(groupFetch, []string{cmdFetch}))
-	def(d, fs.Uint64Var, &cfg.ShardChunk, "shard-chunk", dc.ShardChunk, "fetch: shard slices start and end on multiples of this many heights", in(groupFetch, []string{cmdFetch}))
+	def(d, fs.IntVar, &cfg.Shards, "shards", 0, "cut the range into this many slices, one per pod of a Kubernetes Indexed Job (needs --to; 0: not sharded)", in(groupFetch, []string{cmdFetch, cmdSnapshot, cmdRestore}).
+		saying("write the store as the snapshot of shard --shard-index of this many, under DEST/shard-I/ (0: a plain snapshot)", cmdSnapshot).
+		saying("restore the snapshots of this many shards under SRC (shard-0/ to shard-N-1/) and merge them into --staging (0: one plain snapshot)", cmdRestore))
+	def(d, fs.IntVar, &cfg.ShardIndex, "shard-index", 0, "the slice this process fetches, 0 to --shards-1 (default: JOB_COMPLETION_INDEX)", in(groupFetch, []string{cmdFetch, cmdSnapshot}).
+		saying("the shard whose snapshot this is, 0 to --shards-1 (default: JOB_COMPLETION_INDEX)", cmdSnapshot))
+	def(d, fs.Uint64Var, &cfg.ShardChunk, "shard-chunk", dc.ShardChunk, "shard slices start and end on multiples of this many heights", in(groupFetch, []string{cmdFetch, cmdRestore}))
+	def(d, fs.DurationVar, &cfg.Wait, "wait", 0, "with --shards: wait up to this long for every shard's finished snapshot, looking every hundredth of it (1s to 30s), merging each as it comes (0: they must be there)", in(groupFetch, []string{cmdRestore}))
 	defValue(d, &cfg.VerifyBlocks, "verify-blocks", "what is recomputed of every block before it is staged: full (the block hash from its header, and what the header commits to from the contents), header (evm: the block hash alone, for a chain with transactions the family's encoding does not cover; cometbft: the same as full, data_hash included) or links (nothing: a chain whose block hash is not the family's, as an EVM chain on a CometBFT engine; parent links are still checked)",
 		in(groupFetch, sourcing).oneOf("full", "header", "links"))
 
