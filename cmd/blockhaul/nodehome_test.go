@@ -172,3 +172,36 @@ func TestNodeHomeRefusals(t *testing.T) {
 		t.Fatalf("schema cometbft after refused runs: %d (%v), want none", n, err)
 	}
 }
+
+// TestNodeHomeRefusalOnAStoreItFilled: a store that holds heights already
+// is asked only for those it lacks, and a missing height the home cannot
+// serve (its results discarded since) refuses fetch and run before either
+// stages a height or run touches the schema, naming the first such height.
+func TestNodeHomeRefusalOnAStoreItFilled(t *testing.T) {
+	fx := nodefixture.Load(t, "home-0.38")
+	home := fx.Unpack(t)
+	stg := filepath.Join(t.TempDir(), "staging")
+	if code, out := blockhaul(t, nodeHomeArgs("fetch", home, "", stg, 1, 100)...); code != 0 {
+		t.Fatalf("fetch --node-home 1..100: exit %d\n%s", code, out)
+	}
+	nodefixture.SetConfig(t, home, "discard_abci_responses", "discard_abci_responses = true")
+	// 1..100 staged: asks nothing of the home.
+	if code, out := blockhaul(t, nodeHomeArgs("fetch", home, "", stg, 1, 100)...); code != 0 {
+		t.Fatalf("fetch --node-home of a staged range: exit %d\n%s", code, out)
+	}
+	dsn := pgtest.NewDatabase(t)
+	for _, args := range [][]string{nodeHomeArgs("fetch", home, "", stg, 1, 200), nodeHomeArgs("run", home, dsn, stg, 1, 200)} {
+		code, out := blockhaul(t, args...)
+		if code != 2 || !strings.Contains(out, "height 101 is not available") || !strings.Contains(out, "discard_abci_responses") {
+			t.Fatalf("%s on a store holding 1..100, results discarded: exit %d, want 2 naming height 101:\n%s", args[0], code, out)
+		}
+	}
+	code, out := blockhaul(t, "status", "--staging", stg, "--log-level", "warn")
+	if code != 0 || !regexp.MustCompile(`\b1-100\b`).MatchString(out) || strings.Contains(out, "101") {
+		t.Fatalf("status after the refusals: exit %d, want the store to hold 1-100 alone:\n%s", code, out)
+	}
+	var n int
+	if err := connect(t, dsn).QueryRow(context.Background(), `SELECT count(*) FROM pg_namespace WHERE nspname = 'cometbft'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("schema cometbft after the refused run: %d (%v), want none", n, err)
+	}
+}
