@@ -12,7 +12,9 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/chain/evm"
+	"github.com/blockhaul/blockhaul/chain/evmsynth"
 	"github.com/blockhaul/blockhaul/staging"
 )
 
@@ -28,8 +30,8 @@ type family struct {
 }
 
 func families() []family {
-	c := cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: 5, TxPerBlock: 2})
-	e := evm.NewSynthetic(evm.SyntheticConfig{Seed: 5, TxPerBlock: 2, LogsPerBlock: 4})
+	c := cometbftsynth.NewSynthetic(cometbftsynth.SyntheticConfig{Seed: 5, TxPerBlock: 2})
+	e := evmsynth.NewSynthetic(evmsynth.SyntheticConfig{Seed: 5, TxPerBlock: 2, LogsPerBlock: 4})
 	cid, _ := c.ChainID(context.Background())
 	eid, _ := e.ChainID(context.Background())
 	return []family{
@@ -210,7 +212,7 @@ func TestVerifyDamagedBlobFile(t *testing.T) {
 	}
 	// Enough records to fill a memtable, so that they are flushed into an
 	// sstable and its blob file.
-	dense := cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: 5, TxPerBlock: 40})
+	dense := cometbftsynth.NewSynthetic(cometbftsynth.SyntheticConfig{Seed: 5, TxPerBlock: 40})
 	for h := uint64(1); h <= 4000; h += 500 {
 		blocks, err := dense.Fetch(context.Background(), h, h+499)
 		if err != nil {

@@ -12,7 +12,9 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/chain/evm"
+	"github.com/blockhaul/blockhaul/chain/evmsynth"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
 )
@@ -53,7 +55,7 @@ func post(t *testing.T, url, body string) (int, []byte) {
 
 func TestRPCServerCometBFTBatch(t *testing.T) {
 	srv := newTestServer(t, chain.FamilyCometBFT, 5, 20)
-	syn := newSynthetic(chain.FamilyCometBFT, 7).(*cometbft.Synthetic)
+	syn := newSynthetic(chain.FamilyCometBFT, 7).(*cometbftsynth.Synthetic)
 	status, body := post(t, srv.URL(), string(appendBatchRequest(nil, chain.FamilyCometBFT, 6, 9)))
 	if status != http.StatusOK {
 		t.Fatalf("status %d: %s", status, body)
@@ -129,7 +131,7 @@ func TestRPCServerSingleCallsAndErrors(t *testing.T) {
 
 func TestRPCServerEVM(t *testing.T) {
 	srv := newTestServer(t, chain.FamilyEVM, 1, 6)
-	syn := newSynthetic(chain.FamilyEVM, 7).(*evm.Synthetic)
+	syn := newSynthetic(chain.FamilyEVM, 7).(*evmsynth.Synthetic)
 	_, body := post(t, srv.URL(), `[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_blockNumber"},`+
 		`{"jsonrpc":"2.0","id":3,"method":"eth_getBlockByNumber","params":["0x3",true]},{"jsonrpc":"2.0","id":4,"method":"eth_getBlockReceipts","params":["0x3"]},`+
 		`{"jsonrpc":"2.0","id":5,"method":"eth_getBlockByNumber","params":["0x7",true]}]`)

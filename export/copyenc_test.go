@@ -12,7 +12,9 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/chain/evm"
+	"github.com/blockhaul/blockhaul/chain/evmsynth"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/jackc/pgx/v5"
@@ -35,8 +37,8 @@ func TestCopyWritesWhatPgxWrites(t *testing.T) {
 			Fetch(context.Context, uint64, uint64) ([]chain.Block, error)
 		}
 	}{
-		{"cometbft", cometbft.NewDecoder(), cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: 4, TxPerBlock: 20})},
-		{"evm", evm.NewDecoder(), evm.NewSynthetic(evm.SyntheticConfig{Seed: 4, TxPerBlock: 40, LogsPerBlock: 100})},
+		{"cometbft", cometbft.NewDecoder(), cometbftsynth.NewSynthetic(cometbftsynth.SyntheticConfig{Seed: 4, TxPerBlock: 20})},
+		{"evm", evm.NewDecoder(), evmsynth.NewSynthetic(evmsynth.SyntheticConfig{Seed: 4, TxPerBlock: 40, LogsPerBlock: 100})},
 	} {
 		t.Run(fam.name, func(t *testing.T) {
 			blocks, err := fam.src.Fetch(ctx, 1, 60)

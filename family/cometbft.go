@@ -7,6 +7,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/cometbft/nodehome"
+	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/loader"
 )
@@ -25,7 +26,7 @@ var CometBFT = register(&Family{
 	// at ≈4.5 transactions a block: 5.6 kB staged, 23.9 kB in PostgreSQL,
 	// export 1,480 blocks/s.
 	Rates:            archive.Rates{StagingBytesPerBlock: 5.6e3, DBBytesPerBlock: 23.9e3, FetchBlocksPerSec: 1500, ExportBlocksPerSec: 1480},
-	SyntheticDensity: fmt.Sprintf("≈%g tx/block", cometbft.DefaultTxPerBlock),
+	SyntheticDensity: fmt.Sprintf("≈%g tx/block", cometbftsynth.DefaultTxPerBlock),
 	RPCMaxBatch:      cometbft.RPCMaxBatch,
 	FlagValues: map[string][]string{"event-encoding": {
 		cometbft.EventEncodingAuto.String(), cometbft.EventEncodingBase64.String(), cometbft.EventEncodingText.String()}},
@@ -47,11 +48,11 @@ var CometBFT = register(&Family{
 		},
 		SourceSynthetic: func(o SourceOptions) (loader.Source, error) {
 			s := o.Synthetic
-			cfg := cometbft.SyntheticConfig{Seed: s.Seed, Tip: s.Tip, TxPerBlock: s.TxPerBlock, Steady: s.Steady}
+			cfg := cometbftsynth.SyntheticConfig{Seed: s.Seed, Tip: s.Tip, TxPerBlock: s.TxPerBlock, Steady: s.Steady}
 			if s.ReorgEvery > 0 {
-				return cometbft.NewReorgingSynthetic(cfg, cometbft.SyntheticReorgs{Every: s.ReorgEvery, Depth: s.ReorgDepth}), nil
+				return cometbftsynth.NewReorgingSynthetic(cfg, cometbftsynth.SyntheticReorgs{Every: s.ReorgEvery, Depth: s.ReorgDepth}), nil
 			}
-			return cometbft.NewSynthetic(cfg), nil
+			return cometbftsynth.NewSynthetic(cfg), nil
 		},
 		// A stopped node's home gives the records its RPC would serve,
 		// byte for byte (chain/cometbft/nodehome).

@@ -8,6 +8,7 @@ import (
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/evm"
+	"github.com/blockhaul/blockhaul/chain/evmsynth"
 	"github.com/blockhaul/blockhaul/chain/synthreorg"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/loader"
@@ -27,7 +28,7 @@ var EVM = register(&Family{
 	// bench/results/latest.md on a 2-core machine with a local PostgreSQL,
 	// at ≈150 transactions and 400 logs a block: export 155 blocks/s, 92 kB
 	// staged, about 135 kB in PostgreSQL.
-	SyntheticDensity: fmt.Sprintf("≈%d tx, ≈%d logs/block", evm.DefaultSyntheticTxPerBlock, evm.DefaultSyntheticLogsPerBlock),
+	SyntheticDensity: fmt.Sprintf("≈%d tx, ≈%d logs/block", evmsynth.DefaultSyntheticTxPerBlock, evmsynth.DefaultSyntheticLogsPerBlock),
 	Rates:            archive.Rates{StagingBytesPerBlock: 92e3, DBBytesPerBlock: 135e3, FetchBlocksPerSec: 700, ExportBlocksPerSec: 155},
 
 	NewDecoder: func(DecoderOptions) export.Decoder { return evm.NewDecoder() },
@@ -47,12 +48,12 @@ var EVM = register(&Family{
 		SourceSynthetic: func(o SourceOptions) (loader.Source, error) {
 			s := o.Synthetic
 			// Logs scale with transactions at the defaults' ratio.
-			cfg := evm.SyntheticConfig{Seed: s.Seed, Tip: s.Tip, TxPerBlock: s.TxPerBlock,
-				LogsPerBlock: s.TxPerBlock * evm.DefaultSyntheticLogsPerBlock / evm.DefaultSyntheticTxPerBlock}
+			cfg := evmsynth.SyntheticConfig{Seed: s.Seed, Tip: s.Tip, TxPerBlock: s.TxPerBlock,
+				LogsPerBlock: s.TxPerBlock * evmsynth.DefaultSyntheticLogsPerBlock / evmsynth.DefaultSyntheticTxPerBlock}
 			if s.ReorgEvery > 0 {
-				return evm.NewReorgingSynthetic(cfg, synthreorg.Reorgs{Every: s.ReorgEvery, Depth: s.ReorgDepth}), nil
+				return evmsynth.NewReorgingSynthetic(cfg, synthreorg.Reorgs{Every: s.ReorgEvery, Depth: s.ReorgDepth}), nil
 			}
-			return evm.NewSynthetic(cfg), nil
+			return evmsynth.NewSynthetic(cfg), nil
 		},
 	},
 	Node: Node{

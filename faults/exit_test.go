@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -132,7 +132,7 @@ func flipRecordByte(t *testing.T, dir string, h uint64) {
 // of block h-1.
 func replaceWithOtherChain(t *testing.T, dir string, h uint64) {
 	t.Helper()
-	other := cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: 8, ChainID: "blockhaul-synthetic-7"})
+	other := cometbftsynth.NewSynthetic(cometbftsynth.SyntheticConfig{Seed: 8, ChainID: "blockhaul-synthetic-7"})
 	blocks, err := other.Fetch(context.Background(), h, h)
 	if err != nil || len(blocks) != 1 {
 		t.Fatalf("synthetic block %d: %v", h, err)

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/bench"
-	"github.com/blockhaul/blockhaul/chain/cometbft"
-	"github.com/blockhaul/blockhaul/chain/evm"
+	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
+	"github.com/blockhaul/blockhaul/chain/evmsynth"
 	"github.com/blockhaul/blockhaul/internal/faultproxy"
 	"github.com/blockhaul/blockhaul/loader"
 )
@@ -37,10 +37,10 @@ type family struct {
 }
 
 func families() []family {
-	fams := []family{{name: "cometbft", src: cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: 7}), to: 400, target: 208}}
+	fams := []family{{name: "cometbft", src: cometbftsynth.NewSynthetic(cometbftsynth.SyntheticConfig{Seed: 7}), to: 400, target: 208}}
 	if campaign {
 		fams[0].to = 600
-		fams = append(fams, family{name: "evm", src: evm.NewSynthetic(evm.SyntheticConfig{Seed: 7, TxPerBlock: 6, LogsPerBlock: 12}), to: 300, target: 160, args: []string{"--fetch-span", "4"}})
+		fams = append(fams, family{name: "evm", src: evmsynth.NewSynthetic(evmsynth.SyntheticConfig{Seed: 7, TxPerBlock: 6, LogsPerBlock: 12}), to: 300, target: 160, args: []string{"--fetch-span", "4"}})
 	}
 	return fams
 }

@@ -6,7 +6,9 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/chain/evm"
+	"github.com/blockhaul/blockhaul/chain/evmsynth"
 	"github.com/blockhaul/blockhaul/export"
 )
 
@@ -17,8 +19,8 @@ func TestDecodersKeepNoSliceOfRaw(t *testing.T) {
 		dec   export.Decoder
 		block func(h uint64) chain.Block
 	}
-	cs := cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: 5})
-	es := evm.NewSynthetic(evm.SyntheticConfig{Seed: 5, TxPerBlock: 20, LogsPerBlock: 50})
+	cs := cometbftsynth.NewSynthetic(cometbftsynth.SyntheticConfig{Seed: 5})
+	es := evmsynth.NewSynthetic(evmsynth.SyntheticConfig{Seed: 5, TxPerBlock: 20, LogsPerBlock: 50})
 	for name, f := range map[string]family{
 		"cometbft": {cometbft.NewDecoder(), cs.Block},
 		"evm":      {evm.NewDecoder(), es.Block},

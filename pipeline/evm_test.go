@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain/evm"
+	"github.com/blockhaul/blockhaul/chain/evmsynth"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -25,7 +26,7 @@ func TestEVMRunMatchesSyntheticChain(t *testing.T) {
 			t.Fatalf("run: %v complete=%v", err, sum.Complete)
 		}
 	}
-	src := evm.NewSynthetic(evm.SyntheticConfig{Seed: cfg.SyntheticSeed})
+	src := evmsynth.NewSynthetic(evmsynth.SyntheticConfig{Seed: cfg.SyntheticSeed})
 	conn, err := pgx.Connect(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +109,7 @@ func TestEVMRangeStartsAtGenesis(t *testing.T) {
 FROM evm.blocks WHERE number = 0`).Scan(&hash, &parent, &txRoot, &rcptRoot, &wdRoot, &txCount); err != nil {
 		t.Fatal(err)
 	}
-	src := evm.NewSynthetic(evm.SyntheticConfig{Seed: cfg.SyntheticSeed})
+	src := evmsynth.NewSynthetic(evmsynth.SyntheticConfig{Seed: cfg.SyntheticSeed})
 	emptyTrie, _ := hex.DecodeString("56e81f171bcc55a6ff8345e692c0f86e5b48e01b996cadc001622fb5e363b421")
 	if !bytes.Equal(hash, src.BlockHash(0)) || !bytes.Equal(parent, make([]byte, 32)) || txCount != 0 {
 		t.Errorf("genesis row: hash %x parent %x %d txs; the chain's genesis is %x", hash, parent, txCount, src.BlockHash(0))

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain"
-	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -22,7 +22,7 @@ import (
 // every Tip call and which, once the tip reaches forkWhenTip, abandons its
 // blocks from forkAt on for those of another fork.
 type forkChain struct {
-	a, b        *cometbft.Synthetic
+	a, b        *cometbftsynth.Synthetic
 	forkAt      uint64
 	forkWhenTip uint64
 	step        uint64
@@ -32,16 +32,16 @@ type forkChain struct {
 
 func newForkChain(startTip, step, forkWhenTip, forkAt uint64) *forkChain {
 	fc := &forkChain{
-		a:      cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: 11, ChainID: "forky-1"}),
+		a:      cometbftsynth.NewSynthetic(cometbftsynth.SyntheticConfig{Seed: 11, ChainID: "forky-1"}),
 		forkAt: forkAt, forkWhenTip: forkWhenTip, step: step,
 	}
-	bcfg := cometbft.SyntheticConfig{Seed: 12, ChainID: "forky-1"}
+	bcfg := cometbftsynth.SyntheticConfig{Seed: 12, ChainID: "forky-1"}
 	if forkAt > 0 {
 		// forkAt 0: chain b from genesis on, no fork to link (BlockHash(forkAt-1)
 		// would ask for height 2^64-1 and generate every block below it).
-		bcfg.Fork = &cometbft.SyntheticFork{At: forkAt, Parent: fc.a.BlockHash(forkAt - 1)}
+		bcfg.Fork = &cometbftsynth.SyntheticFork{At: forkAt, Parent: fc.a.BlockHash(forkAt - 1)}
 	}
-	fc.b = cometbft.NewSynthetic(bcfg)
+	fc.b = cometbftsynth.NewSynthetic(bcfg)
 	fc.tip.Store(startTip)
 	return fc
 }

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
-	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/staging"
@@ -120,7 +120,7 @@ func TestRunEndsOnPersistentBadAnswer(t *testing.T) {
 // forks serves for a moment.
 type midReorgOnce struct {
 	*countingSource
-	other  *cometbft.Synthetic
+	other  *cometbftsynth.Synthetic
 	at     uint64
 	served atomic.Bool
 }
@@ -144,7 +144,7 @@ func TestRunRetriesTransientParentMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	dsn, stg := pgtest.NewDatabase(t), filepath.Join(t.TempDir(), "faulted")
-	src := &midReorgOnce{countingSource: newCounting(1000), other: cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: 4}), at: at}
+	src := &midReorgOnce{countingSource: newCounting(1000), other: cometbftsynth.NewSynthetic(cometbftsynth.SyntheticConfig{Seed: 4}), at: at}
 	cfg := testConfig(CmdRun, dsn, stg, nil, 1, 400)
 	cfg.Source = src
 	sum, err := Run(context.Background(), cfg, io.Discard, quiet)

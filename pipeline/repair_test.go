@@ -15,7 +15,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
-	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/cockroachdb/pebble/v2"
@@ -292,7 +292,7 @@ func problemHeights(ps []archive.Problem) []uint64 {
 
 // refusingSource serves the synthetic chain's identity but refuses every
 // block, as a node that has pruned them would.
-type refusingSource struct{ *cometbft.Synthetic }
+type refusingSource struct{ *cometbftsynth.Synthetic }
 
 func (refusingSource) Fetch(_ context.Context, from, to uint64) ([]chain.Block, error) {
 	return nil, fmt.Errorf("heights %d-%d pruned by this node", from, to)
@@ -307,7 +307,7 @@ func TestRepairExitsDataWrongWhenTheSourceCannotServe(t *testing.T) {
 	stg := archiveFixture(t, "cometbft", to)
 	flipRecords(t, stg, []uint64{100, 300})
 	cfg := repairCmd("cometbft", stg)
-	cfg.Source = refusingSource{cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: func() uint64 { return to + 100 }, TxPerBlock: 3})}
+	cfg.Source = refusingSource{cometbftsynth.NewSynthetic(cometbftsynth.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: func() uint64 { return to + 100 }, TxPerBlock: 3})}
 	r, err := runRepair(t, cfg)
 	if ExitCode(err) != ExitData {
 		t.Fatalf("repair from a source that refuses: exit %d (%v), want 4", ExitCode(err), err)

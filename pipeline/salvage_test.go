@@ -15,7 +15,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
-	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/cockroachdb/pebble/v2"
@@ -341,7 +341,7 @@ func TestSalvageKeepsTheDamagedFilesUntilClean(t *testing.T) {
 	before := dirBytes(t, stg)
 
 	cfg := repairCmd("cometbft", stg)
-	cfg.Source = refusingSource{cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: func() uint64 { return to + 100 }, TxPerBlock: 3})}
+	cfg.Source = refusingSource{cometbftsynth.NewSynthetic(cometbftsynth.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: func() uint64 { return to + 100 }, TxPerBlock: 3})}
 	r, err := runRepair(t, cfg)
 	if ExitCode(err) != ExitData {
 		t.Fatalf("repair from a source that refuses: exit %d (%v), want 4", ExitCode(err), err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/monitor"
@@ -22,7 +23,7 @@ import (
 
 // countingSource serves a synthetic chain with a fixed tip and counts calls.
 type countingSource struct {
-	*cometbft.Synthetic
+	*cometbftsynth.Synthetic
 	tip   uint64
 	calls atomic.Int64
 	// onFetch, if set, runs before each Fetch (to observe a run from inside).
@@ -30,7 +31,7 @@ type countingSource struct {
 }
 
 func newCounting(tip uint64) *countingSource {
-	return &countingSource{Synthetic: cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: 3}), tip: tip}
+	return &countingSource{Synthetic: cometbftsynth.NewSynthetic(cometbftsynth.SyntheticConfig{Seed: 3}), tip: tip}
 }
 
 func (s *countingSource) Tip(context.Context) (uint64, error) { s.calls.Add(1); return s.tip, nil }

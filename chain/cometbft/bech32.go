@@ -22,8 +22,8 @@ func bech32Polymod(values []byte) uint32 {
 	return chk
 }
 
-// bech32Encode returns hrp + "1" + data (8-bit groups) in bech32 with its checksum.
-func bech32Encode(hrp string, data []byte) string {
+// Bech32Encode returns hrp + "1" + data (8-bit groups) in bech32 with its checksum.
+func Bech32Encode(hrp string, data []byte) string {
 	// Regroup 8-bit bytes into 5-bit groups, padding the last one.
 	five := make([]byte, 0, (len(data)*8+4)/5)
 	var acc uint32

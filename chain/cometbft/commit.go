@@ -176,10 +176,10 @@ func keyTypeName(k []byte) string {
 	return string(k)
 }
 
-// validatorAddress is CometBFT's address of a validator key: the first 20
+// ValidatorAddress is CometBFT's address of a validator key: the first 20
 // bytes of SHA-256 of the key (ed25519, BLS12-381), RIPEMD-160 of SHA-256
 // of the compressed key (secp256k1); nil for another type.
-func validatorAddress(keyType string, key []byte) []byte {
+func ValidatorAddress(keyType string, key []byte) []byte {
 	switch keyType {
 	case "ed25519", "bls12_381":
 		sum := sha256.Sum256(key)
@@ -206,7 +206,7 @@ func (s *scanner) captureValue() (start, end int, ok bool) {
 
 // appendCleanJSON appends the JSON value at b[start:end] (already
 // validated by the scanner) with every string re-encoded by
-// appendJSONString, so that it is fit for jsonb: no \u0000, no invalid
+// AppendJSONString, so that it is fit for jsonb: no \u0000, no invalid
 // UTF-8.
 func appendCleanJSON(dst []byte, b []byte, scratch *[]byte) []byte {
 	sc := scanner{b: b}
@@ -223,7 +223,7 @@ func (s *scanner) appendValue(dst []byte, scratch *[]byte, depth int) []byte {
 		if s.err != nil {
 			return dst
 		}
-		return appendJSONString(dst, s.raw(r, scratch))
+		return AppendJSONString(dst, s.raw(r, scratch))
 	case '{':
 		s.i++
 		dst = append(dst, '{')
@@ -232,7 +232,7 @@ func (s *scanner) appendValue(dst []byte, scratch *[]byte, depth int) []byte {
 			if n > 1 {
 				dst = append(dst, ',')
 			}
-			dst = appendJSONString(dst, appendUnescaped((*scratch)[:0], k))
+			dst = AppendJSONString(dst, appendUnescaped((*scratch)[:0], k))
 			dst = append(dst, ':')
 			dst = s.appendValue(dst, scratch, depth+1)
 		}
@@ -311,7 +311,7 @@ func (st *decodeState) emitValidatorRows(rows *chain.Rows, hv, tv any) error {
 		row[vuIndex] = boxInt32(int32(i))
 		row[vuKeyType] = u.keyType
 		row[vuKey] = key
-		if a := validatorAddress(u.keyType, key); a != nil {
+		if a := ValidatorAddress(u.keyType, key); a != nil {
 			row[vuAddress] = a
 		} else {
 			row[vuAddress] = nil

@@ -743,7 +743,7 @@ func (st *decodeState) appendAttrText(dst []byte, r strRef, b64 bool) []byte {
 		st.scratch2, _ = base64.StdEncoding.AppendDecode(st.scratch2[:0], b)
 		b = st.scratch2
 	}
-	return appendJSONString(dst, b)
+	return AppendJSONString(dst, b)
 }
 
 // emit appends the rows of the parsed block.

@@ -55,7 +55,7 @@ func TestDecodeMatchesReferenceDecoder(t *testing.T) {
 		checkAgainstReference(t, fmt.Sprintf("synthetic %d", h), h, s.AppendRecord(nil, h))
 	}
 	for _, h := range []uint64{1 << 32, DefaultTip} { // the far end of the chain too (its content; the hashes below are not produced)
-		checkAgainstReference(t, fmt.Sprintf("synthetic %d", h), h, s.appendUnchained(nil, h, [32]byte{1}))
+		checkAgainstReference(t, fmt.Sprintf("synthetic %d", h), h, s.AppendUnchained(nil, h, [32]byte{1}))
 	}
 	for _, v := range []string{"v034", "v037", "v038"} {
 		raw, err := os.ReadFile("testdata/versions/block_" + v + ".json")
@@ -538,19 +538,19 @@ func TestCleanText(t *testing.T) {
 		if got := string(cleanText(nil, []byte(c.in))); got != c.want {
 			t.Errorf("cleanText(%q) = %q, want %q", c.in, got, c.want)
 		}
-		js := appendJSONString(nil, []byte(c.in))
+		js := AppendJSONString(nil, []byte(c.in))
 		var back string
 		if err := json.Unmarshal(js, &back); err != nil || back != c.want {
-			t.Errorf("appendJSONString(%q) = %s, reads back as %q (%v), want %q", c.in, js, back, err, c.want)
+			t.Errorf("AppendJSONString(%q) = %s, reads back as %q (%v), want %q", c.in, js, back, err, c.want)
 		}
 		if bytes.Contains(js, []byte(`\u0000`)) {
-			t.Errorf("appendJSONString(%q) = %s: jsonb rejects \\u0000", c.in, js)
+			t.Errorf("AppendJSONString(%q) = %s: jsonb rejects \\u0000", c.in, js)
 		}
 	}
 	long := strings.Repeat("0123456789abcdef", 8) + "\"\\\n\r\t\x01\x1f" + strings.Repeat("x", 9)
 	var back string
-	if err := json.Unmarshal(appendJSONString(nil, []byte(long)), &back); err != nil || back != long {
-		t.Errorf("appendJSONString of control characters reads back as %q, %v", back, err)
+	if err := json.Unmarshal(AppendJSONString(nil, []byte(long)), &back); err != nil || back != long {
+		t.Errorf("AppendJSONString of control characters reads back as %q, %v", back, err)
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package cometbft is blockhaul's CometBFT (Tendermint) chain family: the
-// raw record a source stages for each height, a deterministic synthetic
-// source of such records, and the decoder that turns them into rows of the
+// raw record a source stages for each height, its RPC source and block
+// verification, and the decoder that turns them into rows of the
 // blocks, transactions, events, messages, commit_signatures,
 // validator_updates and consensus_param_updates tables (tables.go).
 //
@@ -9,6 +9,7 @@
 // them (see MarshalRecord), so that a later schema can be re-exported from
 // staging without asking a node again.
 //
-// The package implements the loader's Source (Synthetic) and the exporter's
-// Decoder (Decoder) structurally; it imports neither.
+// The package implements the loader's Source (RPCSource) and the exporter's
+// Decoder (Decoder) structurally; it imports neither. Its synthetic chain
+// is package chain/cometbftsynth.
 package cometbft

@@ -18,21 +18,22 @@ import (
 // Int64Value, BytesValue), which is empty for a zero value. The data_hash
 // is the Merkle root of the SHA-256 of each tx (Txs.Hash).
 
-// headerFields is a header in the types CometBFT hashes.
-type headerFields struct {
-	verBlock, verApp   uint64
-	chainID            []byte
-	height             int64
-	sec                int64
-	nsec               int32
-	lastHash           []byte
-	lastPartsTotal     uint32
-	lastPartsHash      []byte
-	lastCommit, data   []byte
-	vals, nextVals     []byte
-	consensus, app     []byte
-	lastResults, evid  []byte
-	proposer           []byte
+// HeaderFields is a header in the types CometBFT hashes (exported for the
+// synthetic chain, chain/cometbftsynth, which hashes the headers it writes).
+type HeaderFields struct {
+	VerBlock, VerApp   uint64
+	ChainID            []byte
+	Height             int64
+	Sec                int64
+	Nsec               int32
+	LastHash           []byte
+	LastPartsTotal     uint32
+	LastPartsHash      []byte
+	LastCommit, Data   []byte
+	Vals, NextVals     []byte
+	Consensus, App     []byte
+	LastResults, Evid  []byte
+	Proposer           []byte
 	scratch            [14][]byte
 	buf                []byte
 	leaves             [14][32]byte
@@ -40,12 +41,12 @@ type headerFields struct {
 	leafIn, innerInput []byte
 }
 
-// emptyHashRaw is SHA-256 of nothing.
-var emptyHashRaw = sha256.Sum256(nil)
+// EmptyHashRaw is SHA-256 of nothing.
+var EmptyHashRaw = sha256.Sum256(nil)
 
-// detach returns a copy of f that shares no scratch with it, for a header
+// Detach returns a copy of f that shares no scratch with it, for a header
 // to be hashed later while f renders the next.
-func (f *headerFields) detach() headerFields {
+func (f *HeaderFields) Detach() HeaderFields {
 	c := *f
 	c.buf, c.leafIn, c.innerInput = nil, nil, nil
 	own := func(b []byte) []byte {
@@ -54,73 +55,73 @@ func (f *headerFields) detach() headerFields {
 		}
 		return append([]byte(nil), b...)
 	}
-	c.lastPartsHash, c.lastCommit, c.data = own(f.lastPartsHash), own(f.lastCommit), own(f.data)
-	c.app, c.lastResults = own(f.app), own(f.lastResults)
+	c.LastPartsHash, c.LastCommit, c.Data = own(f.LastPartsHash), own(f.LastCommit), own(f.Data)
+	c.App, c.LastResults = own(f.App), own(f.LastResults)
 	return c
 }
 
-// hash returns the header's hash (Header.Hash).
-func (f *headerFields) hash() [32]byte {
+// Hash returns the header's hash (Header.Hash).
+func (f *HeaderFields) Hash() [32]byte {
 	b := f.buf[:0]
 	mark := func(i, start int) { f.scratch[i] = b[start:len(b):len(b)] }
 	s := len(b)
-	if f.verBlock != 0 {
+	if f.VerBlock != 0 {
 		b = append(b, 0x08)
-		b = appendUvarint(b, f.verBlock)
+		b = appendUvarint(b, f.VerBlock)
 	}
-	if f.verApp != 0 {
+	if f.VerApp != 0 {
 		b = append(b, 0x10)
-		b = appendUvarint(b, f.verApp)
+		b = appendUvarint(b, f.VerApp)
 	}
 	mark(0, s)
 	s = len(b)
-	b = appendBytesField(b, 1, f.chainID)
+	b = appendBytesField(b, 1, f.ChainID)
 	mark(1, s)
 	s = len(b)
-	if f.height != 0 {
+	if f.Height != 0 {
 		b = append(b, 0x08)
-		b = appendUvarint(b, uint64(f.height))
+		b = appendUvarint(b, uint64(f.Height))
 	}
 	mark(2, s)
 	s = len(b)
-	if f.sec != 0 {
+	if f.Sec != 0 {
 		b = append(b, 0x08)
-		b = appendUvarint(b, uint64(f.sec))
+		b = appendUvarint(b, uint64(f.Sec))
 	}
-	if f.nsec != 0 {
+	if f.Nsec != 0 {
 		b = append(b, 0x10)
-		b = appendUvarint(b, uint64(int64(f.nsec)))
+		b = appendUvarint(b, uint64(int64(f.Nsec)))
 	}
 	mark(3, s)
 	s = len(b)
 	// BlockID{hash = 1, part_set_header = 2 (non-nullable: always written)}
 	// with PartSetHeader{total = 1, hash = 2}.
-	b = appendBytesField(b, 1, f.lastHash)
+	b = appendBytesField(b, 1, f.LastHash)
 	psh := 0
-	if f.lastPartsTotal != 0 {
-		psh += 1 + uvarintLen(uint64(f.lastPartsTotal))
+	if f.LastPartsTotal != 0 {
+		psh += 1 + uvarintLen(uint64(f.LastPartsTotal))
 	}
-	if len(f.lastPartsHash) > 0 {
-		psh += 1 + uvarintLen(uint64(len(f.lastPartsHash))) + len(f.lastPartsHash)
+	if len(f.LastPartsHash) > 0 {
+		psh += 1 + uvarintLen(uint64(len(f.LastPartsHash))) + len(f.LastPartsHash)
 	}
 	b = append(b, 0x12)
 	b = appendUvarint(b, uint64(psh))
-	if f.lastPartsTotal != 0 {
+	if f.LastPartsTotal != 0 {
 		b = append(b, 0x08)
-		b = appendUvarint(b, uint64(f.lastPartsTotal))
+		b = appendUvarint(b, uint64(f.LastPartsTotal))
 	}
-	b = appendBytesField(b, 2, f.lastPartsHash)
+	b = appendBytesField(b, 2, f.LastPartsHash)
 	mark(4, s)
-	for i, v := range [...][]byte{f.lastCommit, f.data, f.vals, f.nextVals, f.consensus, f.app, f.lastResults, f.evid, f.proposer} {
+	for i, v := range [...][]byte{f.LastCommit, f.Data, f.Vals, f.NextVals, f.Consensus, f.App, f.LastResults, f.Evid, f.Proposer} {
 		s = len(b)
 		b = appendBytesField(b, 1, v)
 		mark(5+i, s)
 	}
 	f.buf = b[:0] // the marks stay valid: appends that grew b left them in place
 	for i := range f.leaves {
-		f.leaves[i] = leafHash(&f.leafIn, f.scratch[i])
+		f.leaves[i] = LeafHash(&f.leafIn, f.scratch[i])
 	}
-	return merkleRootOfLeaves(f.leaves[:], f.tmp[:], &f.innerInput)
+	return MerkleRootOfLeaves(f.leaves[:], f.tmp[:], &f.innerInput)
 }
 
 // appendBytesField appends protobuf field num (wire type 2) holding v, or
@@ -151,18 +152,18 @@ func uvarintLen(v uint64) int {
 	return n
 }
 
-// leafHash is RFC 6962's leaf hash: SHA-256(0x00 || item).
-func leafHash(scratch *[]byte, item []byte) [32]byte {
+// LeafHash is RFC 6962's leaf hash: SHA-256(0x00 || item).
+func LeafHash(scratch *[]byte, item []byte) [32]byte {
 	b := append((*scratch)[:0], 0)
 	b = append(b, item...)
 	*scratch = b
 	return sha256.Sum256(b)
 }
 
-// merkleRootOfLeaves returns the RFC 6962 root of leaf hashes, splitting at
+// MerkleRootOfLeaves returns the RFC 6962 root of leaf hashes, splitting at
 // the largest power of two below n as CometBFT does; tmp has room for
 // len(leaves) hashes and is overwritten. No leaves is SHA-256 of nothing.
-func merkleRootOfLeaves(leaves, tmp [][32]byte, scratch *[]byte) [32]byte {
+func MerkleRootOfLeaves(leaves, tmp [][32]byte, scratch *[]byte) [32]byte {
 	switch len(leaves) {
 	case 0:
 		return sha256.Sum256(nil)
@@ -170,8 +171,8 @@ func merkleRootOfLeaves(leaves, tmp [][32]byte, scratch *[]byte) [32]byte {
 		return leaves[0]
 	}
 	k := splitPoint(len(leaves))
-	left := merkleRootOfLeaves(leaves[:k], tmp[:k], scratch)
-	right := merkleRootOfLeaves(leaves[k:], tmp[k:], scratch)
+	left := MerkleRootOfLeaves(leaves[:k], tmp[:k], scratch)
+	right := MerkleRootOfLeaves(leaves[k:], tmp[k:], scratch)
 	b := append((*scratch)[:0], 1)
 	b = append(b, left[:]...)
 	b = append(b, right[:]...)
@@ -194,9 +195,9 @@ func txsHash(txs [][]byte) [32]byte {
 	var scratch []byte
 	for i, tx := range txs {
 		h := sha256.Sum256(tx)
-		leaves[i] = leafHash(&scratch, h[:])
+		leaves[i] = LeafHash(&scratch, h[:])
 	}
-	return merkleRootOfLeaves(leaves, make([][32]byte, len(leaves)), &scratch)
+	return MerkleRootOfLeaves(leaves, make([][32]byte, len(leaves)), &scratch)
 }
 
 // VerifyBlock recomputes the hash of a raw record's block from its header,
@@ -231,7 +232,7 @@ func VerifyBlock(raw []byte) (hash []byte, err error) {
 	if !h.sawHeader {
 		return nil, fmt.Errorf("cometbft: verify block %d: %w: no header", h.height, ErrMalformedRecord)
 	}
-	var f headerFields
+	var f HeaderFields
 	var arena []byte
 	field := func(r strRef, name string) []byte {
 		if err != nil {
@@ -243,32 +244,32 @@ func VerifyBlock(raw []byte) (hash []byte, err error) {
 	}
 	arena = make([]byte, 0, 512)
 	claimed := field(h.hash, "block_id.hash")
-	f.lastHash = field(h.parent, "header.last_block_id.hash")
-	f.lastPartsHash = field(h.parentParts, "header.last_block_id.parts.hash")
-	f.lastCommit = field(h.lastCommit, "header.last_commit_hash")
-	f.data = field(h.dataHash, "header.data_hash")
-	f.vals = field(h.vals, "header.validators_hash")
-	f.nextVals = field(h.nextVals, "header.next_validators_hash")
-	f.consensus = field(h.consensus, "header.consensus_hash")
-	f.app = field(h.appHash, "header.app_hash")
-	f.lastResults = field(h.lastResults, "header.last_results_hash")
-	f.evid = field(h.evidence, "header.evidence_hash")
-	f.proposer = field(h.proposer, "header.proposer_address")
+	f.LastHash = field(h.parent, "header.last_block_id.hash")
+	f.LastPartsHash = field(h.parentParts, "header.last_block_id.parts.hash")
+	f.LastCommit = field(h.lastCommit, "header.last_commit_hash")
+	f.Data = field(h.dataHash, "header.data_hash")
+	f.Vals = field(h.vals, "header.validators_hash")
+	f.NextVals = field(h.nextVals, "header.next_validators_hash")
+	f.Consensus = field(h.consensus, "header.consensus_hash")
+	f.App = field(h.appHash, "header.app_hash")
+	f.LastResults = field(h.lastResults, "header.last_results_hash")
+	f.Evid = field(h.evidence, "header.evidence_hash")
+	f.Proposer = field(h.proposer, "header.proposer_address")
 	if err != nil {
 		return nil, fmt.Errorf("cometbft: verify block %d: %w", h.height, err)
 	}
-	f.chainID = append([]byte(nil), st.bytesOf(h.chainID)...)
-	f.height = h.height
+	f.ChainID = append([]byte(nil), st.bytesOf(h.chainID)...)
+	f.Height = h.height
 	if h.verBlock < 0 || h.verApp < 0 || h.parentPartsTotal < 0 || h.parentPartsTotal > 1<<32-1 {
 		return nil, fmt.Errorf("cometbft: verify block %d: %w: negative version or part count", h.height, ErrMalformedRecord)
 	}
-	f.verBlock, f.verApp, f.lastPartsTotal = uint64(h.verBlock), uint64(h.verApp), uint32(h.parentPartsTotal)
+	f.VerBlock, f.VerApp, f.LastPartsTotal = uint64(h.verBlock), uint64(h.verApp), uint32(h.parentPartsTotal)
 	t, terr := time.Parse(time.RFC3339Nano, string(st.bytesOf(h.time)))
 	if terr != nil {
 		return nil, fmt.Errorf("cometbft: verify block %d: %w: header.time: %v", h.height, ErrMalformedRecord, terr)
 	}
-	f.sec, f.nsec = t.Unix(), int32(t.Nanosecond())
-	sum := f.hash()
+	f.Sec, f.Nsec = t.Unix(), int32(t.Nanosecond())
+	sum := f.Hash()
 	if string(sum[:]) != string(claimed) {
 		return nil, &chain.HashMismatchError{Family: chain.FamilyCometBFT, Height: uint64(h.height), What: "block hash",
 			Claimed: claimed, Computed: append([]byte(nil), sum[:]...)}
@@ -281,9 +282,9 @@ func VerifyBlock(raw []byte) (hash []byte, err error) {
 		}
 		txs[i] = tx
 	}
-	if dh := txsHash(txs); string(dh[:]) != string(f.data) {
+	if dh := txsHash(txs); string(dh[:]) != string(f.Data) {
 		return nil, &chain.HashMismatchError{Family: chain.FamilyCometBFT, Height: uint64(h.height), What: "data_hash",
-			Claimed: f.data, Computed: append([]byte(nil), dh[:]...)}
+			Claimed: f.Data, Computed: append([]byte(nil), dh[:]...)}
 	}
 	return append([]byte(nil), sum[:]...), nil
 }

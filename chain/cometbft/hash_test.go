@@ -108,10 +108,10 @@ func flipHex(h string) string {
 // test vectors (crypto/merkle/tree_test.go's RFC 6962 values).
 func TestMerkleRootKnownValues(t *testing.T) {
 	var scratch []byte
-	if got := merkleRootOfLeaves(nil, nil, &scratch); hex.EncodeToString(got[:]) != "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" {
+	if got := MerkleRootOfLeaves(nil, nil, &scratch); hex.EncodeToString(got[:]) != "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" {
 		t.Fatalf("empty root %x", got)
 	}
-	one := [][32]byte{leafHash(&scratch, []byte{})}
+	one := [][32]byte{LeafHash(&scratch, []byte{})}
 	if hex.EncodeToString(one[0][:]) != "6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d" {
 		t.Fatalf("leaf of empty %x", one[0])
 	}

@@ -24,6 +24,6 @@ type (
 )
 
 var (
-	_ loaderSource  = (*Synthetic)(nil)
+	_ loaderSource  = (*RPCSource)(nil)
 	_ exportDecoder = (*Decoder)(nil)
 )

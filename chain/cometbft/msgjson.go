@@ -190,7 +190,7 @@ func appendKey(dst []byte, name string, first *bool) []byte {
 func appendValue(dst []byte, fd *pbFieldDesc, f pbField, depth int) ([]byte, bool) {
 	switch fd.kind {
 	case kString:
-		return appendJSONString(dst, f.bytes), true
+		return AppendJSONString(dst, f.bytes), true
 	case kUint64:
 		dst = append(dst, '"')
 		dst = strconv.AppendUint(dst, f.u, 10)

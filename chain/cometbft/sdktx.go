@@ -9,7 +9,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 
-	"golang.org/x/crypto/ripemd160" //nolint:staticcheck // see validatorAddress
+	"golang.org/x/crypto/ripemd160" //nolint:staticcheck // see ValidatorAddress
 	"golang.org/x/crypto/sha3"
 )
 
@@ -238,9 +238,9 @@ func readAuthInfo(b []byte, t *sdkTx) bool {
 	return !r.bad
 }
 
-// accountAddress is the account address of a public key of a known type, or
+// AccountAddress is the account address of a public key of a known type, or
 // nil.
-func accountAddress(keyType, key []byte) []byte {
+func AccountAddress(keyType, key []byte) []byte {
 	switch string(keyType) {
 	case "/cosmos.crypto.secp256k1.PubKey":
 		if len(key) != 33 {
@@ -380,9 +380,9 @@ func (st *decodeState) emitSDK(rows *chain.Rows, row []any, i int, tx []byte, hv
 			fee = append(fee, ',')
 		}
 		fee = append(fee, `{"denom":`...)
-		fee = appendJSONString(fee, c.denom)
+		fee = AppendJSONString(fee, c.denom)
 		fee = append(fee, `,"amount":`...)
-		fee = appendJSONString(fee, c.amount)
+		fee = AppendJSONString(fee, c.amount)
 		fee = append(fee, '}')
 	}
 	row[tFee] = append(fee, ']')
@@ -395,8 +395,8 @@ func (st *decodeState) emitSDK(rows *chain.Rows, row []any, i int, tx []byte, hv
 	var withNull []*string
 	for j, s := range t.signers {
 		addr := ""
-		if a := accountAddress(s.keyType, s.key); a != nil && prefix != "" {
-			addr = bech32Encode(prefix, a)
+		if a := AccountAddress(s.keyType, s.key); a != nil && prefix != "" {
+			addr = Bech32Encode(prefix, a)
 		} else if j < len(st.msgSigners) {
 			addr = st.cleanString(st.msgSigners[j])
 		} else if withNull == nil {

@@ -34,7 +34,7 @@ func cleanText(dst, b []byte) []byte {
 	return dst
 }
 
-// needsEscape marks the bytes appendJSONString cannot copy as they are.
+// needsEscape marks the bytes AppendJSONString cannot copy as they are.
 var needsEscape = func() (t [256]bool) {
 	for c := range 0x20 {
 		t[c] = true
@@ -47,9 +47,9 @@ var needsEscape = func() (t [256]bool) {
 	return t
 }()
 
-// appendJSONString appends b as a quoted JSON string, cleaned as cleanText
+// AppendJSONString appends b as a quoted JSON string, cleaned as cleanText
 // does.
-func appendJSONString(dst, b []byte) []byte {
+func AppendJSONString(dst, b []byte) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(b); {
@@ -102,7 +102,7 @@ func appendJSONString(dst, b []byte) []byte {
 }
 
 // swarSpecial reports whether any of the eight bytes of v needs attention
-// from appendJSONString: a control character, '"', '\\' or a non-ASCII byte.
+// from AppendJSONString: a control character, '"', '\\' or a non-ASCII byte.
 func swarSpecial(v uint64) bool {
 	ctl := (v - swarOnes*0x20) & ^v & swarHighs // bytes < 0x20 (or a borrow from one)
 	return (ctl | swarZero(v^(swarOnes*'"')) | swarZero(v^(swarOnes*'\\')) | v&swarHighs) != 0

@@ -266,17 +266,17 @@ func TestDecodeValidatorUpdateForms(t *testing.T) {
 
 // secpAddrHex is the RIPEMD-160 of SHA-256 of a secp256k1 key, computed
 // here by the x/crypto package the decoder uses too; the vector below pins it.
-func secpAddrHex(key []byte) string { return hex.EncodeToString(validatorAddress("secp256k1", key)) }
+func secpAddrHex(key []byte) string { return hex.EncodeToString(ValidatorAddress("secp256k1", key)) }
 
 func TestValidatorAddressVectors(t *testing.T) {
 	// Cosmos SDK's secp256k1 test vector (crypto/keys/secp256k1):
 	// pubkey 02950e1cdfcb133d6024109fd489f734eeb4502418e538c28481f22bce276f248c
 	// has the address 7c2bb42a8be69791ec763e51f5a49bcd41e82237.
 	key := mustDecodeHex(t, "02950e1cdfcb133d6024109fd489f734eeb4502418e538c28481f22bce276f248c")
-	if got := hex.EncodeToString(validatorAddress("secp256k1", key)); got != "7c2bb42a8be69791ec763e51f5a49bcd41e82237" {
+	if got := hex.EncodeToString(ValidatorAddress("secp256k1", key)); got != "7c2bb42a8be69791ec763e51f5a49bcd41e82237" {
 		t.Errorf("secp256k1 address %s", got)
 	}
-	if validatorAddress("sr25519", key) != nil {
+	if ValidatorAddress("sr25519", key) != nil {
 		t.Error("address of an unknown key type")
 	}
 }
@@ -285,7 +285,7 @@ func TestSyntheticValidatorUpdates(t *testing.T) {
 	d := NewDecoder()
 	s := NewSynthetic(SyntheticConfig{Seed: 3})
 	for _, h := range []uint64{validatorUpdatesEvery - 1, validatorUpdatesEvery, 20 * validatorUpdatesEvery} {
-		raw := s.appendUnchained(nil, h, [32]byte{1})
+		raw := s.AppendUnchained(nil, h, [32]byte{1})
 		rows := chain.NewRows(d.Tables())
 		if err := d.Decode(h, raw, rows); err != nil {
 			t.Fatal(err)
@@ -296,8 +296,8 @@ func TestSyntheticValidatorUpdates(t *testing.T) {
 		}
 		for _, u := range rows.Table(tableValidatorUpdates) {
 			// The validator's address is the one it signs commits with.
-			v := s.vals[(h/validatorUpdatesEvery)%uint64(len(s.vals))]
-			if !bytes.Equal(u[vuAddress].([]byte), v.addr[:]) || u[vuPower] != int64(1_000_000+h%997) {
+			v := s.UpdatedValidator(h)
+			if !bytes.Equal(u[vuAddress].([]byte), v[:]) || u[vuPower] != int64(1_000_000+h%997) {
 				t.Errorf("height %d: update %v", h, u)
 			}
 		}

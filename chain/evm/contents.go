@@ -187,9 +187,9 @@ func (v *verifier) roots() [3]headerRoot {
 	// check, nor receipts to check against them.
 	txs := v.haveTxs && v.unknown < 0
 	return [3]headerRoot{
-		{hTxRoot, v.txs, txs && has(hTxRoot)},
-		{hWithdrawalsRoot, v.wds, v.haveWds && has(hWithdrawalsRoot)},
-		{hReceiptsRoot, v.rcpts, v.haveRcpts && has(hReceiptsRoot)},
+		{FieldTxRoot, v.txs, txs && has(FieldTxRoot)},
+		{FieldWithdrawalsRoot, v.wds, v.haveWds && has(FieldWithdrawalsRoot)},
+		{FieldReceiptsRoot, v.rcpts, v.haveRcpts && has(FieldReceiptsRoot)},
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/chaintest"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -192,7 +193,7 @@ func checkAgainstReference(t *testing.T, d *Decoder, h uint64, raw []byte) {
 	t.Helper()
 	tables := d.Tables()
 	rows := decodeOne(t, d, h, raw)
-	block, txs, receipts := parseGeth(t, raw)
+	block, txs, receipts := chaintest.ParseGethRecord(t, raw)
 	check := func(table int, row []any, cols []refCol, obj map[string]json.RawMessage, what string) {
 		t.Helper()
 		for _, c := range cols {

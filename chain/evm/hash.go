@@ -53,30 +53,30 @@ var headerFields = [...]headerField{
 
 // Indexes of headerFields.
 const (
-	hParentHash = iota
-	hUncles
-	hMiner
-	hStateRoot
-	hTxRoot
-	hReceiptsRoot
-	hBloom
-	hDifficulty
-	hNumber
-	hGasLimit
-	hGasUsed
-	hTimestamp
-	hExtra
-	hMixHash
-	hNonce
-	hBaseFee
-	hWithdrawalsRoot
-	hBlobGasUsed
-	hExcessBlobGas
-	hBeaconRoot
-	hRequestsHash
+	FieldParentHash = iota
+	FieldUncles
+	FieldMiner
+	FieldStateRoot
+	FieldTxRoot
+	FieldReceiptsRoot
+	FieldBloom
+	FieldDifficulty
+	FieldNumber
+	FieldGasLimit
+	FieldGasUsed
+	FieldTimestamp
+	FieldExtra
+	FieldMixHash
+	FieldNonce
+	FieldBaseFee
+	FieldWithdrawalsRoot
+	FieldBlobGasUsed
+	FieldExcessBlobGas
+	FieldBeaconRoot
+	FieldRequestsHash
 )
 
-const firstOptional = hBaseFee
+const firstOptional = FieldBaseFee
 
 // blockBodyKeys are the keys of a block object (eth_getBlockByNumber's
 // result, as geth's RPCMarshalBlock writes it) that are not header fields:

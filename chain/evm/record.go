@@ -1,7 +1,8 @@
 // Package evm is blockhaul's Ethereum-family chain: the raw record format
-// staged for one block, a deterministic synthetic source of such records,
-// and the decoder that turns them into rows of the blocks, transactions and
-// logs tables (whose DDL it also owns).
+// staged for one block, its RPC source and block verification, and the
+// decoder that turns them into rows of the blocks, transactions and logs
+// tables (whose DDL it also owns). Its synthetic chain is package
+// chain/evmsynth.
 //
 // A raw record is one JSON object holding what an execution client returns
 // for a block, byte for byte:

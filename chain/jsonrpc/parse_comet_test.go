@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 )
 
@@ -15,7 +15,7 @@ import (
 // the synthetic chain, in the node's envelope.
 func cometBatchBody(tb testing.TB, span int) []byte {
 	tb.Helper()
-	syn := cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: 1})
+	syn := cometbftsynth.NewSynthetic(cometbftsynth.SyntheticConfig{Seed: 1})
 	var body []byte
 	body = append(body, '[')
 	id := 1

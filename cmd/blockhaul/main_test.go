@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/internal/testbin"
 	"github.com/jackc/pgx/v5"
@@ -100,7 +100,7 @@ func TestRunMatchesSyntheticChainAndRerunIsNoOp(t *testing.T) {
 		t.Fatalf("run exited %d:\n%s", code, out)
 	}
 	// Every height's counts equal the synthetic chain's own.
-	src := cometbft.NewSynthetic(cometbft.SyntheticConfig{Seed: 7})
+	src := cometbftsynth.NewSynthetic(cometbftsynth.SyntheticConfig{Seed: 7})
 	c := connect(t, dsn)
 	rows, err := c.Query(context.Background(), `
 SELECT b.height, b.num_txs,

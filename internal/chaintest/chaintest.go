@@ -4,6 +4,8 @@ package chaintest
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
+	"testing"
 )
 
 // HashOf is a deterministic 32-byte block hash for height h, so that a test
@@ -13,4 +15,22 @@ func HashOf(h uint64) []byte {
 	binary.BigEndian.PutUint64(b[:], h)
 	s := sha256.Sum256(b[:])
 	return s[:]
+}
+
+// ParseGethRecord reads an EVM raw record as encoding/json sees it, to check
+// its shapes apart from the decoder: the block object, its transactions and
+// the receipts. A record that is not JSON fails the test.
+func ParseGethRecord(t testing.TB, raw []byte) (block map[string]json.RawMessage, txs, receipts []map[string]json.RawMessage) {
+	t.Helper()
+	var r struct {
+		Block    map[string]json.RawMessage   `json:"block"`
+		Receipts []map[string]json.RawMessage `json:"receipts"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("record is not valid JSON: %v", err)
+	}
+	if err := json.Unmarshal(r.Block["transactions"], &txs); err != nil {
+		t.Fatalf("transactions: %v", err)
+	}
+	return r.Block, txs, r.Receipts
 }

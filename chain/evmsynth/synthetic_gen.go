@@ -1,4 +1,4 @@
-package evm
+package evmsynth
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
+
+	"github.com/blockhaul/blockhaul/chain/evm"
 )
 
 // This file writes the JSON of synthetic blocks. It appends to one byte
@@ -15,7 +17,7 @@ import (
 // and never goes through maps or encoding/json: a mainnet-sized record is
 // ~0.5 MB and the benchmark harness wants thousands of them per second.
 // Field order and shapes follow geth (checked against the 1.17 fixtures in
-// testdata/): blocks and receipts are marshalled from maps (keys sorted),
+// chain/evm/testdata/): blocks and receipts are marshalled from maps (keys sorted),
 // transactions and logs from structs.
 
 // rng is splitmix64: tiny state, so one can be derived per (seed, height,
@@ -234,11 +236,11 @@ type generator struct {
 	multis   []int
 	buf      []byte
 
-	offHash     []int                     // where the block's own hash goes (see finish)
-	offTx       []txHashAt                // where transaction hashes go (see seal)
-	offParent   int                       // where its parent's hash goes
-	spans       [len(headerFields)][2]int // header field values in the record
-	number      []byte                    // "0x..." of h
+	offHash     []int                    // where the block's own hash goes (see finish)
+	offTx       []txHashAt               // where transaction hashes go (see seal)
+	offParent   int                      // where its parent's hash goes
+	spans       [evm.HeaderFields][2]int // header field values in the record
+	number      []byte                   // "0x..." of h
 	timestamp   uint64
 	tsHex       []byte
 	baseFee     uint64
@@ -249,12 +251,17 @@ type generator struct {
 	bloom       [256]byte
 }
 
+// The chain's clock and blob gas: block h's timestamp is GenesisTime +
+// BlockTime·h seconds; a blob uses BlobGas.
 const (
-	genesisTime   = 1_700_000_000
-	blockTime     = 12
+	GenesisTime = 1_700_000_000
+	BlockTime   = 12
+	BlobGas     = 1 << 17
+)
+
+const (
 	blockGasLimit = 36_000_000
 	maxBlobs      = 9
-	blobGas       = 1 << 17
 	withdrawals   = 16
 )
 
@@ -264,9 +271,9 @@ func (g *generator) record(s *Synthetic, h uint64) []byte {
 	g.r = newRNG(s.seed, h, streamBlock)
 	g.offHash = g.offHash[:0]
 	g.offTx = g.offTx[:0]
-	g.spans = [len(headerFields)][2]int{}
+	g.spans = [evm.HeaderFields][2]int{}
 	g.number = strconv.AppendUint(append(g.number[:0], "0x"...), h, 16)
-	g.timestamp = genesisTime + blockTime*h
+	g.timestamp = GenesisTime + BlockTime*h
 	g.tsHex = strconv.AppendUint(append(g.tsHex[:0], "0x"...), g.timestamp, 16)
 	g.plan(nTx, nLogs)
 
@@ -363,7 +370,7 @@ func (g *generator) plan(nTx, nLogs int) {
 			g.size += 32 * uint64(t.inputLen)
 		}
 	}
-	g.blobGasUsed = uint64(blobs) * blobGas
+	g.blobGasUsed = uint64(blobs) * BlobGas
 }
 
 func (g *generator) planTx(t *txPlan, blobs *int) {
@@ -633,48 +640,48 @@ func (g *generator) writeBlock(b []byte) []byte {
 	builder := int(mix64(g.h^s.seed) % uint64(len(p.miners)))
 	gasLimit := max(uint64(blockGasLimit), g.gasUsed)
 	b = qty(b, `{"baseFeePerGas":`, g.baseFee)
-	g.mark(b, hBaseFee)
+	g.mark(b, evm.FieldBaseFee)
 	b = qty(b, `,"blobGasUsed":`, g.blobGasUsed)
-	g.mark(b, hBlobGasUsed)
+	g.mark(b, evm.FieldBlobGasUsed)
 	b = append(b, `,"difficulty":"0x0"`...)
-	g.mark(b, hDifficulty)
-	b = qty(b, `,"excessBlobGas":`, (r.next()%400)*blobGas)
-	g.mark(b, hExcessBlobGas)
+	g.mark(b, evm.FieldDifficulty)
+	b = qty(b, `,"excessBlobGas":`, (r.next()%400)*BlobGas)
+	g.mark(b, evm.FieldExcessBlobGas)
 	b = str(b, `,"extraData":`, p.extra[builder])
-	g.mark(b, hExtra)
+	g.mark(b, evm.FieldExtra)
 	b = qty(b, `,"gasLimit":`, gasLimit)
-	g.mark(b, hGasLimit)
+	g.mark(b, evm.FieldGasLimit)
 	b = qty(b, `,"gasUsed":`, g.gasUsed)
-	g.mark(b, hGasUsed)
+	g.mark(b, evm.FieldGasUsed)
 	b = g.selfHash(b, `,"hash":`)
 	b = appendBloom(b, `,"logsBloom":`, &g.bloom)
-	g.mark(b, hBloom)
+	g.mark(b, evm.FieldBloom)
 	b = str(b, `,"miner":`, p.miners[builder].hex[:])
-	g.mark(b, hMiner)
+	g.mark(b, evm.FieldMiner)
 	b = g.hash(b, `,"mixHash":`)
-	g.mark(b, hMixHash)
+	g.mark(b, evm.FieldMixHash)
 	b = append(b, `,"nonce":"0x0000000000000000"`...)
-	g.mark(b, hNonce)
+	g.mark(b, evm.FieldNonce)
 	b = str(b, `,"number":`, g.number)
-	g.mark(b, hNumber)
+	g.mark(b, evm.FieldNumber)
 	b = g.hash(b, `,"parentBeaconBlockRoot":`)
-	g.mark(b, hBeaconRoot)
+	g.mark(b, evm.FieldBeaconRoot)
 	b = append(b, `,"parentHash":"0x`...)
 	g.offParent = len(b)
 	b = append(b, "0000000000000000000000000000000000000000000000000000000000000000"...)
 	b = append(b, '"')
-	g.mark(b, hParentHash)
+	g.mark(b, evm.FieldParentHash)
 	b = g.hash(b, `,"receiptsRoot":`)
-	g.mark(b, hReceiptsRoot)
+	g.mark(b, evm.FieldReceiptsRoot)
 	b = append(b, `,"requestsHash":"0xe3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"`...)
-	g.mark(b, hRequestsHash)
+	g.mark(b, evm.FieldRequestsHash)
 	b = append(b, `,"sha3Uncles":"0x1dcc4de8dec75d7aab85b567b6ccd41ad312451b948a7413f0a142fd40d49347"`...)
-	g.mark(b, hUncles)
+	g.mark(b, evm.FieldUncles)
 	b = qty(b, `,"size":`, g.size)
 	b = g.hash(b, `,"stateRoot":`)
-	g.mark(b, hStateRoot)
+	g.mark(b, evm.FieldStateRoot)
 	b = str(b, `,"timestamp":`, g.tsHex)
-	g.mark(b, hTimestamp)
+	g.mark(b, evm.FieldTimestamp)
 	b = append(b, `,"transactions":[`...)
 	for i := range g.txs {
 		if i > 0 {
@@ -684,7 +691,7 @@ func (g *generator) writeBlock(b []byte) []byte {
 	}
 	b = append(b, ']')
 	b = g.hash(b, `,"transactionsRoot":`)
-	g.mark(b, hTxRoot)
+	g.mark(b, evm.FieldTxRoot)
 	b = append(b, `,"uncles":[],"withdrawals":[`...)
 	if g.h > 0 {
 		for i := uint64(0); i < withdrawals; i++ {
@@ -700,7 +707,7 @@ func (g *generator) writeBlock(b []byte) []byte {
 	}
 	b = append(b, ']')
 	b = g.hash(b, `,"withdrawalsRoot":`)
-	g.mark(b, hWithdrawalsRoot)
+	g.mark(b, evm.FieldWithdrawalsRoot)
 	return append(b, '}')
 }
 
@@ -858,7 +865,7 @@ func (g *generator) writeReceipt(b []byte, i int) []byte {
 	sep := `{`
 	if t.typ == 3 {
 		b = qty(b, `{"blobGasPrice":`, g.blobBaseFee)
-		b = qty(b, `,"blobGasUsed":`, uint64(t.blobs)*blobGas)
+		b = qty(b, `,"blobGasUsed":`, uint64(t.blobs)*BlobGas)
 		sep = `,`
 	}
 	b = append(b, sep...)
@@ -988,30 +995,21 @@ func (g *generator) txHash(b []byte, i int) []byte {
 // in the header (the header's own hash waits for its parent's, see
 // finish). It reads the record as VerifyBlock does.
 func (g *generator) seal(rec []byte) error {
-	v, _ := verifiers.Get().(*verifier)
-	if v == nil {
-		v = &verifier{}
-	}
-	defer verifiers.Put(v)
-	if _, _, err := v.read(rec); err != nil {
+	sums, roots, err := evm.Commitments(rec)
+	if err != nil {
 		return fmt.Errorf("evm: synthetic block %d: %w", g.h, err)
 	}
-	if len(v.txs) != len(g.txs) || v.unknown >= 0 {
-		return fmt.Errorf("evm: synthetic block %d: %d transactions read of %d", g.h, len(v.txs), len(g.txs))
-	}
-	sums := make([][32]byte, len(v.txs))
-	for i, sp := range v.txs {
-		sums[i] = v.keccak(v.arena[sp.start:sp.end])
+	if len(sums) != len(g.txs) {
+		return fmt.Errorf("evm: synthetic block %d: %d transactions read of %d", g.h, len(sums), len(g.txs))
 	}
 	for _, at := range g.offTx {
 		hex.Encode(rec[at.off:], sums[at.tx][:])
 	}
-	for _, r := range v.roots() {
-		if !r.check {
-			return fmt.Errorf("evm: synthetic block %d: %s not rendered", g.h, headerFields[r.field].key)
+	for _, r := range roots {
+		if !r.Present {
+			return fmt.Errorf("evm: synthetic block %d: %s not rendered", g.h, evm.HeaderFieldKey(r.Field))
 		}
-		root := v.root(r.items)
-		hex.Encode(rec[g.spans[r.field][0]+len("0x"):], root[:])
+		hex.Encode(rec[g.spans[r.Field][0]+len("0x"):], r.Sum[:])
 	}
 	return nil
 }
@@ -1028,7 +1026,7 @@ func (g *generator) selfHash(b []byte, key string) []byte {
 
 // pendingBlock is a rendered record waiting for its parent's hash.
 type pendingBlock struct {
-	rlp       headerRLP
+	rlp       evm.Header
 	offHash   []int
 	offParent int
 }
@@ -1040,10 +1038,10 @@ func (g *generator) pending(rec []byte) (pendingBlock, error) {
 	var err error
 	for i, sp := range g.spans {
 		if sp[1] == 0 {
-			return p, fmt.Errorf("evm: synthetic block %d: header field %s not rendered", g.h, headerFields[i].key)
+			return p, fmt.Errorf("evm: synthetic block %d: header field %s not rendered", g.h, evm.HeaderFieldKey(i))
 		}
-		if arena, err = p.rlp.set(i, rec[sp[0]:sp[1]], arena); err != nil {
-			return p, fmt.Errorf("evm: synthetic block %d: %s: %w", g.h, headerFields[i].key, err)
+		if arena, err = p.rlp.Set(i, rec[sp[0]:sp[1]], arena); err != nil {
+			return p, fmt.Errorf("evm: synthetic block %d: %s: %w", g.h, evm.HeaderFieldKey(i), err)
 		}
 	}
 	return p, nil
@@ -1052,9 +1050,9 @@ func (g *generator) pending(rec []byte) (pendingBlock, error) {
 // finish computes the block's hash from its header and the parent's hash,
 // writes both where the record has placeholders, and returns the hash.
 func (p *pendingBlock) finish(rec []byte, parent [32]byte) [32]byte {
-	p.rlp.vals[hParentHash] = parent[:]
+	p.rlp.SetParent(parent[:])
 	hex.Encode(rec[p.offParent:], parent[:])
-	sum, err := p.rlp.hash()
+	sum, err := p.rlp.Hash()
 	if err != nil {
 		panic(err) // every field was set by pending
 	}

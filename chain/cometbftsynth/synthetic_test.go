@@ -1,4 +1,4 @@
-package cometbft
+package cometbftsynth
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -52,7 +53,7 @@ func TestSyntheticHashChain(t *testing.T) {
 	var prevHash, prevAppHash []byte
 	for h := uint64(1); h <= 300; h++ {
 		raw := s.AppendRecord(nil, h)
-		hash, parent, height, err := BlockIdentity(raw)
+		hash, parent, height, err := cometbft.BlockIdentity(raw)
 		if err != nil {
 			t.Fatalf("height %d: %v", h, err)
 		}
@@ -61,7 +62,7 @@ func TestSyntheticHashChain(t *testing.T) {
 		}
 		// The hash is the header's, as CometBFT computes it, and the
 		// data_hash the txs' Merkle root.
-		if got, err := VerifyBlock(raw); err != nil || !bytes.Equal(got, hash) {
+		if got, err := cometbft.VerifyBlock(raw); err != nil || !bytes.Equal(got, hash) {
 			t.Fatalf("height %d: VerifyBlock = %X, %v; block_id.hash %X", h, got, err, hash)
 		}
 		if !bytes.Equal(hash, s.BlockHash(h)) {
@@ -400,7 +401,7 @@ func TestSyntheticSizes(t *testing.T) {
 	// stretches of different tx rates and measures the long-run mean.
 	const n = 500
 	var raw, zf, zd, txs, txChars int
-	d := NewDecoder()
+	d := cometbft.NewDecoder()
 	rows := chain.NewRows(d.Tables())
 	for i := range uint64(n) {
 		h := 1 + i*331
@@ -412,7 +413,8 @@ func TestSyntheticSizes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, row := range rows.Table(tableTransactions) {
+	tTable, tTx := columnOf(t, d.Tables(), "transactions", "tx")
+	for _, row := range rows.Table(tTable) {
 		txs++
 		txChars += base64.StdEncoding.EncodedLen(len(row[tTx].([]byte)))
 	}
@@ -507,7 +509,7 @@ func TestModuleAddresses(t *testing.T) {
 		"distribution":  "crc1jv65s3grqf6v6jl3dp4t6c9t9rk99cd8sp72mp",
 	} {
 		sum := sha256Sum([]byte(name))
-		if got := bech32Encode("crc", sum[:20]); got != want {
+		if got := cometbft.Bech32Encode("crc", sum[:20]); got != want {
 			t.Errorf("%s: %s, want %s", name, got, want)
 		}
 	}
@@ -527,3 +529,20 @@ func BenchmarkSyntheticRecord(b *testing.B) {
 }
 
 func sha256Sum(b []byte) [32]byte { return sha256.Sum256(b) }
+
+// columnOf returns the index of table and of its column in tables.
+func columnOf(t *testing.T, tables []chain.Table, table, column string) (ti, ci int) {
+	t.Helper()
+	for i, tb := range tables {
+		if tb.Name != table {
+			continue
+		}
+		for j, c := range tb.Columns {
+			if c.Name == column {
+				return i, j
+			}
+		}
+	}
+	t.Fatalf("no column %s.%s", table, column)
+	return 0, 0
+}

@@ -1,4 +1,4 @@
-package cometbft
+package cometbftsynth
 
 import (
 	"crypto/sha256"
@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"strconv"
 	"strings"
+
+	"github.com/blockhaul/blockhaul/chain/cometbft"
 )
 
 // Transactions of the synthetic chain are protobuf-encoded Cosmos SDK
@@ -52,7 +54,7 @@ var ibcRoutes = func() []ibcRoute {
 		r := &routes[i]
 		// Escrow address: SHA-256 of version, NUL, port/channel (ICS-20).
 		sum := sha256.Sum256([]byte("ics20-1\x00transfer/" + r.channel))
-		r.escrow = bech32Encode("cosmos", sum[:20])
+		r.escrow = cometbft.Bech32Encode("cosmos", sum[:20])
 		// Voucher denom: ibc/ + SHA-256 of the denom trace.
 		sum = sha256.Sum256([]byte("transfer/" + r.channel + "/" + r.remoteDenom))
 		r.voucher = "ibc/" + strings.ToUpper(hex.EncodeToString(sum[:]))

@@ -1,4 +1,4 @@
-package cometbft
+package cometbftsynth
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/synthreorg"
 )
 
@@ -31,7 +32,7 @@ func TestReorgingSynthetic(t *testing.T) {
 			if i > 0 && !bytes.Equal(b.ParentHash, bs[i-1].Hash) {
 				t.Fatalf("tip %d: block %d does not link to block %d", at, b.Height, i)
 			}
-			if h, err := VerifyBlock(b.Raw); err != nil || !bytes.Equal(h, b.Hash) {
+			if h, err := cometbft.VerifyBlock(b.Raw); err != nil || !bytes.Equal(h, b.Hash) {
 				t.Fatalf("tip %d: block %d does not verify: %v", at, b.Height, err)
 			}
 			out[i] = chainBlock{b.Hash, b.Raw}

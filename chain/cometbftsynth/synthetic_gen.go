@@ -1,10 +1,12 @@
-package cometbft
+package cometbftsynth
 
 import (
 	"crypto/sha256"
 	"encoding/base64"
 	"strconv"
 	"time"
+
+	"github.com/blockhaul/blockhaul/chain/cometbft"
 )
 
 // generator renders one block's record. Rendering appends to a byte slice
@@ -25,7 +27,7 @@ type generator struct {
 	firstAtt bool
 
 	// The header being rendered, and where finish writes the hashes.
-	hdr                                 headerFields
+	hdr                                 cometbft.HeaderFields
 	offHash, offParent, offCommitParent int
 	parent, data                        [32]byte
 	partsPrev, appPrev, resPrev         [32]byte
@@ -33,6 +35,7 @@ type generator struct {
 	txs                                 []byte // the block's txs, encoded, end to end
 	txEnds                              []int
 	leaves, tmp                         [][32]byte
+	leafIn                              []byte // scratch of the txs' Merkle root
 }
 
 // Genesis time of every synthetic chain, and its block interval.
@@ -116,13 +119,13 @@ func (g *generator) record(dst []byte, h uint64) []byte {
 // hash from its header and the parent's hash (ignored for block 1), writes
 // both where record left zeros, and returns the hash.
 func (g *generator) finish(rec []byte, parent [32]byte) [32]byte {
-	if g.hdr.height > 1 {
+	if g.hdr.Height > 1 {
 		g.parent = parent
-		g.hdr.lastHash = g.parent[:]
+		g.hdr.LastHash = g.parent[:]
 		putHexUpper(rec[g.offParent:], parent[:])
 		putHexUpper(rec[g.offCommitParent:], parent[:])
 	}
-	sum := g.hdr.hash()
+	sum := g.hdr.Hash()
 	putHexUpper(rec[g.offHash:], sum[:])
 	return sum
 }
@@ -160,20 +163,20 @@ func (g *generator) block(h uint64) {
 		g.txs = append(g.txs, g.tx...)
 		g.txEnds = append(g.txEnds, len(g.txs))
 		sum := sha256.Sum256(g.tx)
-		g.leaves = append(g.leaves, leafHash(&g.hdr.leafIn, sum[:]))
+		g.leaves = append(g.leaves, cometbft.LeafHash(&g.leafIn, sum[:]))
 	}
 	g.tmp = append(g.tmp[:0], g.leaves...)
-	g.data = merkleRootOfLeaves(g.leaves, g.tmp, &g.hdr.leafIn)
+	g.data = cometbft.MerkleRootOfLeaves(g.leaves, g.tmp, &g.leafIn)
 
-	f.verBlock, f.verApp = 11, 1
-	f.chainID = s.chainIDBytes
-	f.height = int64(h)
+	f.VerBlock, f.VerApp = 11, 1
+	f.ChainID = s.chainIDBytes
+	f.Height = int64(h)
 	sec, nsec := s.blockTime(h)
-	f.sec, f.nsec = sec, int32(nsec)
-	f.data = g.data[:]
-	f.vals, f.nextVals, f.consensus = s.valsRaw[:], s.valsRaw[:], s.consRaw[:]
-	f.evid = emptyHashRaw[:]
-	f.proposer = s.vals[p.proposer].addr[:]
+	f.Sec, f.Nsec = sec, int32(nsec)
+	f.Data = g.data[:]
+	f.Vals, f.NextVals, f.Consensus = s.valsRaw[:], s.valsRaw[:], s.consRaw[:]
+	f.Evid = cometbft.EmptyHashRaw[:]
+	f.Proposer = s.vals[p.proposer].addr[:]
 
 	g.lit(`{"block_id":{"hash":"`)
 	g.offHash = g.placeholder()
@@ -187,8 +190,8 @@ func (g *generator) block(h uint64) {
 	g.timestamp(sec, nsec)
 	if h == 1 {
 		g.lit(`","last_block_id":{"hash":"","parts":{"total":0,"hash":""}},"last_commit_hash":"` + emptyHash)
-		f.lastHash, f.lastPartsTotal, f.lastPartsHash = nil, 0, nil
-		f.lastCommit = emptyHashRaw[:]
+		f.LastHash, f.LastPartsTotal, f.LastPartsHash = nil, 0, nil
+		f.LastCommit = cometbft.EmptyHashRaw[:]
 	} else {
 		g.lit(`","last_block_id":{"hash":"`)
 		g.offParent = g.placeholder()
@@ -198,8 +201,8 @@ func (g *generator) block(h uint64) {
 		g.lit(`"}},"last_commit_hash":"`)
 		g.fill(g.lastCommit[:])
 		g.hexBytes(g.lastCommit[:])
-		f.lastHash, f.lastPartsTotal, f.lastPartsHash = nil, 1, g.partsPrev[:]
-		f.lastCommit = g.lastCommit[:]
+		f.LastHash, f.LastPartsTotal, f.LastPartsHash = nil, 1, g.partsPrev[:]
+		f.LastCommit = g.lastCommit[:]
 	}
 	g.lit(`","data_hash":"`)
 	g.hexBytes(g.data[:])
@@ -216,10 +219,10 @@ func (g *generator) block(h uint64) {
 		g.hexBytes(g.appPrev[:])
 		g.lit(`","last_results_hash":"`)
 		g.hexBytes(g.resPrev[:])
-		f.app, f.lastResults = g.appPrev[:], g.resPrev[:]
+		f.App, f.LastResults = g.appPrev[:], g.resPrev[:]
 	} else {
 		g.lit(`","last_results_hash":"` + emptyHash)
-		f.app, f.lastResults = nil, emptyHashRaw[:]
+		f.App, f.LastResults = nil, cometbft.EmptyHashRaw[:]
 	}
 	g.lit(`","evidence_hash":"` + emptyHash + `","proposer_address":"`)
 	g.lit(s.vals[p.proposer].hexAddr)
@@ -397,7 +400,7 @@ func (g *generator) attrBytes(key string, value []byte) {
 // attrJSON adds an attribute whose value must be escaped.
 func (g *generator) attrJSON(key string, value []byte) {
 	g.attrKey(key)
-	g.b = appendJSONString(g.b, value)
+	g.b = cometbft.AppendJSONString(g.b, value)
 	g.lit(`,"index":true}`)
 }
 
@@ -529,20 +532,31 @@ func (g *generator) blockEvents(h uint64) {
 	}
 }
 
-// validatorUpdatesEvery is how often the synthetic chain's application
+// ValidatorUpdatesEvery is how often the synthetic chain's application
 // changes a validator's power (as staking does at the end of a block where
 // a delegation moved it; on a busy chain, most blocks): every that many
 // heights, one validator in turn.
-const validatorUpdatesEvery = 100
+const ValidatorUpdatesEvery = 100
+
+// updatedValidator is the validator whose power the update at height h (a
+// multiple of ValidatorUpdatesEvery) changes.
+func (s *Synthetic) updatedValidator(h uint64) *validator {
+	return &s.vals[(h/ValidatorUpdatesEvery)%uint64(len(s.vals))]
+}
+
+// UpdatedValidator returns the consensus address of the validator whose
+// power the update at height h (a multiple of ValidatorUpdatesEvery)
+// changes.
+func (s *Synthetic) UpdatedValidator(h uint64) [20]byte { return s.updatedValidator(h).addr }
 
 // validatorUpdates renders block_results.validator_updates of height h as
 // a 0.38 node prints it; null at most heights.
 func (g *generator) validatorUpdates(h uint64) {
-	if h%validatorUpdatesEvery != 0 {
+	if h%ValidatorUpdatesEvery != 0 {
 		g.lit(`null`)
 		return
 	}
-	v := &g.s.vals[(h/validatorUpdatesEvery)%uint64(len(g.s.vals))]
+	v := g.s.updatedValidator(h)
 	g.lit(`[{"pub_key":{"Sum":{"type":"tendermint.crypto.PublicKey_Ed25519","value":{"ed25519":"`)
 	g.b = base64.StdEncoding.AppendEncode(g.b, v.pubKey[:])
 	g.lit(`"}}},"power":`)

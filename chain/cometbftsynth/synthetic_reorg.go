@@ -1,4 +1,4 @@
-package cometbft
+package cometbftsynth
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package evm
+package evmsynth
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/evm"
+	"github.com/blockhaul/blockhaul/internal/chaintest"
 )
 
 // Compile-time check that Synthetic has the shape loader.Source needs,
@@ -90,7 +92,7 @@ func TestSyntheticHashChain(t *testing.T) {
 			t.Fatalf("block %d: parent hash %x is not hash of block %d (%x)", i, b.ParentHash, i-1, blocks[i-1].Hash)
 		}
 		// The identity in the record is the identity of the Block.
-		hash, parent, height, err := BlockIdentity(b.Raw)
+		hash, parent, height, err := evm.BlockIdentity(b.Raw)
 		if err != nil {
 			t.Fatalf("block %d: %v", i, err)
 		}
@@ -99,7 +101,7 @@ func TestSyntheticHashChain(t *testing.T) {
 				i, height, hash, parent, b.Height, b.Hash, b.ParentHash)
 		}
 		// The hash is keccak256 of the RLP header, as geth computes it.
-		if got, err := VerifyBlock(b.Raw); err != nil || !bytes.Equal(got, b.Hash) {
+		if got, err := evm.VerifyBlock(b.Raw); err != nil || !bytes.Equal(got, b.Hash) {
 			t.Fatalf("block %d: VerifyBlock = %x, %v; hash %x", i, got, err, b.Hash)
 		}
 	}
@@ -161,31 +163,12 @@ func TestSyntheticConfigValidate(t *testing.T) {
 	}
 }
 
-// gethRecord is the record as encoding/json sees it, to check shapes
-// independently of the decoder.
-type gethRecord struct {
-	Block    map[string]json.RawMessage   `json:"block"`
-	Receipts []map[string]json.RawMessage `json:"receipts"`
-}
-
-func parseGeth(t *testing.T, raw []byte) (block map[string]json.RawMessage, txs, receipts []map[string]json.RawMessage) {
-	t.Helper()
-	var r gethRecord
-	if err := json.Unmarshal(raw, &r); err != nil {
-		t.Fatalf("record is not valid JSON: %v", err)
-	}
-	if err := json.Unmarshal(r.Block["transactions"], &txs); err != nil {
-		t.Fatalf("transactions: %v", err)
-	}
-	return r.Block, txs, r.Receipts
-}
-
 func TestSyntheticGethShapes(t *testing.T) {
 	s := NewSynthetic(SyntheticConfig{Seed: 3})
 	types := map[string]int{}
 	var creations, failed, bigValues, maxTopics int
 	for h := uint64(1); h <= 12; h++ {
-		block, txs, receipts := parseGeth(t, s.Record(h))
+		block, txs, receipts := chaintest.ParseGethRecord(t, s.Record(h))
 		for _, k := range []string{"number", "hash", "parentHash", "nonce", "sha3Uncles", "logsBloom",
 			"transactionsRoot", "stateRoot", "receiptsRoot", "miner", "difficulty", "extraData", "size",
 			"gasLimit", "gasUsed", "timestamp", "baseFeePerGas", "withdrawalsRoot", "blobGasUsed",
@@ -294,17 +277,17 @@ func TestMarshalRecord(t *testing.T) {
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		t.Fatal(err)
 	}
-	if got := MarshalRecord(parts.Block, parts.Receipts); !bytes.Equal(got, raw) {
+	if got := evm.MarshalRecord(parts.Block, parts.Receipts); !bytes.Equal(got, raw) {
 		t.Fatal("MarshalRecord of the record's own parts differs from the record")
 	}
 	var each []json.RawMessage
 	if err := json.Unmarshal(parts.Receipts, &each); err != nil {
 		t.Fatal(err)
 	}
-	if got := MarshalRecordReceipts(parts.Block, each); !bytes.Equal(got, raw) {
+	if got := evm.MarshalRecordReceipts(parts.Block, each); !bytes.Equal(got, raw) {
 		t.Fatal("MarshalRecordReceipts of the record's own parts differs from the record")
 	}
-	if got := string(MarshalRecord(json.RawMessage(`{}`), nil)); got != `{"block":{},"receipts":[]}` {
+	if got := string(evm.MarshalRecord(json.RawMessage(`{}`), nil)); got != `{"block":{},"receipts":[]}` {
 		t.Fatalf("nil receipts: %s", got)
 	}
 }

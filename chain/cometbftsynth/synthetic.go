@@ -1,4 +1,4 @@
-package cometbft
+package cometbftsynth
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/internal/hashchain"
 )
 
@@ -185,13 +186,13 @@ func NewSynthetic(cfg SyntheticConfig) *Synthetic {
 	s.vals = make([]validator, nv)
 	for i := range s.vals {
 		id := s.derive('v', uint64(i))
-		addr := validatorAddress("ed25519", id[:])
+		addr := cometbft.ValidatorAddress("ed25519", id[:])
 		s.vals[i] = validator{
 			pubKey:   id,
 			addr:     [20]byte(addr),
 			hexAddr:  strings.ToUpper(hex.EncodeToString(addr)),
-			operator: bech32Encode("cosmosvaloper", id[12:32]),
-			cons:     bech32Encode("cosmosvalcons", id[:20]),
+			operator: cometbft.Bech32Encode("cosmosvaloper", id[12:32]),
+			cons:     cometbft.Bech32Encode("cosmosvalcons", id[:20]),
 		}
 	}
 	s.accounts = make([]string, 4096)
@@ -201,14 +202,14 @@ func NewSynthetic(cfg SyntheticConfig) *Synthetic {
 		k := &s.accountKeys[i]
 		k[0] = 2 + id[31]&1
 		copy(k[1:], id[:])
-		s.accounts[i] = bech32Encode("cosmos", accountAddress([]byte("/cosmos.crypto.secp256k1.PubKey"), k[:]))
+		s.accounts[i] = cometbft.Bech32Encode("cosmos", cometbft.AccountAddress([]byte("/cosmos.crypto.secp256k1.PubKey"), k[:]))
 	}
 	s.remote = make([][]string, len(ibcRoutes))
 	for j, route := range ibcRoutes {
 		s.remote[j] = make([]string, 256)
 		for i := range s.remote[j] {
 			id := s.derive('r', uint64(j)<<32|uint64(i))
-			s.remote[j][i] = bech32Encode(route.prefix, id[:20])
+			s.remote[j][i] = cometbft.Bech32Encode(route.prefix, id[:20])
 		}
 	}
 	s.modules = moduleAddrs{
@@ -238,7 +239,7 @@ func NewSynthetic(cfg SyntheticConfig) *Synthetic {
 // derives it (the first 20 bytes of SHA-256 of the module name).
 func moduleAddress(name string) string {
 	sum := sha256.Sum256([]byte(name))
-	return bech32Encode("cosmos", sum[:20])
+	return cometbft.Bech32Encode("cosmos", sum[:20])
 }
 
 // derive returns the 32-byte value of tag and n on this chain: SHA-256 of
@@ -320,7 +321,7 @@ func (s *Synthetic) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, 
 	n := to - from + 1
 	out := make([]chain.Block, 0, min(n, 4096))
 	type pending struct{ offHash, offParent, offCommitParent int }
-	hdrs := make([]headerFields, 0, min(n, 4096))
+	hdrs := make([]cometbft.HeaderFields, 0, min(n, 4096))
 	offs := make([]pending, 0, min(n, 4096))
 	g := s.gens.Get().(*generator)
 	defer s.gens.Put(g)
@@ -333,7 +334,7 @@ func (s *Synthetic) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, 
 		raw := g.record(make([]byte, 0, s.sizeHint.Load()+4096), h)
 		s.sizeHint.Store(int64(len(raw)))
 		out = append(out, chain.Block{Height: h, Raw: raw})
-		hdrs = append(hdrs, g.hdr.detach())
+		hdrs = append(hdrs, g.hdr.Detach())
 		offs = append(offs, pending{g.offHash, g.offParent, g.offCommitParent})
 		if h == to {
 			break
@@ -369,10 +370,10 @@ func (s *Synthetic) Block(h uint64) chain.Block {
 	return bs[0]
 }
 
-// appendUnchained appends block h's record as if its parent's hash were
+// AppendUnchained appends block h's record as if its parent's hash were
 // parent: the content of a height far above any produced, for tests of
 // what does not depend on the hashes (times, sizes).
-func (s *Synthetic) appendUnchained(dst []byte, h uint64, parent [32]byte) []byte {
+func (s *Synthetic) AppendUnchained(dst []byte, h uint64, parent [32]byte) []byte {
 	g := s.gens.Get().(*generator)
 	start := len(dst)
 	dst = g.record(dst, h)
