@@ -1,6 +1,10 @@
 package cometbft
 
-import "strconv"
+import (
+	"strconv"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
 
 // Decoded JSON of the common Cosmos SDK messages, from hand-written
 // descriptions of their protobuf fields (below) instead of the SDK's
@@ -29,7 +33,7 @@ const (
 )
 
 type pbFieldDesc struct {
-	num      int
+	num      protowire.Number
 	name     string
 	kind     pbKind
 	repeated bool
@@ -42,7 +46,7 @@ type pbMsgDesc struct {
 	// signer is the field holding the address that signs the message
 	// (cosmos.msg.v1.signer), or 0; signerIn, when set, is the repeated
 	// message field whose first element holds it in field signer.
-	signer, signerIn int
+	signer, signerIn protowire.Number
 }
 
 var (
@@ -169,12 +173,12 @@ func appendMsgJSONDepth(dst []byte, d *pbMsgDesc, b []byte, depth int) ([]byte, 
 	return append(dst, '}'), true
 }
 
-func wireOf(k pbKind) int {
+func wireOf(k pbKind) protowire.Type {
 	switch k {
 	case kString, kMessage:
-		return wireBytes
+		return protowire.BytesType
 	}
-	return wireVarint
+	return protowire.VarintType
 }
 
 func appendKey(dst []byte, name string, first *bool) []byte {
@@ -220,7 +224,7 @@ func msgSigner(d *pbMsgDesc, b []byte) []byte {
 	if d.signerIn != 0 {
 		r := pbReader{b: b}
 		for f, ok := r.next(); ok; f, ok = r.next() {
-			if f.num == d.signerIn && f.wire == wireBytes {
+			if f.num == d.signerIn && f.wire == protowire.BytesType {
 				b = f.bytes
 				break
 			}
@@ -229,7 +233,7 @@ func msgSigner(d *pbMsgDesc, b []byte) []byte {
 	var out []byte
 	r := pbReader{b: b}
 	for f, ok := r.next(); ok; f, ok = r.next() {
-		if f.num == d.signer && f.wire == wireBytes {
+		if f.num == d.signer && f.wire == protowire.BytesType {
 			out = f.bytes
 		}
 	}

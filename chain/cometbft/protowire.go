@@ -1,25 +1,18 @@
 package cometbft
 
-import "encoding/binary"
+import "google.golang.org/protobuf/encoding/protowire"
 
-// A minimal protobuf wire reader, enough to read Cosmos SDK transactions
-// without the SDK's generated code. It never panics and never allocates:
-// every value is a slice of the input. Groups (wire types 3 and 4) and
-// field number 0 are errors; nothing in the SDK uses them.
-
-// Protobuf wire types.
-const (
-	wireVarint  = 0
-	wireFixed64 = 1
-	wireBytes   = 2
-	wireFixed32 = 5
-)
+// Protobuf wire reading for Cosmos SDK transactions without the SDK's
+// generated code, on google.golang.org/protobuf/encoding/protowire. It never
+// panics and never allocates: every value is a slice of the input. Groups
+// (wire types 3 and 4) and field numbers outside 1..2^29-1 are malformed;
+// nothing in the SDK uses them.
 
 // pbField is one field as read from the wire: its number and wire type, the
 // value of a varint or fixed field, the bytes of a length-delimited one.
 type pbField struct {
-	num   int
-	wire  int
+	num   protowire.Number
+	wire  protowire.Type
 	u     uint64
 	bytes []byte
 }
@@ -36,43 +29,32 @@ func (r *pbReader) next() (pbField, bool) {
 	if len(r.b) == 0 || r.bad {
 		return pbField{}, false
 	}
-	tag, n := binary.Uvarint(r.b)
-	if n <= 0 || tag>>3 == 0 || tag>>3 > 1<<29-1 {
+	num, typ, n := protowire.ConsumeTag(r.b)
+	if n < 0 || !num.IsValid() {
 		r.bad = true
 		return pbField{}, false
 	}
-	r.b = r.b[n:]
-	f := pbField{num: int(tag >> 3), wire: int(tag & 7)}
-	switch f.wire {
-	case wireVarint:
-		v, n := binary.Uvarint(r.b)
-		if n <= 0 {
-			r.bad = true
-			return pbField{}, false
-		}
-		f.u, r.b = v, r.b[n:]
-	case wireFixed64:
-		if len(r.b) < 8 {
-			r.bad = true
-			return pbField{}, false
-		}
-		f.u, r.b = binary.LittleEndian.Uint64(r.b), r.b[8:]
-	case wireFixed32:
-		if len(r.b) < 4 {
-			r.bad = true
-			return pbField{}, false
-		}
-		f.u, r.b = uint64(binary.LittleEndian.Uint32(r.b)), r.b[4:]
-	case wireBytes:
-		l, n := binary.Uvarint(r.b)
-		if n <= 0 || l > uint64(len(r.b)-n) {
-			r.bad = true
-			return pbField{}, false
-		}
-		f.bytes, r.b = r.b[n:n+int(l):n+int(l)], r.b[n+int(l):]
+	f := pbField{num: num, wire: typ}
+	var m int
+	switch typ {
+	case protowire.VarintType:
+		f.u, m = protowire.ConsumeVarint(r.b[n:])
+	case protowire.Fixed64Type:
+		f.u, m = protowire.ConsumeFixed64(r.b[n:])
+	case protowire.Fixed32Type:
+		var v uint32
+		v, m = protowire.ConsumeFixed32(r.b[n:])
+		f.u = uint64(v)
+	case protowire.BytesType:
+		f.bytes, m = protowire.ConsumeBytes(r.b[n:])
+		f.bytes = f.bytes[:len(f.bytes):len(f.bytes)]
 	default:
+		m = -1
+	}
+	if m < 0 {
 		r.bad = true
 		return pbField{}, false
 	}
+	r.b = r.b[n+m:]
 	return f, true
 }

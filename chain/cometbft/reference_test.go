@@ -321,7 +321,7 @@ type recordedExpect struct {
 	FinalizeBlockEvents int    `json:"finalize_block_events"`
 }
 
-func readJSON(t *testing.T, path string, v any) {
+func readJSON(t testing.TB, path string, v any) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"golang.org/x/crypto/ripemd160" //nolint:staticcheck // see ValidatorAddress
 	"golang.org/x/crypto/sha3"
@@ -100,7 +101,7 @@ func readSDKTx(tx []byte, t *sdkTx) bool {
 	sawBody := false
 	r := pbReader{b: tx}
 	for f, ok := r.next(); ok; f, ok = r.next() {
-		if f.wire != wireBytes {
+		if f.wire != protowire.BytesType {
 			return false
 		}
 		switch f.num {
@@ -123,11 +124,11 @@ func readBody(b []byte, t *sdkTx) bool {
 	r := pbReader{b: b}
 	for f, ok := r.next(); ok; f, ok = r.next() {
 		switch {
-		case f.num == 1 && f.wire == wireBytes:
+		case f.num == 1 && f.wire == protowire.BytesType:
 			var m sdkMsg
 			a := pbReader{b: f.bytes}
 			for g, ok := a.next(); ok; g, ok = a.next() {
-				if g.wire != wireBytes {
+				if g.wire != protowire.BytesType {
 					return false
 				}
 				switch g.num {
@@ -143,7 +144,7 @@ func readBody(b []byte, t *sdkTx) bool {
 			t.msgs = append(t.msgs, m)
 		case f.num == 1:
 			return false
-		case f.num == 2 && f.wire == wireBytes:
+		case f.num == 2 && f.wire == protowire.BytesType:
 			t.memo = f.bytes
 		case f.num == 2:
 			return false
@@ -159,7 +160,7 @@ func readAuthInfo(b []byte, t *sdkTx) bool {
 		if f.num != 1 && f.num != 2 {
 			continue // tip (deprecated), later fields
 		}
-		if f.wire != wireBytes {
+		if f.wire != protowire.BytesType {
 			return false
 		}
 		if f.num == 1 { // SignerInfo
@@ -169,14 +170,14 @@ func readAuthInfo(b []byte, t *sdkTx) bool {
 				if g.num != 1 {
 					continue // mode_info, sequence
 				}
-				if g.wire != wireBytes {
+				if g.wire != protowire.BytesType {
 					return false
 				}
 				var anyValue []byte
 				a := pbReader{b: g.bytes}
 				for h, ok := a.next(); ok; h, ok = a.next() {
 					switch {
-					case h.wire != wireBytes:
+					case h.wire != protowire.BytesType:
 						return false
 					case h.num == 1:
 						s.keyType = h.bytes
@@ -190,7 +191,7 @@ func readAuthInfo(b []byte, t *sdkTx) bool {
 				// The single-key PubKey messages are {bytes key = 1}.
 				k := pbReader{b: anyValue}
 				for h, ok := k.next(); ok; h, ok = k.next() {
-					if h.num == 1 && h.wire == wireBytes {
+					if h.num == 1 && h.wire == protowire.BytesType {
 						s.key = h.bytes
 					}
 				}
@@ -204,12 +205,12 @@ func readAuthInfo(b []byte, t *sdkTx) bool {
 		fee := pbReader{b: f.bytes} // Fee
 		for g, ok := fee.next(); ok; g, ok = fee.next() {
 			switch {
-			case g.num == 1 && g.wire == wireBytes:
+			case g.num == 1 && g.wire == protowire.BytesType:
 				var c sdkCoin
 				cr := pbReader{b: g.bytes}
 				for h, ok := cr.next(); ok; h, ok = cr.next() {
 					switch {
-					case h.wire != wireBytes:
+					case h.wire != protowire.BytesType:
 						return false
 					case h.num == 1:
 						c.denom = h.bytes
@@ -221,11 +222,11 @@ func readAuthInfo(b []byte, t *sdkTx) bool {
 					return false
 				}
 				t.fee = append(t.fee, c)
-			case g.num == 2 && g.wire == wireVarint:
+			case g.num == 2 && g.wire == protowire.VarintType:
 				t.gasLimit = g.u
-			case g.num == 3 && g.wire == wireBytes:
+			case g.num == 3 && g.wire == protowire.BytesType:
 				t.payer = g.bytes
-			case g.num == 4 && g.wire == wireBytes:
+			case g.num == 4 && g.wire == protowire.BytesType:
 				t.granter = g.bytes
 			case g.num <= 4:
 				return false

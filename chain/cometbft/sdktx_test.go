@@ -39,7 +39,7 @@ type sdkFixture struct {
 	} `json:"expect"`
 }
 
-func sdkFixtures(t *testing.T) []sdkFixture {
+func sdkFixtures(t testing.TB) []sdkFixture {
 	t.Helper()
 	var f struct {
 		Txs []sdkFixture `json:"txs"`
@@ -62,6 +62,35 @@ func decodeTxRows(t *testing.T, tx []byte) ([]any, [][]any) {
 	row := rows.Row(tableTransactions)
 	st.emitSDK(rows, row, 3, tx, int64(10), nil, nil)
 	return row, rows.Table(tableMessages)
+}
+
+// BenchmarkSDKTx decodes the CosmJS fixture txs through the decoder's tx
+// path: the protobuf wire reading of the tx, its messages and their JSON.
+func BenchmarkSDKTx(b *testing.B) {
+	fx := sdkFixtures(b)
+	d := NewDecoder()
+	rows := chain.NewRows(d.Tables())
+	st := statePool.Get().(*decodeState)
+	defer st.release()
+	size := 0
+	for _, f := range fx {
+		size += len(f.Tx)
+	}
+	b.SetBytes(int64(size / len(fx)))
+	b.ReportAllocs()
+	var msgJS []byte
+	for i := 0; b.Loop(); i++ {
+		j := i % len(fx)
+		if j == 0 {
+			rows.Reset()
+			msgJS = msgJS[:0]
+		}
+		row := rows.Row(tableTransactions)
+		msgJS = st.emitSDK(rows, row, j, fx[j].Tx, int64(10), nil, msgJS)
+		if row[tMemo] == nil && fx[j].Expect.Memo != "" {
+			b.Fatalf("%s: not read as an SDK tx", fx[j].Name)
+		}
+	}
 }
 
 // TestDecodeSDKTxs reads txs CosmJS built and signed and checks every SDK
@@ -339,5 +368,25 @@ func TestSignersFallback(t *testing.T) {
 	var second *string
 	if err := conn.QueryRow(ctx, "SELECT signers[1], signers[2] FROM s").Scan(&first, &second); err != nil || first != alice || second != nil {
 		t.Errorf("from PostgreSQL: %q, %v, %v", first, second, err)
+	}
+}
+
+// BenchmarkSDKWire reads the CosmJS fixture txs' protobuf alone: the tx, its
+// messages' JSON and signers, none of the row building around them.
+func BenchmarkSDKWire(b *testing.B) {
+	fx := sdkFixtures(b)
+	var t sdkTx
+	var js []byte
+	for i := 0; b.Loop(); i++ {
+		f := fx[i%len(fx)]
+		if !readSDKTx(f.Tx, &t) {
+			b.Fatalf("%s: not read as an SDK tx", f.Name)
+		}
+		for _, m := range t.msgs {
+			if d := msgDescs[string(m.typeURL)]; d != nil {
+				js, _ = appendMsgJSON(js[:0], d, m.value)
+				msgSigner(d, m.value)
+			}
+		}
 	}
 }
