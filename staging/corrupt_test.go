@@ -227,8 +227,10 @@ func TestCorruptBlobBlockThroughGet(t *testing.T) {
 
 // A truncated blob file: every record in it is unreadable (its footer is
 // gone), which inside Pebble is a panic ("unknown metadata type"). It is
-// contained: a named error, the whole run of unreadable heights removed,
-// and the store still answers and takes the refetch.
+// contained: a named error, the whole run of unreadable heights removed —
+// those before the height read too (a read at 10 removed 10-200 and named
+// them, and heights 1-9 failed the next run: following the message once
+// was not enough) — and the store still answers and takes the refetch.
 func TestTruncatedBlobFile(t *testing.T) {
 	dir := corruptFixture(t)
 	blob := filepath.Join(dir, storeFile(t, dir, ".blob"))
@@ -246,16 +248,74 @@ func TestTruncatedBlobFile(t *testing.T) {
 	defer func() { noPanic(t, "close", s.Close) }()
 	err = noPanic(t, "get", func() error { _, err := s.Get(10); return err })
 	ce := wantDamaged(t, "get 10", err, "")
-	if ce.Heights == nil || ce.Heights.From != 10 || ce.Heights.To != 200 || !ce.Dropped {
-		t.Fatalf("get 10: %v: want heights 10-200 removed", err)
+	if ce.Heights == nil || ce.Heights.From != 1 || ce.Heights.To != 200 || !ce.Dropped || !strings.Contains(err.Error(), "fetch heights 1-200 again") {
+		t.Fatalf("get 10: %v: want heights 1-200, all the file held, removed and named", err)
 	}
 	if m, _ := s.Mirrors(); m["t"].Height != 5 {
 		t.Fatalf("mirrors after the damage: %v", m)
 	}
-	if bad, err := readAll(t, s, 1, 9); len(bad) != 9 {
-		t.Fatalf("heights 1-9 of the truncated file: %d unreadable (%v)", len(bad), err)
+	// Exactly what was named is missing; everything else reads.
+	if missing, err := s.Missing(1, 220); err != nil || len(missing) != 1 || missing[0] != (Range{From: 1, To: 200}) {
+		t.Fatalf("missing after the damage was named: %v, %v; want 1-200", missing, err)
+	}
+	if bad, err := readAll(t, s, 201, 220); len(bad) != 0 {
+		t.Fatalf("heights 201-220 (the WAL's) after the damage: %d unreadable (%v)", len(bad), err)
 	}
 	refetchAndCheck(t, s)
+}
+
+// A truncated blob file holding heights apart (1-100 and 301-400, flushed
+// together; 101-300 in a file of their own): a read at 350 names and
+// removes both runs at once (before: 301-400 only, and the next run met
+// 1-100), and nothing readable; every height then reads once fetched
+// again.
+func TestTruncatedBlobFileOfApartHeights(t *testing.T) {
+	dir := t.TempDir()
+	s := openBound(t, dir)
+	putBig(t, s, 1, 100)
+	putBig(t, s, 301, 400)
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	first := storeFile(t, dir, ".blob")
+	putBig(t, s, 101, 300)
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	blob := filepath.Join(dir, first)
+	st, err := os.Stat(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(blob, st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { noPanic(t, "close", s.Close) }()
+	err = noPanic(t, "get", func() error { _, err := s.Get(350); return err })
+	ce := wantDamaged(t, "get 350", err, "")
+	if !ce.Dropped || ce.Unchecked || *ce.Heights != (Range{From: 301, To: 400}) || len(ce.Other) != 1 || ce.Other[0] != (Range{From: 1, To: 100}) ||
+		!strings.Contains(err.Error(), "fetch heights 1-100, 301-400 again") {
+		t.Fatalf("get 350: %v (heights %v, other %v, unchecked %v): want 1-100 and 301-400 named and removed", err, ce.Heights, ce.Other, ce.Unchecked)
+	}
+	missing, err := s.Missing(1, 400)
+	if err != nil || !reflect.DeepEqual(missing, []Range{{From: 1, To: 100}, {From: 301, To: 400}}) {
+		t.Fatalf("missing after the damage was named: %v, %v", missing, err)
+	}
+	if bad, err := readAll(t, s, 101, 300); len(bad) != 0 {
+		t.Fatalf("heights 101-300 (another file) after the damage: %d unreadable (%v)", len(bad), err)
+	}
+	for _, r := range missing {
+		putBig(t, s, r.From, r.To)
+	}
+	if bad, err := readAll(t, s, 1, 400); len(bad) != 0 {
+		t.Fatalf("after fetching the named heights again: %d unreadable (%v)", len(bad), err)
+	}
 }
 
 // A flipped byte in a table's data block: the keys of that block cannot be

@@ -1,12 +1,14 @@
 package staging
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,9 +43,27 @@ type CorruptStoreError struct {
 	File    string
 	Heights *Range
 	Err     error
-	// Dropped is set when the unreadable records of Heights were removed
-	// from the store, so that a fetch of those heights stages them again.
+	// Other are the other runs of unreadable records found in the files
+	// that hold Heights' (removed with them when Dropped); Unchecked says
+	// those files hold more records than were read for it: repair finds
+	// the rest.
+	Other     []Range
+	Unchecked bool
+	// Dropped is set when the unreadable records of Heights and Other
+	// were removed from the store, so that a fetch of those heights stages
+	// them again.
 	Dropped bool
+}
+
+// heights lists Heights and Other in order.
+func (e *CorruptStoreError) heights() string {
+	rs := append([]Range{*e.Heights}, e.Other...)
+	slices.SortFunc(rs, func(a, b Range) int { return cmp.Compare(a.From, b.From) })
+	var ss []string
+	for _, r := range rs {
+		ss = append(ss, r.String())
+	}
+	return strings.Join(ss, ", ")
 }
 
 func (e *CorruptStoreError) Error() string {
@@ -53,7 +73,7 @@ func (e *CorruptStoreError) Error() string {
 		fmt.Fprintf(&b, ": file %s", e.File)
 	}
 	if e.Heights != nil {
-		fmt.Fprintf(&b, " (heights %s)", e.Heights)
+		fmt.Fprintf(&b, " (heights %s)", e.heights())
 	}
 	if e.Err != nil {
 		// Pebble's corruption errors carry a second line of detail.
@@ -61,7 +81,10 @@ func (e *CorruptStoreError) Error() string {
 		fmt.Fprintf(&b, ": %s", msg)
 	}
 	if e.Dropped {
-		fmt.Fprintf(&b, "; the unreadable records were removed: fetch heights %s again", e.Heights)
+		fmt.Fprintf(&b, "; the unreadable records were removed: fetch heights %s again", e.heights())
+		if e.Unchecked {
+			fmt.Fprintf(&b, "; the damaged files hold more records than were read: blockhaul repair --staging %s reads every record and refetches all the damage", e.Dir)
+		}
 	}
 	return b.String()
 }
