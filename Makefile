@@ -4,7 +4,7 @@ BIN     := bin/blockhaul
 PG_URL   = $$(scripts/pg-ensure.sh)
 DEMO_TO ?= 20000
 
-.PHONY: build test demo demo-follow bench test-nodes vet clean faults static image
+.PHONY: build test demo demo-follow bench test-nodes vet clean faults static image image-check
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/blockhaul
@@ -13,11 +13,15 @@ build:
 static:
 	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -tags pebblegozstd -ldflags='-s -w' -o bin/blockhaul-static ./cmd/blockhaul
 
-# The container image (Dockerfile: that binary FROM scratch), where Docker runs.
+# The container image (Dockerfile: that binary FROM scratch): docker build
+# where a daemon runs, else buildah with the build stage done by make static
+# (scripts/image.sh). image-check runs it: version, a fetch, a deep verify.
 IMAGE ?= blockhaul:dev
 image:
-	@docker info >/dev/null 2>&1 || { echo "make image: no Docker daemon here (docker info failed); make static builds the same binary"; exit 1; }
-	docker build -t $(IMAGE) .
+	IMAGE=$(IMAGE) GO=$(GO) scripts/image.sh
+
+image-check:
+	IMAGE=$(IMAGE) scripts/image-check.sh
 
 vet:
 	$(GO) vet ./...
