@@ -139,7 +139,8 @@ func HeadStart(ctx context.Context, q querier, schema string) (uint64, bool, err
 // Rollback removes every row above height from the chain's tables and moves
 // the head stream's cursor back to height and hash, in one transaction. It
 // is how the head stream undoes blocks of a fork the chain abandoned; it is
-// the only way a cursor ever moves back. Tables that are not in the schema
+// the only way a cursor ever moves back; a chain record (see CheckChain) on
+// the abandoned fork moves back with it. Tables that are not in the schema
 // (left out by a table selection) are skipped: pass every table of the
 // family (AllTables), so that one this process does not write is cleared
 // too.
@@ -161,6 +162,17 @@ func Rollback(ctx context.Context, conn *pgx.Conn, schema string, tables []chain
 			HeadStream, int64(height), hash)
 		if err != nil {
 			return fmt.Errorf("export: roll back head checkpoint to %d: %w", height, err)
+		}
+		// A chain record whose block was on the abandoned fork names the
+		// block both forks share instead.
+		var recorded bool
+		if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", qs+"."+chainTable).Scan(&recorded); err != nil {
+			return fmt.Errorf("export: roll back: look for %s: %w", chainTable, err)
+		}
+		if recorded {
+			if _, err := tx.Exec(ctx, fmt.Sprintf("UPDATE %s.%s SET height = $1, hash = $2, recorded_at = now() WHERE height > $1", qs, chainTable), int64(height), hash); err != nil {
+				return fmt.Errorf("export: roll back the chain record to %d: %w", height, err)
+			}
 		}
 		return nil
 	})

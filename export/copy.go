@@ -17,10 +17,10 @@ import (
 // (another stream wrote some of these heights), the batch is retried through
 // temporary tables and INSERT … ON CONFLICT DO NOTHING: the rows already
 // there are kept, the rest added, and the cursor moves the same way.
-func writeBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chain.Table, cp *copier, b batch, last bool) (BatchStats, error) {
+func writeBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chain.Table, cp *copier, chk *chainCheck, b batch, last bool) (BatchStats, error) {
 	st := BatchStats{From: b.from, To: b.to, Rows: make([]int, len(tables)), Decode: b.decode}
 	t0 := time.Now()
-	err := commitBatch(ctx, conn, cfg, tables, cp, b, last, false)
+	err := commitBatch(ctx, conn, cfg, tables, cp, chk, b, last, false)
 	if isUniqueViolation(err) || isDeadlock(err) {
 		st.Conflicted = true
 		var pe *pgconn.PgError
@@ -28,11 +28,16 @@ func writeBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chain
 			st.ConflictCode = pe.Code
 		}
 		cfg.Logger.Info("batch collides with rows already present; merging", "from", b.from, "to", b.to)
-		err = commitBatch(ctx, conn, cfg, tables, cp, b, last, true)
+		err = commitBatch(ctx, conn, cfg, tables, cp, chk, b, last, true)
+	}
+	var wrong *WrongChainError
+	if errors.As(err, &wrong) {
+		return st, err
 	}
 	if err != nil {
 		return st, fmt.Errorf("export: batch %d-%d: %w", b.from, b.to, err)
 	}
+	chk.committed()
 	for i := range tables {
 		st.Rows[i] = b.rows.Len(i)
 	}
@@ -82,9 +87,12 @@ func (cp *copier) sendAll(ctx context.Context, tx pgx.Tx, tables []chain.Table, 
 
 func mergeTableName(t chain.Table) string { return "blockhaul_merge_" + t.Name }
 
-func commitBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chain.Table, cp *copier, b batch, last, merge bool) error {
+func commitBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chain.Table, cp *copier, chk *chainCheck, b batch, last, merge bool) error {
 	qs := chain.QuoteIdent(cfg.Schema)
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if err := chk.confirm(ctx, tx, cfg.Schema, b); err != nil {
+			return err
+		}
 		if !cfg.SyncCommit && !last {
 			if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
 				return err

@@ -183,6 +183,10 @@ func Run(ctx context.Context, sess *Session, store *staging.Store, dec Decoder, 
 // checkpoint and exports from there, adding what it commits to res.
 func runOnce(ctx context.Context, sess *Session, conn *pgx.Conn, store *staging.Store, dec Decoder, cfg *Config, res *Result, first bool) error {
 	tables := dec.Tables()
+	// Another chain's staging is refused before the schema is touched.
+	if err := checkStaged(ctx, conn, cfg.Schema, dec, store); err != nil {
+		return err
+	}
 	if err := EnsureSchema(ctx, conn, cfg.Schema, cfg.Indexes.Select(tables), cfg.SkipIndexes, cfg.Logger); err != nil {
 		return err
 	}
@@ -258,10 +262,11 @@ func runOnce(ctx context.Context, sess *Session, conn *pgx.Conn, store *staging.
 		defer close(decoded)
 		readErr <- readBatches(rctx, store, dec, cfg, next, end, prev, prevSrc, free, decoded)
 	}()
+	chk := &chainCheck{store: store}
 	werr := func() error {
 		for b := range decoded {
 			last := b.to == end && !cfg.Stream.Head
-			st, err := writeBatch(ctx, conn, cfg, tables, cp, b, last)
+			st, err := writeBatch(ctx, conn, cfg, tables, cp, chk, b, last)
 			if err != nil {
 				return err
 			}

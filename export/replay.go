@@ -146,6 +146,10 @@ type replayProgress struct {
 
 func replayOnce(ctx context.Context, sess *Session, conn *pgx.Conn, store *staging.Store, dec Decoder, cfg *ReplayConfig, res *Result, first bool) error {
 	tables := dec.Tables()
+	// Another chain's staging is refused before the schema is touched.
+	if err := checkStaged(ctx, conn, cfg.Schema, dec, store); err != nil {
+		return err
+	}
 	if err := EnsureSchema(ctx, conn, cfg.Schema, tables, false, cfg.Logger); err != nil {
 		return err
 	}
@@ -176,13 +180,14 @@ func replayOnce(ctx context.Context, sess *Session, conn *pgx.Conn, store *stagi
 		cfg.OnStart(p.from, p.to, next)
 	}
 	rows := chain.NewRows(tables)
+	chk := &chainCheck{store: store}
 	for _, r := range clip(covered, next, p.to) {
 		for h := r.From; h <= r.To; {
 			to := min(h+uint64(cfg.BatchBlocks)-1, r.To)
 			if to < h {
 				to = r.To
 			}
-			b, err := replayChunk(ctx, conn, store, dec, cfg, tables, cp, anchor, rows, h, to, to == p.to)
+			b, err := replayChunk(ctx, conn, store, dec, cfg, tables, cp, chk, anchor, rows, h, to, to == p.to)
 			if err != nil {
 				return err
 			}
@@ -345,7 +350,7 @@ var errChunkChanged = errors.New("export: replay: the blocks of the chunk change
 
 // replayChunk replays [from, to] (ending earlier when the rows reach
 // cfg.BatchRows), trying again when the chunk's blocks changed under it.
-func replayChunk(ctx context.Context, conn *pgx.Conn, store *staging.Store, dec Decoder, cfg *ReplayConfig, tables []chain.Table, cp *copier, a *anchor, rows *chain.Rows, from, to uint64, last bool) (BatchStats, error) {
+func replayChunk(ctx context.Context, conn *pgx.Conn, store *staging.Store, dec Decoder, cfg *ReplayConfig, tables []chain.Table, cp *copier, chk *chainCheck, a *anchor, rows *chain.Rows, from, to uint64, last bool) (BatchStats, error) {
 	var err error
 	for attempt := 1; ; attempt++ {
 		rows.Reset()
@@ -363,8 +368,9 @@ func replayChunk(ctx context.Context, conn *pgx.Conn, store *staging.Store, dec 
 		}
 		st := BatchStats{From: b.from, To: b.to, Rows: make([]int, len(tables)), Decode: time.Since(t0)}
 		t1 := time.Now()
-		err = commitReplayChunk(ctx, conn, cfg, tables, cp, a, b, last && b.to == to)
+		err = commitReplayChunk(ctx, conn, cfg, tables, cp, chk, a, b, last && b.to == to)
 		if err == nil {
+			chk.committed()
 			for i := range tables {
 				st.Rows[i] = rows.Len(i)
 			}
@@ -382,9 +388,12 @@ func replayChunk(ctx context.Context, conn *pgx.Conn, store *staging.Store, dec 
 // commitReplayChunk is one chunk's transaction: check the blocks, delete
 // the tables' rows of the chunk's heights, COPY the new ones, move the
 // replay's row.
-func commitReplayChunk(ctx context.Context, conn *pgx.Conn, cfg *ReplayConfig, tables []chain.Table, cp *copier, a *anchor, b batch, last bool) error {
+func commitReplayChunk(ctx context.Context, conn *pgx.Conn, cfg *ReplayConfig, tables []chain.Table, cp *copier, chk *chainCheck, a *anchor, b batch, last bool) error {
 	qs := chain.QuoteIdent(cfg.Schema)
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if err := chk.confirm(ctx, tx, cfg.Schema, b); err != nil {
+			return err
+		}
 		if !cfg.SyncCommit && !last {
 			if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
 				return err

@@ -41,6 +41,7 @@ func ownTablesSQL(qs string) []string {
 	updated_at   timestamptz NOT NULL DEFAULT now(),
 	completed_at timestamptz
 )`, qs, backfillTable),
+		chainTableSQL(qs),
 	}
 }
 

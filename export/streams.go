@@ -102,6 +102,9 @@ func RunStreams(ctx context.Context, sessions []*Session, store *staging.Store, 
 	// to do when it is complete already.
 	var cur Cursor
 	err := sessions[0].Do(ctx, "register "+parent.Name(), func(ctx context.Context, conn *pgx.Conn) error {
+		if err := checkStaged(ctx, conn, cfg.Schema, dec, store); err != nil {
+			return err
+		}
 		if err := EnsureSchema(ctx, conn, cfg.Schema, cfg.Indexes.Select(dec.Tables()), cfg.SkipIndexes, cfg.Logger); err != nil {
 			return err
 		}

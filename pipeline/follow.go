@@ -44,7 +44,11 @@ func (e *ReorgError) Error() string {
 // With --backfill-from the job also runs a backfill beside the head (see
 // runBackfill); the first failure of either ends both.
 func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) (err error) {
-	dec, src, db, err := openExportJob(ctx, cfg, tip, log, c)
+	// Another chain than the target holds is refused before anything is
+	// written.
+	dec, src, db, err := openExportJobChecked(ctx, cfg, tip, log, c, func(db *export.Session, dec export.Decoder, src loader.Source) error {
+		return checkTargetChain(ctx, cfg, db, store, dec, src, log)
+	})
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,7 @@ func ExitCode(err error) int {
 	var corrupt *staging.CorruptRecordError
 	var damaged *staging.CorruptStoreError
 	var wrong *staging.WrongChainError
+	var wrongTarget *export.WrongChainError
 	var conflict *staging.ConflictError
 	var dec *export.DecodeError
 	var alias *export.AliasRangeError
@@ -67,7 +68,7 @@ func ExitCode(err error) int {
 		return ExitConfig
 	case errors.Is(err, chain.ErrSourceDamaged):
 		return ExitData
-	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &damaged), errors.As(err, &wrong), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv), errors.As(err, &reorg), errors.As(err, &archived), errors.As(err, &lie):
+	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &damaged), errors.As(err, &wrong), errors.As(err, &wrongTarget), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv), errors.As(err, &reorg), errors.As(err, &archived), errors.As(err, &lie):
 		return ExitData
 	case errors.Is(err, context.Canceled), errors.Is(err, ErrInterrupted):
 		return ExitInterrupted
@@ -523,6 +524,9 @@ func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() 
 		return err
 	}
 	defer db.Close(context.WithoutCancel(ctx))
+	if err := checkTargetChain(ctx, cfg, db, store, dec, nil, log); err != nil {
+		return err
+	}
 	if err := prepareIndexes(ctx, cfg, db, dec, log); err != nil {
 		return err
 	}
@@ -657,15 +661,19 @@ func finishIndexes(ctx context.Context, cfg *Config, db *export.Session, sum *Su
 // that fetch has staged. A range the alias already completed returns at once
 // without contacting the source.
 func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
-	// Refuse a foreign target table or a range above the tip before the
-	// schema, the backfill row or an index is touched.
+	// Refuse a foreign target table, a range above the tip or another
+	// chain than the target holds before the schema, the backfill row or
+	// an index is touched.
 	dec, src, db, err := openExportJobChecked(ctx, cfg, tip, log, c, func(db *export.Session, dec export.Decoder, src loader.Source) error {
 		if err := db.Do(ctx, "check tables of "+cfg.Schema, func(ctx context.Context, conn *pgx.Conn) error {
 			return export.CheckShapes(ctx, conn, cfg.Schema, dec.Tables())
 		}); err != nil {
 			return err
 		}
-		return checkRunSource(ctx, cfg, store, src)
+		if err := checkRunSource(ctx, cfg, store, src); err != nil {
+			return err
+		}
+		return checkTargetChain(ctx, cfg, db, store, dec, src, log)
 	})
 	if err != nil {
 		return err
@@ -834,16 +842,11 @@ func analyzeFilled(ctx context.Context, cfg *Config, db *export.Session, sum *Su
 	log.Info("analyzed the tables filled", "tables", tables, "took", time.Since(start).Round(time.Millisecond))
 }
 
-// openExportJob builds what run and follow need: the decoder, the source
-// (which contacts nothing yet), a PostgreSQL session, and the schema with
-// its indexes prepared. The caller closes the session.
-func openExportJob(ctx context.Context, cfg *Config, tip func() uint64, log *slog.Logger, c *counters) (export.Decoder, loader.Source, *export.Session, error) {
-	return openExportJobChecked(ctx, cfg, tip, log, c, nil)
-}
-
-// openExportJobChecked is openExportJob with check, when not nil, run once
-// connected and before the schema is touched: what it refuses leaves
-// nothing behind.
+// openExportJobChecked builds what run and follow need: the decoder, the
+// source (which contacts nothing yet), a PostgreSQL session, and the schema
+// with its indexes prepared. check, when not nil, runs once connected and
+// before the schema is touched: what it refuses leaves nothing behind. The
+// caller closes the session.
 func openExportJobChecked(ctx context.Context, cfg *Config, tip func() uint64, log *slog.Logger, c *counters, check func(*export.Session, export.Decoder, loader.Source) error) (export.Decoder, loader.Source, *export.Session, error) {
 	dec, err := newDecoder(cfg)
 	if err != nil {
