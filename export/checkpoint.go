@@ -177,3 +177,51 @@ func Rollback(ctx context.Context, conn *pgx.Conn, schema string, tables []chain
 		return nil
 	})
 }
+
+// Backfill is a backfill's row: its alias, its range, and the last height
+// it committed (Done false when it has committed none).
+type Backfill struct {
+	Alias    string
+	From, To uint64
+	Last     uint64
+	Done     bool // Last is set
+}
+
+// Complete reports whether the backfill committed its whole range.
+func (b Backfill) Complete() bool { return b.Done && b.Last >= b.To }
+
+// Backfills reads every backfill row of schema, by range start; none when
+// the schema has no backfill table yet.
+func Backfills(ctx context.Context, q rowsQuerier, schema string) ([]Backfill, error) {
+	name := chain.QuoteIdent(schema) + "." + backfillTable
+	var exists bool
+	if err := q.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("export: look for %s: %w", name, err)
+	}
+	if !exists {
+		return nil, nil
+	}
+	rows, err := q.Query(ctx, "SELECT alias, range_start, range_end, last_height FROM "+name+" ORDER BY range_start, alias")
+	if err != nil {
+		return nil, fmt.Errorf("export: read %s: %w", name, err)
+	}
+	defer rows.Close()
+	var out []Backfill
+	for rows.Next() {
+		var b Backfill
+		var from, to int64
+		var last *int64
+		if err := rows.Scan(&b.Alias, &from, &to, &last); err != nil {
+			return nil, fmt.Errorf("export: read %s: %w", name, err)
+		}
+		b.From, b.To = uint64(from), uint64(to)
+		if last != nil {
+			b.Last, b.Done = uint64(*last), true
+		}
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("export: read %s: %w", name, err)
+	}
+	return out, nil
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
@@ -47,10 +48,19 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 	// Another chain than the target holds is refused before anything is
 	// written.
 	dec, src, db, err := openExportJobChecked(ctx, cfg, tip, log, c, func(db *export.Session, dec export.Decoder, src loader.Source) error {
-		return checkTargetChain(ctx, cfg, db, store, dec, src, log)
+		if err := checkTargetChain(ctx, cfg, db, store, dec, src, log); err != nil {
+			return err
+		}
+		return planHeadStart(ctx, cfg, db, log)
 	})
 	if err != nil {
 		return err
+	}
+	if sum.From != cfg.From { // the head starts after the heights held
+		sum.From = cfg.From
+		if cfg.ToSet {
+			c.m.SetRange(cfg.From, cfg.To)
+		}
 	}
 	defer closeSource(src)
 	defer db.Close(context.WithoutCancel(ctx))
@@ -69,6 +79,103 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 	g.Go(func() error { return runBackfill(gctx, cfg, store, src, dec, bf, log, c) })
 	g.Go(func() error { return followHead(gctx, cfg, store, src, db, dec, log, sum, c) })
 	return g.Wait()
+}
+
+// planHeadStart decides, without --from, where the head stream starts: after
+// the heights the target already holds contiguously from where it would
+// start (the chain's first height, or after its checkpoint) — the head's own
+// rows and the backfills' together — so that a follow started after a
+// backfill does not export that range again through the merge path. It
+// refuses (status 2), naming the heights it could start at, a head stream
+// that has not started when the target's heights do not begin at the
+// chain's first height, or when a backfill that is not finished has that
+// start within its range (it would write those heights again). It sets
+// cfg.From, the head stream's start; it only reads.
+func planHeadStart(ctx context.Context, cfg *Config, db *export.Session, log *slog.Logger) error {
+	fam, err := cfg.family()
+	if err != nil {
+		return err
+	}
+	if cfg.FromSet || cfg.From != fam.Genesis {
+		return nil // a start given (a caller's Config may set From alone)
+	}
+	var covered []staging.Range
+	var backfills []export.Backfill
+	var cur export.Cursor
+	err = db.Do(ctx, "read the heights the target holds", func(ctx context.Context, conn *pgx.Conn) error {
+		_, started, err := export.HeadStart(ctx, conn, cfg.Schema)
+		if err != nil {
+			return err
+		}
+		if started { // else no checkpoint table may exist yet
+			if cur, err = export.LoadCursor(ctx, conn, cfg.Schema, export.Stream{Head: true}); err != nil {
+				return err
+			}
+		}
+		if covered, err = export.CoveredHeights(ctx, conn, cfg.Schema); err != nil {
+			return err
+		}
+		backfills, err = export.Backfills(ctx, conn, cfg.Schema)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	first := fam.Genesis
+	next := cur.Next(first)
+	start := next
+	for _, r := range covered {
+		if r.From <= next && next <= r.To {
+			start = r.To + 1
+		}
+	}
+	if cur.Valid {
+		// A head stream that has started resumes after its checkpoint, or
+		// after the backfills' heights it reaches.
+		if start != next {
+			log.Info("head stream goes on after the heights backfills hold above its checkpoint", "checkpoint", cur.Height, "from", start, "held", heightList(covered))
+			cfg.From = start
+		}
+		return nil
+	}
+	refuse := func(why string, from ...uint64) error {
+		opts := make([]string, len(from))
+		for i, h := range from {
+			opts[i] = fmt.Sprintf("--from %d", h)
+		}
+		return &ConfigError{Fields: []*FieldError{{Flag: "from", Env: EnvName("from"),
+			Msg: fmt.Sprintf("not given, and schema %s %s: the head stream could start at %s", cfg.Schema, why, strings.Join(opts, " or "))}}}
+	}
+	for _, b := range backfills {
+		if !b.Complete() && b.From <= start && start <= b.To {
+			held := "none of it yet"
+			if b.Done {
+				held = fmt.Sprintf("up to %d", b.Last)
+			}
+			return refuse(fmt.Sprintf("holds backfill %s (%d-%d) not finished (it has committed %s; run it again to finish it)", b.Alias, b.From, b.To, held),
+				b.To+1, start)
+		}
+	}
+	if start == first {
+		if len(covered) > 0 {
+			last := covered[len(covered)-1].To + 1
+			return refuse(fmt.Sprintf("holds heights %s but not the chain's first height %d (--backfill-from %d fills the heights below a start beside it)", heightList(covered), first, first),
+				last, first)
+		}
+		return nil // an empty target: from the chain's first height
+	}
+	log.Info("head stream starts after the heights the target holds", "from", start, "held", heightList(covered))
+	cfg.From = start
+	return nil
+}
+
+// heightList is ranges as "1-100, 200-300".
+func heightList(rs []staging.Range) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = r.String()
+	}
+	return strings.Join(parts, ", ")
 }
 
 // followHead is the head stream's loop.
