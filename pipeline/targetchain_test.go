@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain/evm"
+	"github.com/blockhaul/blockhaul/chain/evmsynth"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
@@ -356,7 +357,7 @@ func TestRecordedNodesOfAnotherChainAreRefused(t *testing.T) {
 		// Another chain with geth's chain id: told apart by its blocks.
 		other := cfg
 		other.RPC, other.Staging = nil, t.TempDir()
-		other.Source = evm.NewSynthetic(evm.SyntheticConfig{Seed: 1, ChainID: 1337, Tip: func() uint64 { return 100 }})
+		other.Source = evmsynth.NewSynthetic(evmsynth.SyntheticConfig{Seed: 1, ChainID: 1337, Tip: func() uint64 { return 100 }})
 		_, err := Run(context.Background(), other, io.Discard, quiet)
 		if ExitCode(err) != ExitData || err == nil || !strings.Contains(err.Error(), rec.String()) || !strings.Contains(err.Error(), `evm chain "1337" of the source, whose block 0 has hash`) {
 			t.Fatalf("got %v (exit %d), want geth's block 0 and the other's named, exit 4", err, ExitCode(err))
