@@ -38,8 +38,9 @@ import (
 // so no retry of the Job spent). It is killed while waiting and started
 // again on a fresh emptyDir, as a Job replaces a lost pod. The shards then
 // run one by one in a shuffled order; the export pod's restore merges each
-// as it comes, and the export writes the range. Its tables must be
-// identical to those of one plain run of the same range.
+// as it comes, and the export begins; it is killed after its first commit,
+// and a third pod restores afresh and finishes the range. The tables must
+// be identical to those of one plain run of the same range.
 func TestManifestsRunAsKubernetesWould(t *testing.T) {
 	weed := testserver.Weed(t)
 	endpoint := testserver.SeaweedFS(t, weed, "snapshots")
@@ -93,7 +94,19 @@ func TestManifestsRunAsKubernetesWould(t *testing.T) {
 	if n := strings.Count(restore.out.String(), "shard restored and merged"); n != shards {
 		t.Errorf("export pod: restore merged %d shards, want %d:\n%s", n, shards, restore.out.String())
 	}
-	second.runContainer(t, second.spec.Containers[0])
+	// The export is killed after its first commit (SIGKILL, as a lost node
+	// does: the crash point stands in for the moment); the Job's next pod
+	// restores afresh and the export resumes from PostgreSQL's checkpoint.
+	crashing := *second.spec.Containers[0].DeepCopy()
+	crashing.Env = append(crashing.Env, corev1.EnvVar{Name: "BLOCKHAUL_CRASHPOINT", Value: "after-commit:1"})
+	second.start(t, crashing).killed(t)
+	if n := rowsOf(t, dsn); n == 0 || n >= to-from+1 {
+		t.Fatalf("the export killed after its first commit left %d blocks, want some of %d", n, to-from+1)
+	} else {
+		t.Logf("the export killed after its first commit left %d blocks", n)
+	}
+	third := startPod(t, m, "Job blockhaul-export", export, -1)
+	third.run(t)
 
 	// The reference: one plain run of the same range of the same chain.
 	c := exec.Command(binary, "run", "--chain="+cm.Data["BLOCKHAUL_CHAIN"], "--staging="+filepath.Join(t.TempDir(), "ref"),
@@ -270,10 +283,17 @@ func (r *process) kill(t *testing.T) {
 	if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatalf("%s: kill: %v", r.where, err)
 	}
+	r.killed(t)
+}
+
+// killed waits for the process's end and fails the test unless a SIGKILL
+// ended it.
+func (r *process) killed(t *testing.T) {
+	t.Helper()
 	err := r.wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("%s ended before it was killed: %v\n%s", r.where, err, r.out.String())
+		t.Fatalf("%s was not killed: %v\n%s", r.where, err, r.out.String())
 	}
 }
 
