@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -166,6 +167,9 @@ type Config struct {
 	// Monitor, if set, receives the job's events (progress display,
 	// metrics); nil means a monitor that only logs progress.
 	Monitor *monitor.Monitor
+	// endpoint holds the routes of the store's endpoint while a job runs
+	// (startEndpoint).
+	endpoint *http.ServeMux
 
 	LogFormat string        // --log-format: text or json
 	LogLevel  string        // --log-level

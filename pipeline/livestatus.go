@@ -1,12 +1,14 @@
 package pipeline
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -15,13 +17,10 @@ import (
 	"github.com/blockhaul/blockhaul/staging"
 )
 
-// LiveStatusFile is the file a running job rewrites in its staging
-// directory every progress interval, so that `status` can answer while the
-// job holds the directory's lock (Pebble opens a store in one process
-// only).
-const LiveStatusFile = "blockhaul-status.json"
-
-// LiveStatus is what LiveStatusFile holds.
+// LiveStatus is what a running job answers on its store's endpoint (GET
+// statusRoute), so that `status` can answer while the job holds the
+// directory's lock (Pebble opens a store in one process only): as of the
+// request (Updated).
 type LiveStatus struct {
 	PID      int                   `json:"pid"`
 	Command  string                `json:"command"`
@@ -40,89 +39,96 @@ type LiveStatus struct {
 	Mirrors map[string]staging.Checkpoint `json:"mirrors,omitempty"`
 }
 
-// checkpointPoll is how often a running job looks for checkpoint requests.
+// The routes of a running job's endpoint (staging.ListenEndpoint: a Unix
+// socket in its staging directory) besides staging.CheckpointRoute
+// (snapshot and verify beside the job) and the monitor's /healthz, /readyz
+// and /metrics.
+const (
+	statusRoute = "/status" // GET: LiveStatus
+	replayRoute = "/replay" // POST: a replay, run by a follow (replayserve.go)
+)
+
+// checkpointPoll is how often a requester asks again a job that does not
+// answer on its endpoint yet (one just started).
 const checkpointPoll = 200 * time.Millisecond
 
-// startLiveStatus writes the live status file now and every interval until
-// the returned stop is called, which removes it. Writes are atomic (a
-// temporary file renamed over the old one) and best effort: a job never
-// fails because its status could not be written.
-func startLiveStatus(cfg *Config, store *staging.Store, m *monitor.Monitor, interval time.Duration) (stop func()) {
-	if interval <= 0 {
-		interval = monitor.DefaultInterval
-	}
+// startEndpoint serves the store's endpoint while the job runs: its live
+// status, checkpoints, the monitor's routes; a follow adds replays to
+// cfg.endpoint. stop closes it and removes its socket. A job never fails
+// because it could not serve it: it logs why and runs without.
+func startEndpoint(cfg *Config, store *staging.Store, m *monitor.Monitor, log *slog.Logger) (stop func()) {
 	started := time.Now()
-	path := filepath.Join(store.Dir(), LiveStatusFile)
-	write := func() {
-		sum := m.Summary()
-		ls := LiveStatus{PID: os.Getpid(), Command: cfg.Command, From: cfg.From, To: cfg.To, ToSet: cfg.ToSet,
-			Started: started, Updated: time.Now(), Fetch: sum.Fetch, Export: sum.Export}
-		from, to := cfg.From, cfg.To
-		if !cfg.ToSet {
-			if _, hi, ok, err := store.Bounds(); err == nil && ok {
-				to = hi
-			}
-		}
-		if to >= from {
-			if rs, err := store.Staged(from, to); err == nil {
-				ls.Staged, ls.StagedOK = rs, true
-			}
-		}
-		if id, ok := store.Identity(); ok {
-			ls.Chain = &id
-		}
-		if ms, err := store.Mirrors(); err == nil && len(ms) > 0 {
-			ls.Mirrors = ms
-		}
-		b, err := json.Marshal(ls)
-		if err != nil {
-			return
-		}
-		staging.WriteFileAtomic(path, b)
+	mux := http.NewServeMux()
+	cfg.endpoint = mux
+	mux.HandleFunc("GET "+statusRoute, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(liveStatusOf(cfg, store, m, started))
+	})
+	mux.Handle("POST "+staging.CheckpointRoute, store.CheckpointHandler())
+	mux.Handle("/", m.Handler())
+	ln, err := staging.ListenEndpoint(store.Dir())
+	if err != nil {
+		log.Warn("no endpoint for status, snapshot, verify or replay beside this job", "err", err)
+		return func() {}
 	}
-	write()
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		// snapshot, run beside this job, asks it for a checkpoint through
-		// the directory.
-		cp := time.NewTicker(checkpointPoll)
-		defer cp.Stop()
-		for {
-			select {
-			case <-t.C:
-				write()
-			case <-cp.C:
-				store.ServeCheckpointRequests()
-			case <-done:
-				return
-			}
-		}
-	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- staging.ServeEndpoint(ctx, ln, mux) }()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			close(done)
-			wg.Wait()
-			os.Remove(path)
-			os.Remove(path + ".tmp")
+			cancel()
+			if err := <-served; err != nil {
+				log.Warn("endpoint", "err", err)
+			}
 		})
 	}
 }
 
-// readLiveStatus reads the live status file of dir.
+// liveStatusOf is the job's status now.
+func liveStatusOf(cfg *Config, store *staging.Store, m *monitor.Monitor, started time.Time) LiveStatus {
+	sum := m.Summary()
+	ls := LiveStatus{PID: os.Getpid(), Command: cfg.Command, From: cfg.From, To: cfg.To, ToSet: cfg.ToSet,
+		Started: started, Updated: time.Now(), Fetch: sum.Fetch, Export: sum.Export}
+	from, to := cfg.From, cfg.To
+	if !cfg.ToSet {
+		if _, hi, ok, err := store.Bounds(); err == nil && ok {
+			to = hi
+		}
+	}
+	if to >= from {
+		if rs, err := store.Staged(from, to); err == nil {
+			ls.Staged, ls.StagedOK = rs, true
+		}
+	}
+	if id, ok := store.Identity(); ok {
+		ls.Chain = &id
+	}
+	if ms, err := store.Mirrors(); err == nil && len(ms) > 0 {
+		ls.Mirrors = ms
+	}
+	return ls
+}
+
+// readLiveStatus asks the job serving the endpoint in dir for its status.
 func readLiveStatus(dir string) (*LiveStatus, error) {
-	b, err := os.ReadFile(filepath.Join(dir, LiveStatusFile))
+	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, staging.EndpointURL+statusRoute, nil)
 	if err != nil {
 		return nil, err
 	}
+	resp, err := staging.EndpointClient(dir).Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("the endpoint of the job holding %s: %w", dir, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("the endpoint of the job holding %s: status: %s", dir, resp.Status)
+	}
 	var ls LiveStatus
-	if err := json.Unmarshal(b, &ls); err != nil {
-		return nil, fmt.Errorf("%s: %w", LiveStatusFile, err)
+	if err := json.NewDecoder(resp.Body).Decode(&ls); err != nil {
+		return nil, fmt.Errorf("the endpoint of the job holding %s: status: %w", dir, err)
 	}
 	return &ls, nil
 }

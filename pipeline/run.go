@@ -220,8 +220,9 @@ func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (S
 		m.Start(ctx)
 	}
 	defer m.Stop()
-	// status, run beside this job, reads what it last wrote here.
-	defer startLiveStatus(&cfg, store, m, cfg.Progress)()
+	// status, snapshot, verify and export --replay, run beside this job,
+	// ask it on its store's endpoint.
+	defer startEndpoint(&cfg, store, m, log)()
 	if ln != nil {
 		hctx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 		served := make(chan error, 1)

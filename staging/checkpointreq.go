@@ -1,13 +1,14 @@
 package staging
 
 import (
+	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,18 +17,15 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// A store is open in one process only (Pebble locks its directory), so a
-// consistent copy of a store another process is writing can only be made
-// by that process. The request travels through the staging directory
-// itself: the requester writes checkpointReqPrefix<id>.request naming an
-// empty destination, the holder (ServeCheckpointRequests, polled by every
-// long-running command) takes a Pebble checkpoint there and answers with
-// <id>.done, holding the error if it failed.
-const (
-	checkpointReqPrefix = "blockhaul-checkpoint-"
-	checkpointReqSuffix = ".request"
-	checkpointAnsSuffix = ".done"
-)
+// A consistent copy of a store another process is writing can only be made
+// by that process: the requester asks it over its endpoint (POST
+// CheckpointRoute, a checkpointRequest naming an absent destination beside
+// the store); the holder (Store.CheckpointHandler) takes a Pebble
+// checkpoint there and answers with a checkpointAnswer, holding the error
+// if it failed.
+
+// CheckpointRoute is the endpoint's route that takes checkpoints.
+const CheckpointRoute = "/checkpoint"
 
 type checkpointRequest struct {
 	Dest string `json:"dest"`
@@ -41,116 +39,119 @@ type checkpointAnswer struct {
 
 // NoAnswerError is a checkpoint request the process holding the store did
 // not answer in time (an older blockhaul, or one that is not running a
-// command that serves requests).
+// command that serves requests); Last is the last attempt's error.
 type NoAnswerError struct {
 	Dir  string
 	PID  int
 	Wait time.Duration
+	Last error
 }
 
 func (e *NoAnswerError) Error() string {
-	return fmt.Sprintf("staging: %s is held by pid %d, which did not answer a checkpoint request within %s", e.Dir, e.PID, e.Wait)
+	msg := fmt.Sprintf("staging: %s is held by pid %d, which did not answer a checkpoint request within %s", e.Dir, e.PID, e.Wait)
+	if e.Last != nil {
+		msg += " (last: " + e.Last.Error() + ")"
+	}
+	return msg
 }
 
 // RequestCheckpoint asks the process holding the store in dir (open in
 // another process: Open returned an *InUseError) to take a Pebble
 // checkpoint into dest, a directory that must not exist yet, beside dir (in
-// dir's parent directory or below it), and waits for its answer, polling
-// every poll, for at most wait. It returns the PID of the process that
-// took the checkpoint. dest is removed when the request fails.
+// dir's parent directory or below it), and returns the PID of the process
+// that took it. A holder not answering on its endpoint yet (a job just
+// started) is asked again every poll, for at most wait. dest is removed
+// when the request fails.
 func RequestCheckpoint(ctx context.Context, dir, dest string, wait, poll time.Duration) (int, error) {
 	dest, err := filepath.Abs(dest)
 	if err != nil {
 		return 0, err
 	}
-	var idb [8]byte
-	if _, err := rand.Read(idb[:]); err != nil {
-		return 0, err
-	}
-	id := hex.EncodeToString(idb[:])
-	req := filepath.Join(dir, checkpointReqPrefix+id+checkpointReqSuffix)
-	ans := filepath.Join(dir, checkpointReqPrefix+id+checkpointAnsSuffix)
 	b, _ := json.Marshal(checkpointRequest{Dest: dest, PID: os.Getpid()})
-	if err := WriteFileAtomic(req, b); err != nil {
-		return 0, fmt.Errorf("staging: request a checkpoint of %s: %w", dir, err)
-	}
-	defer os.Remove(req) // unanswered: withdrawn
-	defer os.Remove(ans)
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
+	client := EndpointClient(dir)
+	deadline := time.Now().Add(wait)
 	for {
-		b, err := os.ReadFile(ans)
+		a, err := askCheckpoint(ctx, client, b)
+		var unanswered *unansweredError
 		switch {
+		case err == nil && a.Error != "":
+			os.RemoveAll(dest)
+			return a.PID, fmt.Errorf("staging: the process holding %s could not take a checkpoint: %s", dir, a.Error)
 		case err == nil:
-			var a checkpointAnswer
-			if err := json.Unmarshal(b, &a); err != nil {
-				return 0, fmt.Errorf("staging: checkpoint answer from the holder of %s: %w", dir, err)
-			}
-			if a.Error != "" {
-				os.RemoveAll(dest)
-				return a.PID, fmt.Errorf("staging: the process holding %s could not take a checkpoint: %s", dir, a.Error)
-			}
 			return a.PID, nil
-		case !errors.Is(err, fs.ErrNotExist):
-			return 0, fmt.Errorf("staging: checkpoint answer: %w", err)
-		}
-		select {
-		case <-t.C:
-		case <-deadline.C:
-			e := &NoAnswerError{Dir: dir, Wait: wait}
+		case ctx.Err() != nil:
+			os.RemoveAll(dest)
+			return 0, ctx.Err()
+		case !errors.As(err, &unanswered):
+			os.RemoveAll(dest)
+			return 0, fmt.Errorf("staging: checkpoint of %s: %w", dir, err)
+		case !time.Now().Add(poll).Before(deadline):
+			e := &NoAnswerError{Dir: dir, Wait: wait, Last: unanswered.err}
 			if ie, ok := inUse(vfs.Default, dir, nil).(*InUseError); ok {
 				e.PID = ie.PID
 			}
-			// The holder may be taking it right now: remove the request
-			// first, then whatever it wrote.
-			os.Remove(req)
 			os.RemoveAll(dest)
 			return 0, e
+		}
+		select {
+		case <-time.After(poll):
 		case <-ctx.Done():
-			os.Remove(req)
 			os.RemoveAll(dest)
 			return 0, ctx.Err()
 		}
 	}
 }
 
-// ServeCheckpointRequests answers every checkpoint request waiting in the
-// store's directory: a Pebble checkpoint into the destination each names
-// (the store stays writable meanwhile), then the answer. A request whose
-// destination is not an absent path beside the store is refused in its
-// answer. It returns how many requests it answered.
-func (s *Store) ServeCheckpointRequests() int {
-	names, err := filepath.Glob(filepath.Join(s.dir, checkpointReqPrefix+"*"+checkpointReqSuffix))
+// unansweredError is a request no process answered: no endpoint, or one
+// that is not a checkpoint taker.
+type unansweredError struct{ err error }
+
+func (e *unansweredError) Error() string { return e.err.Error() }
+
+func askCheckpoint(ctx context.Context, client *http.Client, body []byte) (checkpointAnswer, error) {
+	var a checkpointAnswer
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, EndpointURL+CheckpointRoute, bytes.NewReader(body))
 	if err != nil {
-		return 0
+		return a, err
 	}
-	n := 0
-	for _, req := range names {
-		b, err := os.ReadFile(req)
-		if err != nil {
-			continue // withdrawn meanwhile
-		}
-		if err := os.Remove(req); err != nil {
-			continue // taken or withdrawn: not ours to answer
-		}
-		var r checkpointRequest
+	resp, err := client.Do(req)
+	if err != nil {
+		return a, &unansweredError{err}
+	}
+	defer resp.Body.Close()
+	rb, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return a, fmt.Errorf("read the holder's answer: %w", err)
+	}
+	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+		return a, &unansweredError{fmt.Errorf("the endpoint does not take checkpoints (%s)", resp.Status)}
+	}
+	if err := json.Unmarshal(rb, &a); err != nil {
+		return a, fmt.Errorf("the holder's answer (%s): %w", resp.Status, err)
+	}
+	return a, nil
+}
+
+// CheckpointHandler takes the checkpoint a request names, into an absent
+// destination beside the store (the store stays writable meanwhile), and
+// answers; a destination that is not is refused in the answer.
+func (s *Store) CheckpointHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req checkpointRequest
 		a := checkpointAnswer{PID: os.Getpid()}
-		if err := json.Unmarshal(b, &r); err != nil {
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
 			a.Error = "request unreadable: " + err.Error()
-		} else if err := s.checkDest(r.Dest); err != nil {
+		} else if err := s.checkDest(req.Dest); err != nil {
 			a.Error = err.Error()
-		} else if err := s.Checkpoint(r.Dest); err != nil {
+		} else if err := s.Checkpoint(req.Dest); err != nil {
 			a.Error = err.Error()
 		}
-		ans := strings.TrimSuffix(req, checkpointReqSuffix) + checkpointAnsSuffix
-		ab, _ := json.Marshal(a)
-		if err := WriteFileAtomic(ans, ab); err == nil {
-			n++
+		w.Header().Set("Content-Type", "application/json")
+		if a.Error != "" {
+			w.WriteHeader(http.StatusUnprocessableEntity)
 		}
-	}
-	return n
+		json.NewEncoder(w).Encode(a)
+	})
 }
 
 // checkDest accepts an absolute path that does not exist yet, inside the

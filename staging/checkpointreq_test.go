@@ -3,6 +3,9 @@ package staging
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,23 +42,21 @@ func TestCheckpointRequest(t *testing.T) {
 	b.Close()
 
 	request := func(dest string, wait time.Duration) (int, error) {
-		served := make(chan int, 1)
-		stop := make(chan struct{})
-		go func() { // the holder's poll loop, in miniature
-			n := 0
-			for {
-				select {
-				case <-stop:
-					served <- n
-					return
-				default:
-					n += s.ServeCheckpointRequests()
-				}
-			}
-		}()
+		// The holder's endpoint, in miniature.
+		ln, err := ListenEndpoint(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("POST "+CheckpointRoute, s.CheckpointHandler())
+		ctx, stop := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() { served <- ServeEndpoint(ctx, ln, mux) }()
 		pid, err := RequestCheckpoint(context.Background(), dir, dest, wait, time.Millisecond)
-		close(stop)
-		<-served
+		stop()
+		if err := <-served; err != nil {
+			t.Fatal(err)
+		}
 		return pid, err
 	}
 	dest := filepath.Join(parent, ".snap", "store")
@@ -83,7 +84,67 @@ func TestCheckpointRequest(t *testing.T) {
 	if !errors.As(err, &na) || na.PID != os.Getpid() {
 		t.Fatalf("unserved request: %v", err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, checkpointReqPrefix+"*")); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(dir, "blockhaul-checkpoint*")); len(left) != 0 {
 		t.Fatalf("request files left behind: %v", left)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, SocketName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the endpoint's socket is left behind: %v", err)
+	}
+}
+
+// TestEndpointStaleSocket: a socket left by a killed job (nobody answers on
+// it) does not keep the next job from serving; one a live process answers
+// on is refused, naming it; a directory path too long for a socket address
+// is served and reached all the same.
+func TestEndpointStaleSocket(t *testing.T) {
+	long := filepath.Join(t.TempDir(), strings.Repeat("d", 60), strings.Repeat("e", 60))
+	for _, dir := range []string{t.TempDir(), long} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// A killed job's socket: bound, never unlinked, nobody listening.
+		stale, err := ListenEndpoint(dir)
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		if ul, ok := stale.(*net.UnixListener); ok {
+			ul.SetUnlinkOnClose(false)
+			stale.Close()
+		} else {
+			stale.(unlinkOnClose).Listener.Close()
+		}
+		if _, err := os.Lstat(filepath.Join(dir, SocketName)); err != nil {
+			t.Fatalf("no stale socket to test with: %v", err)
+		}
+		ln, err := ListenEndpoint(dir)
+		if err != nil {
+			t.Fatalf("a stale socket blocks the next job: %v", err)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /ping", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "pong") })
+		ctx, stop := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() { served <- ServeEndpoint(ctx, ln, mux) }()
+		_, err = ListenEndpoint(dir)
+		var inUse *EndpointInUseError
+		if !errors.As(err, &inUse) || !strings.Contains(err.Error(), SocketName) {
+			t.Errorf("a second listener beside a live one: %v", err)
+		}
+		resp, err := EndpointClient(dir).Get(EndpointURL + "/ping")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "pong" {
+			t.Errorf("endpoint answered %q", b)
+		}
+		stop()
+		if err := <-served; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, SocketName)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: the socket is left behind: %v", dir, err)
+		}
 	}
 }
