@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blockhaul/blockhaul/internal/testbin"
 	"github.com/blockhaul/blockhaul/pipeline"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -248,13 +249,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "blockhaul")
-	gocmd := os.Getenv("GO")
-	if gocmd == "" {
-		gocmd = "go"
-	}
-	if out, err := exec.Command(gocmd, "build", "-o", binary, "../cmd/blockhaul").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build blockhaul: %v\n%s", err, out)
+	if binary, err = testbin.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	code := m.Run()
