@@ -4,19 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/blockhaul/blockhaul/family"
+	"github.com/blockhaul/blockhaul/internal/rpcserve"
 	"github.com/blockhaul/blockhaul/loader"
 	"golang.org/x/sync/errgroup"
 )
@@ -290,7 +289,7 @@ func (s *RPCServer) answer(c rpcCall) rpcAnswer {
 	if part < 0 {
 		return fail(-32601, "Method not found", c.Method)
 	}
-	h, err := paramHeight(c.Params)
+	h, err := rpcserve.ParamHeight(c.Params)
 	if err != nil {
 		return fail(-32602, "Invalid params", err.Error())
 	}
@@ -303,48 +302,4 @@ func (s *RPCServer) answer(c rpcCall) rpcAnswer {
 	}
 	a.result = s.parts[h-s.from][part]
 	return a
-}
-
-// paramHeight reads the height of a call: {"height": "5"|5} or ["5"|5|"0x5", …].
-func paramHeight(params json.RawMessage) (uint64, error) {
-	p := bytes.TrimSpace(params)
-	var v json.RawMessage
-	switch {
-	case len(p) > 0 && p[0] == '{':
-		var o struct {
-			Height json.RawMessage `json:"height"`
-		}
-		if err := json.Unmarshal(p, &o); err != nil {
-			return 0, err
-		}
-		v = o.Height
-	case len(p) > 0 && p[0] == '[':
-		var arr []json.RawMessage
-		if err := json.Unmarshal(p, &arr); err != nil {
-			return 0, err
-		}
-		if len(arr) > 0 {
-			v = arr[0]
-		}
-	}
-	if len(v) == 0 {
-		return 0, errors.New("no height")
-	}
-	str := string(v)
-	if str[0] == '"' {
-		if err := json.Unmarshal(v, &str); err != nil {
-			return 0, err
-		}
-	}
-	var h uint64
-	var err error
-	if rest, ok := strings.CutPrefix(str, "0x"); ok {
-		h, err = strconv.ParseUint(rest, 16, 64)
-	} else {
-		h, err = strconv.ParseUint(str, 10, 64)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("height %s: %w", v, err)
-	}
-	return h, nil
 }

@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -35,6 +34,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/blockhaul/blockhaul/internal/rpcserve"
 )
 
 // Class is a kind of fault.
@@ -228,13 +229,13 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-r.Context().Done():
 			case <-p.closed:
-				resetConn(w) // never an answer, not even an empty one
+				rpcserve.ResetConn(w) // never an answer, not even an empty one
 			case <-t.C:
-				resetConn(w)
+				rpcserve.ResetConn(w)
 			}
 			return
 		case Reset:
-			resetConn(w)
+			rpcserve.ResetConn(w)
 			return
 		case BatchRefused:
 			if rng.IntN(2) == 0 {
@@ -267,7 +268,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 			if f, ok := w.(http.Flusher); ok {
 				f.Flush()
 			}
-			resetConn(w)
+			rpcserve.ResetConn(w)
 			return
 		}
 	}
@@ -415,40 +416,7 @@ func parseCalls(body []byte) ([]call, bool) {
 
 // paramHeight reads the height of a call: {"height": "5"|5} or ["5"|5|"0x5", …].
 func paramHeight(params json.RawMessage) (uint64, bool) {
-	p := bytes.TrimSpace(params)
-	var v json.RawMessage
-	switch {
-	case len(p) > 0 && p[0] == '{':
-		var o struct {
-			Height json.RawMessage `json:"height"`
-		}
-		if json.Unmarshal(p, &o) != nil {
-			return 0, false
-		}
-		v = o.Height
-	case len(p) > 0 && p[0] == '[':
-		var arr []json.RawMessage
-		if json.Unmarshal(p, &arr) != nil || len(arr) == 0 {
-			return 0, false
-		}
-		v = arr[0]
-	}
-	if len(v) == 0 {
-		return 0, false
-	}
-	s := string(v)
-	if s[0] == '"' {
-		if json.Unmarshal(v, &s) != nil {
-			return 0, false
-		}
-	}
-	var h uint64
-	var err error
-	if rest, ok := strings.CutPrefix(s, "0x"); ok {
-		h, err = strconv.ParseUint(rest, 16, 64)
-	} else {
-		h, err = strconv.ParseUint(s, 10, 64)
-	}
+	h, err := rpcserve.ParamHeight(params)
 	return h, err == nil
 }
 
@@ -624,20 +592,4 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	w.Write(body)
-}
-
-// resetConn drops the connection under w with a TCP reset.
-func resetConn(w http.ResponseWriter) {
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		panic(http.ErrAbortHandler)
-	}
-	conn, _, err := hj.Hijack()
-	if err != nil {
-		panic(http.ErrAbortHandler)
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetLinger(0)
-	}
-	conn.Close()
 }

@@ -11,13 +11,14 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/blockhaul/blockhaul/internal/rpcserve"
 )
 
 // Error is a JSON-RPC error object, as a Handler returns it.
@@ -226,12 +227,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.cfg.DieAfter > 0 && n > s.cfg.DieAfter {
 		s.stopListening()
-		resetConn(w)
+		rpcserve.ResetConn(w)
 		s.Kill()
 		return
 	}
 	if s.dead.Load() {
-		resetConn(w)
+		rpcserve.ResetConn(w)
 		return
 	}
 	var body bytes.Buffer
@@ -253,7 +254,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done()
 		return
 	case Reset:
-		resetConn(w)
+		rpcserve.ResetConn(w)
 		return
 	case RPCError:
 		if fault.RetryAfter != "" {
@@ -378,21 +379,4 @@ func acceptsGzip(r *http.Request) bool {
 		}
 	}
 	return false
-}
-
-// resetConn drops the connection under w with a TCP reset, so the client
-// sees "connection reset by peer" rather than a clean close.
-func resetConn(w http.ResponseWriter) {
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		panic(http.ErrAbortHandler)
-	}
-	conn, _, err := hj.Hijack()
-	if err != nil {
-		panic(http.ErrAbortHandler)
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetLinger(0)
-	}
-	conn.Close()
 }

@@ -1,0 +1,77 @@
+// Package rpcserve is what the programs that answer JSON-RPC as a node would
+// share (the test servers, the fault proxy, bench's node): reading a
+// call's height and dropping a connection with a TCP reset.
+package rpcserve
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// ParamHeight reads the height of a call: {"height": "5"|5} or ["5"|5|"0x5", …].
+func ParamHeight(params json.RawMessage) (uint64, error) {
+	p := bytes.TrimSpace(params)
+	var v json.RawMessage
+	switch {
+	case len(p) > 0 && p[0] == '{':
+		var o struct {
+			Height json.RawMessage `json:"height"`
+		}
+		if err := json.Unmarshal(p, &o); err != nil {
+			return 0, err
+		}
+		v = o.Height
+	case len(p) > 0 && p[0] == '[':
+		var arr []json.RawMessage
+		if err := json.Unmarshal(p, &arr); err != nil {
+			return 0, err
+		}
+		if len(arr) > 0 {
+			v = arr[0]
+		}
+	}
+	if len(v) == 0 {
+		return 0, errors.New("no height")
+	}
+	str := string(v)
+	if str[0] == '"' {
+		if err := json.Unmarshal(v, &str); err != nil {
+			return 0, err
+		}
+	}
+	var h uint64
+	var err error
+	if rest, ok := strings.CutPrefix(str, "0x"); ok {
+		h, err = strconv.ParseUint(rest, 16, 64)
+	} else {
+		h, err = strconv.ParseUint(str, 10, 64)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("height %s: %w", v, err)
+	}
+	return h, nil
+}
+
+// ResetConn drops the connection under w with a TCP reset, so the client
+// sees "connection reset by peer" rather than a clean close. It ends the
+// handler by panicking with http.ErrAbortHandler when w cannot be hijacked.
+func ResetConn(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic(http.ErrAbortHandler)
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	conn.Close()
+}
