@@ -546,15 +546,7 @@ func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() 
 	closeSessions() // before the index builds dial their connections
 	sum.Export = res
 	sum.Complete = res.Complete
-	if err != nil {
-		settleIndexes(ctx, cfg, db, sum, log, err)
-		return err
-	}
-	if err := finishIndexes(ctx, cfg, db, sum, log); err != nil {
-		return err
-	}
-	analyzeFilled(ctx, cfg, db, sum, log)
-	return nil
+	return endFill(ctx, cfg, db, sum, log, err)
 }
 
 // streamSessions returns db and n - 1 more sessions, and a function that
@@ -640,6 +632,21 @@ func resolveIndexMode(ctx context.Context, cfg *Config, conn *pgx.Conn, dec expo
 	}
 	empty, err := export.TablesEmpty(ctx, conn, cfg.Schema, dec.Tables())
 	return empty, "the tables are empty", err
+}
+
+// endFill ends a bounded fill whose fetch and export returned fillErr:
+// on failure it settles the deferred indexes and returns fillErr; on
+// success it builds them and analyzes what was filled.
+func endFill(ctx context.Context, cfg *Config, db *export.Session, sum *Summary, log *slog.Logger, fillErr error) error {
+	if fillErr != nil {
+		settleIndexes(ctx, cfg, db, sum, log, fillErr)
+		return fillErr
+	}
+	if err := finishIndexes(ctx, cfg, db, sum, log); err != nil {
+		return err
+	}
+	analyzeFilled(ctx, cfg, db, sum, log)
+	return nil
 }
 
 // finishIndexes builds the deferred indexes once the range is complete.
@@ -730,15 +737,7 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 		st, res, err = fetchAndExport(ctx, cfg, store, src, db, dec, ecfg, cur.Next(cfg.From), log, c)
 	}
 	sum.Fetch, sum.Export, sum.Complete = st, res, res.Complete
-	if err != nil {
-		settleIndexes(ctx, cfg, db, sum, log, err)
-		return err
-	}
-	if err := finishIndexes(ctx, cfg, db, sum, log); err != nil {
-		return err
-	}
-	analyzeFilled(ctx, cfg, db, sum, log)
-	return nil
+	return endFill(ctx, cfg, db, sum, log, err)
 }
 
 // fetchAndExport stages [next, ecfg.Stream.To] from src while it exports
