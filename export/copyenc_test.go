@@ -25,10 +25,7 @@ import (
 func TestCopyWritesWhatPgxWrites(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(t)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(ctx)
 	for _, fam := range []struct {
 		name string

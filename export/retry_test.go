@@ -66,10 +66,7 @@ func faultConfig() Config {
 func fingerprintOf(t *testing.T, dsn string) string {
 	t.Helper()
 	fp := pgtest.Fingerprint(t, dsn, "chain x", map[string]string{"blocks": "height", "items": "height, idx"})
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(context.Background())
 	var cp string
 	if err := conn.QueryRow(context.Background(), `SELECT alias || ' ' || coalesce(last_height::text, '-') || ' ' || encode(last_hash, 'hex') || ' ' || status FROM "chain x".blockhaul_backfills ORDER BY alias`).Scan(&cp); err != nil {

@@ -9,7 +9,6 @@ import (
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/internal/crashpoint"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 func TestSplitRangeCoversTheRangeContiguously(t *testing.T) {
@@ -36,10 +35,7 @@ func fixedSessions(t *testing.T, dsn string, n int) []*Session {
 	t.Helper()
 	s := make([]*Session, n)
 	for i := range s {
-		conn, err := pgx.Connect(context.Background(), dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
+		conn := pgtest.ConnectTo(t, dsn)
 		t.Cleanup(func() { conn.Close(context.Background()) })
 		s[i] = Fixed(conn)
 	}

@@ -2,13 +2,14 @@ package faults
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/blockhaul/blockhaul/internal/storetest"
 )
 
 // fileKinds are the kinds of file a staging directory holds, by how their
@@ -49,7 +50,7 @@ func TestDamagedStagingFiles(t *testing.T) {
 				continue
 			}
 			j := newJob(t)
-			copyDir(t, pristine.staging, j.staging)
+			storetest.CopyFiles(t, pristine.staging, j.staging)
 			file := pickFile(t, j.staging, fk.match)
 			if file == "" {
 				bad = append(bad, fmt.Sprintf("%s: the staging directory has no such file", fk.kind))
@@ -101,37 +102,6 @@ func TestDamagedStagingFiles(t *testing.T) {
 	report(t, "damaged staging (s/e/r: exit of status, export, run; = tables identical): %d cases, %d problems; %s", len(lines), len(bad), strings.Join(lines, "; "))
 	for _, b := range bad {
 		t.Error(b)
-	}
-}
-
-func copyDir(t *testing.T, from, to string) {
-	t.Helper()
-	if err := os.MkdirAll(to, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ents, err := os.ReadDir(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if e.IsDir() || e.Name() == "LOCK" {
-			continue
-		}
-		src, err := os.Open(filepath.Join(from, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		dst, err := os.Create(filepath.Join(to, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.Copy(dst, src); err != nil {
-			t.Fatal(err)
-		}
-		src.Close()
-		if err := dst.Close(); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 

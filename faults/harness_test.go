@@ -27,21 +27,7 @@ import (
 // blockhaulBin is blockhaul built for this run of the suite.
 var blockhaulBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "blockhaul-faults")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if blockhaulBin, err = testbin.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, &blockhaulBin) }
 
 // report prints a scenario's line of figures.
 func report(t *testing.T, format string, args ...any) {
@@ -381,10 +367,7 @@ func dataTables(name string) bool { return !strings.HasPrefix(name, "blockhaul_"
 func rowSet(t *testing.T, dsn, schema, table string) map[string]bool {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(ctx)
 	conn.Exec(ctx, "SET TimeZone = 'UTC'")
 	rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT md5(t::text) FROM %s.%s t`, pgx.Identifier{schema}.Sanitize(), pgx.Identifier{table}.Sanitize()))

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/internal/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // TestBoundedRunAnalyzesWhatItFilled: after a bounded run and an export,
@@ -27,10 +26,7 @@ func TestBoundedRunAnalyzesWhatItFilled(t *testing.T) {
 			if _, err := runWith(t, testConfig(cmd, dsn, stg, nil, 1, 300), src); err != nil {
 				t.Fatal(err)
 			}
-			conn, err := pgx.Connect(ctx, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
+			conn := pgtest.ConnectTo(t, dsn)
 			defer conn.Close(ctx)
 			for _, table := range []string{"blocks", "transactions", "events"} {
 				var rows, stats int64

@@ -18,7 +18,6 @@ import (
 	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/staging"
-	"github.com/jackc/pgx/v5"
 )
 
 // archiveFixture stages [1, to] of a family's synthetic chain once.
@@ -71,10 +70,7 @@ func runChecksum(t *testing.T, cfg Config) (archive.ChecksumReport, error) {
 func execSQL(t *testing.T, dsn string, stmts ...string) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(ctx)
 	for _, s := range stmts {
 		tag, err := conn.Exec(ctx, s)
@@ -630,10 +626,7 @@ func TestEstimateWithinTwiceTheRealFigures(t *testing.T) {
 		t.Fatalf("estimate: %+v", est)
 	}
 	dbSize := func() float64 {
-		conn, err := pgx.Connect(context.Background(), dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
+		conn := pgtest.ConnectTo(t, dsn)
 		defer conn.Close(context.Background())
 		var n int64
 		if err := conn.QueryRow(context.Background(), "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'cometbft' AND c.relkind = 'r' AND c.relname IN ('blocks', 'transactions', 'events')").Scan(&n); err != nil {
@@ -842,10 +835,7 @@ func TestExportTakesTheStoresFamily(t *testing.T) {
 // countRows is SELECT count(*) FROM from, on dsn.
 func countRows(t *testing.T, dsn, from string) int64 {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(context.Background())
 	var n int64
 	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM "+from).Scan(&n); err != nil {

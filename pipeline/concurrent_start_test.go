@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/internal/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // Streams started at the same moment on an empty database all create the
@@ -43,12 +42,9 @@ func TestConcurrentBackfillsOnEmptyDatabase(t *testing.T) {
 		if t.Failed() {
 			return
 		}
-		conn, err := pgx.Connect(context.Background(), dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
+		conn := pgtest.ConnectTo(t, dsn)
 		var blocks, complete, indexes int
-		err = conn.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM cometbft.blocks),
+		err := conn.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM cometbft.blocks),
 	(SELECT count(*) FROM cometbft.blockhaul_backfills WHERE status = 'complete'),
 	(SELECT count(*) FROM pg_indexes WHERE schemaname = 'cometbft' AND indexname LIKE '%_idx')`).Scan(&blocks, &complete, &indexes)
 		conn.Close(context.Background())

@@ -11,11 +11,7 @@ import (
 func TestValidateRefusesBadInput(t *testing.T) {
 	base := DefaultConfig()
 	base.Command, base.PG = CmdRun, "postgres://u:secretpw@127.0.0.1/db"
-	tests := []struct {
-		name   string
-		mutate func(*Config)
-		want   []string
-	}{
+	tests := []refusedConfig{
 		{"rps NaN", func(c *Config) { c.RPS = math.NaN() }, []string{"--rps (BLOCKHAUL_RPS)", "NaN"}},
 		{"rps +Inf", func(c *Config) { c.RPS = math.Inf(1) }, []string{"--rps", "+Inf"}},
 		{"synthetic txs NaN", func(c *Config) { c.SyntheticTxs = math.NaN() }, []string{"--synthetic-txs", "NaN"}},
@@ -37,6 +33,22 @@ func TestValidateRefusesBadInput(t *testing.T) {
 			c.RPS, c.SyntheticTxs, c.HTTPAddr, c.FetchSpan, c.Alias = math.NaN(), math.Inf(1), "x", 0, "\t"
 		}, []string{"--rps", "--synthetic-txs", "--http", "--fetch-span", "--alias"}},
 	}
+	checkRefused(t, base, tests)
+}
+
+// refusedConfig is a change to a valid configuration that Validate must
+// refuse, with what the refusal must name.
+type refusedConfig struct {
+	name   string
+	mutate func(*Config)
+	want   []string
+}
+
+// checkRefused applies each change to base and expects Validate to refuse
+// it with exit status ExitConfig, naming every want and never showing the
+// password "secretpw" of base's DSN.
+func checkRefused(t *testing.T, base Config, tests []refusedConfig) {
+	t.Helper()
 	for _, tc := range tests {
 		cfg := base
 		tc.mutate(&cfg)

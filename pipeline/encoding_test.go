@@ -13,7 +13,6 @@ import (
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // recordSource serves fixed raw CometBFT records, one per height.
@@ -58,10 +57,7 @@ func TestEventEncodingOfSeiBlocks(t *testing.T) {
 	ctx := context.Background()
 	count := func(dsn, where string) int {
 		t.Helper()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
+		conn := pgtest.ConnectTo(t, dsn)
 		defer conn.Close(ctx)
 		var n int
 		if err := conn.QueryRow(ctx, "SELECT count(*) FROM cometbft.events WHERE "+where).Scan(&n); err != nil {

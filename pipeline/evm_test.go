@@ -11,7 +11,6 @@ import (
 	"github.com/blockhaul/blockhaul/chain/evm"
 	"github.com/blockhaul/blockhaul/chain/evmsynth"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // An EVM chain from genesis (height 0) lands with the synthetic chain's own
@@ -27,10 +26,7 @@ func TestEVMRunMatchesSyntheticChain(t *testing.T) {
 		}
 	}
 	src := evmsynth.NewSynthetic(evmsynth.SyntheticConfig{Seed: cfg.SyntheticSeed})
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(context.Background())
 	rows, err := conn.Query(context.Background(), `SELECT b.number,
 	(SELECT count(*) FROM evm.transactions t WHERE t.block_number = b.number),
@@ -91,10 +87,7 @@ func TestEVMRangeStartsAtGenesis(t *testing.T) {
 	if err != nil || !sum.Complete {
 		t.Fatalf("run: %v complete=%v", err, sum.Complete)
 	}
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(context.Background())
 	var first, n int64
 	if err := conn.QueryRow(context.Background(), `SELECT min(number), count(*) FROM evm.blocks`).Scan(&first, &n); err != nil {

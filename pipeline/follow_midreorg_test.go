@@ -17,7 +17,6 @@ import (
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
-	"github.com/jackc/pgx/v5"
 )
 
 // midReorgNode serves a forkChain over CometBFT JSON-RPC. Its tip moves by
@@ -157,10 +156,7 @@ func TestFollowFailsOnPersistentUnlinkedSpan(t *testing.T) {
 	if ExitCode(err) != ExitData || !strings.Contains(err.Error(), "block 358") || !strings.Contains(err.Error(), "after 3 refetches") {
 		t.Fatalf("err = %v (exit %d), want exit %d naming block 358 and the refetches", err, ExitCode(err), ExitData)
 	}
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(context.Background())
 	if h, _ := headHeight(context.Background(), conn); h > 350 {
 		t.Fatalf("head checkpoint at %d, beyond the last sound height 350", h)

@@ -140,10 +140,7 @@ func TestFollowBesideBackfillWithReorg(t *testing.T) {
 	backfill.Source = tipView{fc}
 
 	// The schema exists before the sampler starts.
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(ctx)
 
 	var jobs sync.WaitGroup
@@ -250,10 +247,7 @@ func TestFollowHaltsOnDeepReorg(t *testing.T) {
 	if !strings.Contains(err.Error(), "340") {
 		t.Fatalf("message does not name the fork height: %v", err)
 	}
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(context.Background())
 	if h, _ := headHeight(context.Background(), conn); h != 350 {
 		t.Fatalf("head checkpoint moved to %d on a halted reorg, want 350", h)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/blockhaul/blockhaul/internal/crashpoint"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // A signal while the deferred indexes are being built exits 3 with a
@@ -47,10 +46,7 @@ func TestSignalDuringIndexBuildSaysWhatIsPending(t *testing.T) {
 	if !strings.Contains(out.String(), ", complete") || strings.Contains(out.String(), "not built") {
 		t.Fatalf("resume summary:\n%s", out.String())
 	}
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(context.Background())
 	var valid, pending int
 	if err := conn.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid

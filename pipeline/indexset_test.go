@@ -63,10 +63,7 @@ func TestIndexesFlagRefusesUnknownNames(t *testing.T) {
 // by name.
 func secondaryIndexes(t *testing.T, dsn, schema string) []string {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(context.Background())
 	rows, err := conn.Query(context.Background(), `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND indexname NOT LIKE '%pkey' ORDER BY indexname`, schema)
 	if err != nil {
@@ -192,10 +189,7 @@ func TestInterruptedFillReportsPendingIndexes(t *testing.T) {
 
 func pendingIndexes(t *testing.T, dsn string) []string {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(context.Background())
 	names, err := export.PendingIndexes(context.Background(), conn, "cometbft")
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/internal/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 func TestLeadGate(t *testing.T) {
@@ -52,10 +51,7 @@ func TestFetchLeadHasAFloor(t *testing.T) {
 // export), and the run completes.
 func TestRunFetchStaysWithinLeadOfExport(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(context.Background())
 	cfg := testConfig(CmdRun, dsn, filepath.Join(t.TempDir(), "s"), nil, 1, 3000)
 	cfg.BatchBlocks, cfg.FetchWorkers, cfg.FetchSpan, cfg.FetchLead = 100, 2, 10, 400

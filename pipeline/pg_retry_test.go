@@ -174,10 +174,7 @@ func TestRunRidesOutServerCrashRestart(t *testing.T) {
 	if got, want := fingerprint(t, dsn), fingerprint(t, ref); got != want {
 		t.Fatalf("tables differ from an undisturbed run:\n got %s\nwant %s", got, want)
 	}
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(context.Background())
 	var valid int
 	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid

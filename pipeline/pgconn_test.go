@@ -7,16 +7,14 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/internal/crashpoint"
+	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 
 // pgConn connects to dsn for the rest of the test.
 func pgConn(t *testing.T, dsn string) *pgx.Conn {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/blockhaul/blockhaul/internal/storetest"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -194,7 +195,7 @@ func TestRepairDamagedPebbleFile(t *testing.T) {
 	for _, kind := range []string{"sst", "blob"} {
 		t.Run(kind, func(t *testing.T) {
 			stg := filepath.Join(t.TempDir(), "s")
-			copyStore(t, stg0, stg)
+			storetest.CopyFiles(t, stg0, stg)
 			files, _ := filepath.Glob(filepath.Join(stg, "*."+kind))
 			if len(files) == 0 {
 				t.Fatalf("no .%s file written", kind)
@@ -241,30 +242,6 @@ func TestRepairDamagedPebbleFile(t *testing.T) {
 				t.Fatalf("the repaired store's export differs from the original's: %v %+v", err, cr.Differences)
 			}
 		})
-	}
-}
-
-// copyStore copies a closed store's files (not its LOCK) into dir.
-func copyStore(t *testing.T, from, dir string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ents, err := os.ReadDir(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if e.IsDir() || e.Name() == "LOCK" {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(from, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 	"github.com/blockhaul/blockhaul/internal/crashpoint"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/staging"
-	"github.com/jackc/pgx/v5"
 )
 
 // ageSchema turns a cometbft schema filled by this blockhaul into one an
@@ -26,10 +25,7 @@ import (
 func ageSchema(t *testing.T, dsn string) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, `ALTER TABLE cometbft.transactions DROP COLUMN block_time;
 ALTER TABLE cometbft.events DROP COLUMN block_time, DROP COLUMN tx_hash;
@@ -42,10 +38,7 @@ DROP TABLE cometbft.blockhaul_schema_versions`); err != nil {
 func queryInt(t *testing.T, dsn, sql string, args ...any) int64 {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(ctx)
 	var n int64
 	if err := conn.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
@@ -129,10 +122,7 @@ func TestReplayBesideFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(ctx)
 	cfg := DefaultConfig()
 	full, err := familyDecoder(&cfg)
@@ -311,10 +301,7 @@ func TestReplayRefusesWhatIsNotThere(t *testing.T) {
 func tableDigest(t *testing.T, dsn string, tb chain.Table) string {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(ctx)
 	d, err := archive.Checksum(ctx, conn, archive.ChecksumConfig{Schema: "cometbft", Tables: []chain.Table{tb}})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
+	"github.com/blockhaul/blockhaul/internal/storetest"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/cockroachdb/pebble/v2"
@@ -66,7 +67,7 @@ func salvageFixture(t *testing.T, chainName string, to uint64, mirror bool) (stg
 		}
 	}
 	pristine = filepath.Join(t.TempDir(), "pristine")
-	copyStore(t, stg, pristine)
+	storetest.CopyFiles(t, stg, pristine)
 	return stg, pristine
 }
 
@@ -75,7 +76,7 @@ func salvageFixture(t *testing.T, chainName string, to uint64, mirror bool) (stg
 func pebbleKeys(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
 	cp := filepath.Join(t.TempDir(), "read")
-	copyStore(t, dir, cp)
+	storetest.CopyFiles(t, dir, cp)
 	db, err := pebble.Open(cp, &pebble.Options{Logger: quietPebble{}, ReadOnly: true})
 	if err != nil {
 		t.Fatalf("open %s: %v", dir, err)
@@ -166,7 +167,7 @@ func garbleLargestTable(t *testing.T, stg string) string {
 func tableKeys(t *testing.T, dir, name string) (lo, hi []byte) {
 	t.Helper()
 	cp := filepath.Join(t.TempDir(), "read")
-	copyStore(t, dir, cp)
+	storetest.CopyFiles(t, dir, cp)
 	db, err := pebble.Open(cp, &pebble.Options{Logger: quietPebble{}, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)

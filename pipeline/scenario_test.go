@@ -18,7 +18,6 @@ import (
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/monitor"
-	"github.com/jackc/pgx/v5"
 )
 
 // countingSource serves a synthetic chain with a fixed tip and counts calls.
@@ -95,11 +94,7 @@ func TestRangePastTipIsRefusedWithBothHeights(t *testing.T) {
 func TestInvalidConfigurationsNameEachField(t *testing.T) {
 	base := DefaultConfig()
 	base.Command, base.PG = CmdRun, "postgres://u:secretpw@127.0.0.1/db"
-	tests := []struct {
-		name   string
-		mutate func(*Config)
-		want   []string
-	}{
+	tests := []refusedConfig{
 		{"to below from", func(c *Config) { c.From, c.To, c.ToSet = 10, 5, true }, []string{"--to (BLOCKHAUL_TO_HEIGHT)"}},
 		{"dsn", func(c *Config) { c.PG = "postgres://u:secretpw@host:notaport/db" }, []string{"--pg (BLOCKHAUL_PG)"}},
 		{"chain", func(c *Config) { c.Chain = "solana" }, []string{"--chain (BLOCKHAUL_CHAIN)", "solana"}},
@@ -111,27 +106,7 @@ func TestInvalidConfigurationsNameEachField(t *testing.T) {
 			c.From, c.To, c.ToSet, c.FetchWorkers, c.BatchBlocks, c.Chain = 9, 1, true, -2, 0, "x"
 		}, []string{"--to", "--fetch-workers", "--batch-blocks", "--chain"}},
 	}
-	for _, tc := range tests {
-		cfg := base
-		tc.mutate(&cfg)
-		cfg.EnsureDefaults()
-		err := cfg.Validate()
-		if err == nil {
-			t.Errorf("%s: accepted", tc.name)
-			continue
-		}
-		if ExitCode(err) != ExitConfig {
-			t.Errorf("%s: exit %d, want %d", tc.name, ExitCode(err), ExitConfig)
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: %q does not name %q", tc.name, err, w)
-			}
-		}
-		if strings.Contains(err.Error(), "secretpw") {
-			t.Errorf("%s: error shows the password: %s", tc.name, err)
-		}
-	}
+	checkRefused(t, base, tests)
 	base.EnsureDefaults()
 	if err := base.Validate(); err != nil {
 		t.Fatalf("the base configuration is invalid: %v", err)
@@ -154,10 +129,7 @@ func TestBackfillWithoutEndStopsWhereHeadStarted(t *testing.T) {
 	if sum.To != 699 {
 		t.Fatalf("backfill ran to %d, want 699 (where the head started)", sum.To)
 	}
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(context.Background())
 	var n, distinct int64
 	if err := conn.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT height) FROM cometbft.blocks").Scan(&n, &distinct); err != nil {
@@ -192,10 +164,7 @@ func TestDeferIndexesModes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dsn := pgtest.NewDatabase(t)
 			stg := filepath.Join(t.TempDir(), "s")
-			conn, err := pgx.Connect(context.Background(), dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
+			conn := pgtest.ConnectTo(t, dsn)
 			defer conn.Close(context.Background())
 			secondary := func() int {
 				var n int
@@ -244,10 +213,7 @@ func TestDeferIndexesModes(t *testing.T) {
 
 func TestFollowNeverDefersIndexesOnItsOwn(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(context.Background())
 	src := newCounting(300)
 	var during atomic.Int64

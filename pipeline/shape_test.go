@@ -9,7 +9,6 @@ import (
 
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // TestRunRefusesForeignBlocksTable: a target schema holding another tool's
@@ -18,16 +17,13 @@ import (
 func TestRunRefusesForeignBlocksTable(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(t)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, `CREATE SCHEMA cometbft; CREATE TABLE cometbft.blocks (height bigint PRIMARY KEY, block_hash text)`); err != nil {
 		t.Fatal(err)
 	}
 	src := newCounting(100)
-	_, err = runWith(t, testConfig(CmdRun, dsn, filepath.Join(t.TempDir(), "s"), nil, 1, 20), src)
+	_, err := runWith(t, testConfig(CmdRun, dsn, filepath.Join(t.TempDir(), "s"), nil, 1, 20), src)
 	var se *export.ShapeError
 	if ExitCode(err) != ExitConfig || !errors.As(err, &se) || !strings.Contains(err.Error(), "cometbft.blocks") || !strings.Contains(err.Error(), `missing column "hash" bytea`) {
 		t.Fatalf("run into a foreign blocks table: exit %d, %v", ExitCode(err), err)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // columnPrints returns, per table of tables that exists in schema, its row
@@ -21,10 +20,7 @@ import (
 func columnPrints(t *testing.T, dsn, schema string, tables []chain.Table) map[string]string {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(ctx)
 	out := map[string]string{}
 	for _, tb := range tables {

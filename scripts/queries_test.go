@@ -12,7 +12,6 @@ import (
 
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/pipeline"
-	"github.com/jackc/pgx/v5"
 )
 
 // queryChains are the synthetic chains the example queries of docs/querying.md are
@@ -48,10 +47,7 @@ func TestExampleQueriesRun(t *testing.T) {
 			if _, err := pipeline.Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler)); err != nil {
 				t.Fatal(err)
 			}
-			conn, err := pgx.Connect(context.Background(), dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
+			conn := pgtest.ConnectTo(t, dsn)
 			defer conn.Close(context.Background())
 			for name, sql := range queries {
 				rows, err := conn.Query(context.Background(), sql)

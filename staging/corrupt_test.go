@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/storetest"
 )
 
 // Byte flips and truncations in every kind of file a staging store holds,
@@ -444,7 +445,7 @@ func TestDamagedManifestIsNeverSilent(t *testing.T) {
 	outcomes := map[string]int{}
 	for at := 0; at < len(orig); at += 11 {
 		dir := t.TempDir()
-		copyDir(t, base, dir)
+		storetest.CopyFiles(t, base, dir)
 		flipByte(t, filepath.Join(dir, manifest), func(int) int { return at })
 		err := noPanic(t, fmt.Sprintf("open with byte %d flipped", at), func() error {
 			s, err := Open(dir, Options{Logger: slog.New(slog.DiscardHandler)})

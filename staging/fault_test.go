@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/storetest"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -390,7 +390,7 @@ func testENOSPCInPebble(t *testing.T, wal bool) {
 	// before the failure may be lost (fetch stages them again), but only
 	// whole batches, from the end.
 	cp := t.TempDir()
-	copyDir(t, dir, cp)
+	storetest.CopyFiles(t, dir, cp)
 	// Let the abandoned Pebble's retried flush succeed, or it spins.
 	fs.setLimit(1 << 40)
 	s2, err := Open(cp, Options{})
@@ -399,35 +399,6 @@ func testENOSPCInPebble(t *testing.T, wal bool) {
 	}
 	defer s2.Close()
 	checkWhole(t, s2, 0, uint64(len(committed)+len(failed)))
-}
-
-func copyDir(t *testing.T, from, to string) {
-	t.Helper()
-	ents, err := os.ReadDir(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if e.IsDir() || e.Name() == "LOCK" {
-			continue
-		}
-		src, err := os.Open(filepath.Join(from, e.Name()))
-		if os.IsNotExist(err) {
-			continue // a failed flush's output, removed by Pebble meanwhile
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		dst, err := os.Create(filepath.Join(to, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.Copy(dst, src); err != nil {
-			t.Fatal(err)
-		}
-		src.Close()
-		dst.Close()
-	}
 }
 
 // A real small filesystem (tmpfs, 8 MiB), when this process may mount one:

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -23,36 +22,12 @@ import (
 
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "blockhaul-bin")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "blockhaul")
-	out, err := exec.Command("go", "build", "-buildvcs=auto", "-o", binary, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build blockhaul: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, &binary) }
 
 // blockhaul runs the binary and returns its exit code and combined output.
 func blockhaul(t *testing.T, args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Env = testbin.CleanEnv()
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode(), string(out)
-	}
-	if err != nil {
-		t.Fatalf("run blockhaul: %v", err)
-	}
-	return 0, string(out)
+	return blockhaulEnv(t, nil, args...)
 }
 
 const seed = "7"

@@ -128,3 +128,15 @@ func Connect(t testing.TB) *pgx.Conn {
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
 }
+
+// ConnectTo connects to dsn or fails the test. The caller closes the
+// connection (so that its lifetime stays the caller's, e.g. a helper's
+// `defer conn.Close(ctx)`).
+func ConnectTo(t testing.TB, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("pgtest: connect: %v", err)
+	}
+	return conn
+}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 )
 
 // Build builds cmd/blockhaul into dir and returns the binary's path.
@@ -31,4 +32,24 @@ func CleanEnv() []string {
 		}
 	}
 	return env
+}
+
+// Main is a TestMain's whole body for a package whose tests run the
+// binary: it builds blockhaul into a temporary directory, sets *bin to its
+// path, runs the tests, removes the directory and exits with the tests'
+// status (1 without running them when the build fails).
+func Main(m *testing.M, bin *string) {
+	dir, err := os.MkdirTemp("", "blockhaul-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if *bin, err = Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
-	"github.com/jackc/pgx/v5"
 )
 
 func openHome(t testing.TB, home string) *Source {
@@ -145,10 +144,7 @@ func TestStagedAndExportedEqualRPC(t *testing.T) {
 			var prints []map[string]string
 			for _, store := range []*staging.Store{fromHome, fromRPC} {
 				dsn := pgtest.NewDatabase(t)
-				conn, err := pgx.Connect(ctx, dsn)
-				if err != nil {
-					t.Fatal(err)
-				}
+				conn := pgtest.ConnectTo(t, dsn)
 				_, err = export.Run(ctx, export.Fixed(conn), store, dec, export.Config{
 					Schema: "cometbft", BatchBlocks: 500, Stream: export.Stream{Alias: "nodehome", From: 1, To: fx.Tip()}})
 				conn.Close(ctx)
