@@ -126,24 +126,7 @@ func (d *Decoder) Decode(height uint64, raw []byte, rows *chain.Rows) error {
 func BlockIdentity(raw []byte) (hash, parentHash []byte, height uint64, err error) {
 	st := statePool.Get().(*decodeState)
 	defer st.release()
-	s := &st.sc
-	s.b = raw
-	if !s.openObject() && s.err == nil {
-		return nil, nil, 0, fmt.Errorf("cometbft: block identity: %w: record is null", ErrMalformedRecord)
-	}
-	n := 0
-	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
-		if string(k) == "block" {
-			st.sawBlock = true
-			st.parseBlockResult()
-			break
-		}
-		s.skip()
-	}
-	if s.err != nil {
-		return nil, nil, 0, fmt.Errorf("cometbft: block identity: %w: %w", ErrMalformedRecord, s.err)
-	}
-	if err := st.checkBlock(); err != nil {
+	if err := st.parseRecordBlock(raw); err != nil {
 		return nil, nil, 0, fmt.Errorf("cometbft: block identity: %w", err)
 	}
 	if _, hash, err = st.appendHex(nil, st.hdr.hash, "block_id.hash"); err != nil {
@@ -155,6 +138,31 @@ func BlockIdentity(raw []byte) (hash, parentHash []byte, height uint64, err erro
 		}
 	}
 	return hash, parentHash, uint64(st.hdr.height), nil
+}
+
+// parseRecordBlock reads the block of a raw record (its "block" member)
+// into st and checks it: an error wraps ErrMalformedRecord when the record
+// is null or cannot be read, else it is checkBlock's. The caller prefixes
+// its operation.
+func (st *decodeState) parseRecordBlock(raw []byte) error {
+	s := &st.sc
+	s.b = raw
+	if !s.openObject() && s.err == nil {
+		return fmt.Errorf("%w: record is null", ErrMalformedRecord)
+	}
+	n := 0
+	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+		if string(k) == "block" {
+			st.sawBlock = true
+			st.parseBlockResult()
+			break
+		}
+		s.skip()
+	}
+	if s.err != nil {
+		return fmt.Errorf("%w: %w", ErrMalformedRecord, s.err)
+	}
+	return st.checkBlock()
 }
 
 // decodeState is the scratch of one Decode call: spans into the raw record

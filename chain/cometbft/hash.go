@@ -208,24 +208,7 @@ func txsHash(txs [][]byte) [32]byte {
 func VerifyBlock(raw []byte) (hash []byte, err error) {
 	st := statePool.Get().(*decodeState)
 	defer st.release()
-	s := &st.sc
-	s.b = raw
-	if !s.openObject() && s.err == nil {
-		return nil, fmt.Errorf("cometbft: verify block: %w: record is null", ErrMalformedRecord)
-	}
-	n := 0
-	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
-		if string(k) == "block" {
-			st.sawBlock = true
-			st.parseBlockResult()
-			break
-		}
-		s.skip()
-	}
-	if s.err != nil {
-		return nil, fmt.Errorf("cometbft: verify block: %w: %w", ErrMalformedRecord, s.err)
-	}
-	if err := st.checkBlock(); err != nil {
+	if err := st.parseRecordBlock(raw); err != nil {
 		return nil, fmt.Errorf("cometbft: verify block: %w", err)
 	}
 	h := &st.hdr
