@@ -20,6 +20,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
+	"github.com/blockhaul/blockhaul/internal/rpcserve"
 )
 
 // replayNode is a CometBFT JSON-RPC endpoint that answers from a recorded
@@ -107,45 +108,20 @@ type replayRequest struct {
 
 func (n *replayNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n.requests.Add(1)
-	var body bytes.Buffer
-	if _, err := body.ReadFrom(r.Body); err != nil {
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	b := bytes.TrimSpace(body.Bytes())
-	if len(b) > 0 && b[0] == '[' {
+	rpcserve.Serve(w, r, n.answer, func(w http.ResponseWriter, reqs []replayRequest) bool {
 		n.batches.Add(1)
 		if n.refuseBatch {
 			w.WriteHeader(http.StatusBadRequest)
 			w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"batch requests are not supported"}}`))
-			return
-		}
-		var reqs []replayRequest
-		if err := json.Unmarshal(b, &reqs); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
+			return true
 		}
 		if len(reqs) > RPCMaxBatch {
 			// The node's answer with its default max_request_batch_size.
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request","data":"batch request exceeds maximum (%d) allowed number of requests"}}`, RPCMaxBatch)
-			return
+			return true
 		}
-		out := []byte{'['}
-		for i, req := range reqs {
-			if i > 0 {
-				out = append(out, ',')
-			}
-			out = n.answer(out, req)
-		}
-		w.Write(append(out, ']'))
-		return
-	}
-	var req replayRequest
-	if err := json.Unmarshal(b, &req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	w.Write(n.answer(nil, req))
+		return false
+	})
 }
 
 // answer appends the response to one request, as the node would send it.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
+	"github.com/blockhaul/blockhaul/internal/rpcserve"
 )
 
 const gethReplayDir = "testdata/geth-dev"
@@ -116,34 +117,7 @@ type gethRequest struct {
 
 func (g *gethReplay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.requests.Add(1)
-	var body bytes.Buffer
-	if _, err := body.ReadFrom(r.Body); err != nil {
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	b := bytes.TrimSpace(body.Bytes())
-	if len(b) > 0 && b[0] == '[' {
-		var reqs []gethRequest
-		if err := json.Unmarshal(b, &reqs); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		out := []byte{'['}
-		for i, req := range reqs {
-			if i > 0 {
-				out = append(out, ',')
-			}
-			out = g.answer(out, req)
-		}
-		w.Write(append(out, ']'))
-		return
-	}
-	var req gethRequest
-	if err := json.Unmarshal(b, &req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	w.Write(g.answer(nil, req))
+	rpcserve.Serve(w, r, g.answer, nil)
 }
 
 func (g *gethReplay) answer(out []byte, req gethRequest) []byte {

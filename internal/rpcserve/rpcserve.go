@@ -75,3 +75,43 @@ func ResetConn(w http.ResponseWriter) {
 	}
 	conn.Close()
 }
+
+// Serve answers the JSON-RPC body of r, one call or a batch, as a node
+// would: each call, decoded into a C, is answered by answer, which
+// appends the call's response to out; a batch's responses go out as one
+// array, in the calls' order. onBatch, if not nil, sees a batch's calls
+// first and may answer it itself (returning true): a node that refuses
+// batches, or one too large. A body that is not JSON is answered 400.
+func Serve[C any](w http.ResponseWriter, r *http.Request, answer func(out []byte, call C) []byte, onBatch func(w http.ResponseWriter, calls []C) bool) {
+	var body bytes.Buffer
+	if _, err := body.ReadFrom(r.Body); err != nil {
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	b := bytes.TrimSpace(body.Bytes())
+	if len(b) > 0 && b[0] == '[' {
+		var calls []C
+		if err := json.Unmarshal(b, &calls); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if onBatch != nil && onBatch(w, calls) {
+			return
+		}
+		out := []byte{'['}
+		for i, c := range calls {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = answer(out, c)
+		}
+		w.Write(append(out, ']'))
+		return
+	}
+	var c C
+	if err := json.Unmarshal(b, &c); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Write(answer(nil, c))
+}
