@@ -16,6 +16,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
+	"github.com/blockhaul/blockhaul/internal/chaintest"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 )
 
@@ -42,15 +43,7 @@ func newCometReplay(t *testing.T, folder string) *cometReplay {
 	t.Helper()
 	dir := filepath.Join("..", "chain", "cometbft", "testdata", folder)
 	read := func(name string) json.RawMessage {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var env struct{ Result json.RawMessage }
-		if err := json.Unmarshal(b, &env); err != nil || env.Result == nil {
-			t.Fatalf("%s: no result (%v)", name, err)
-		}
-		return env.Result
+		return chaintest.RecordedResult(t, filepath.Join(dir, name))
 	}
 	r := &cometReplay{status: read("status.json"), results: map[string]json.RawMessage{}, lowest: ^uint64(0)}
 	var st struct {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
+	"github.com/blockhaul/blockhaul/internal/chaintest"
 	"github.com/blockhaul/blockhaul/internal/rpcserve"
 )
 
@@ -46,7 +47,7 @@ type replayNode struct {
 func newReplayNode(t *testing.T, dir string) *replayNode {
 	t.Helper()
 	n := &replayNode{results: map[string]json.RawMessage{}, lowest: ^uint64(0), calls: map[string]int{}}
-	n.status = replayResult(t, filepath.Join(dir, "status.json"))
+	n.status = chaintest.RecordedResult(t, filepath.Join(dir, "status.json"))
 	var st statusResult
 	if err := json.Unmarshal(n.status, &st); err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ func newReplayNode(t *testing.T, dir string) *replayNode {
 			if err != nil {
 				continue // block_results_*.json when globbing block_*.json
 			}
-			n.results[fmt.Sprintf("%s %d", method, h)] = replayResult(t, f)
+			n.results[fmt.Sprintf("%s %d", method, h)] = chaintest.RecordedResult(t, f)
 			n.lowest = min(n.lowest, h)
 		}
 	}
@@ -71,21 +72,6 @@ func newReplayNode(t *testing.T, dir string) *replayNode {
 		t.Fatalf("no fixtures in %s", dir)
 	}
 	return n
-}
-
-// replayResult reads the result of a recorded JSON-RPC envelope, its bytes
-// untouched.
-func replayResult(t *testing.T, path string) json.RawMessage {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var env struct{ Result json.RawMessage }
-	if err := json.Unmarshal(b, &env); err != nil || env.Result == nil {
-		t.Fatalf("%s: no result (%v)", path, err)
-	}
-	return env.Result
 }
 
 func (n *replayNode) start(t *testing.T) *httptest.Server {

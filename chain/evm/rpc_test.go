@@ -22,6 +22,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
+	"github.com/blockhaul/blockhaul/internal/chaintest"
 	"github.com/blockhaul/blockhaul/internal/rpcserve"
 )
 
@@ -85,16 +86,7 @@ func newGethReplay(t *testing.T) *gethReplay {
 }
 
 func gethReplayResult(t *testing.T, name string) json.RawMessage {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(gethReplayDir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var env struct{ Result json.RawMessage }
-	if err := json.Unmarshal(b, &env); err != nil || env.Result == nil {
-		t.Fatalf("%s: no result (%v)", name, err)
-	}
-	return env.Result
+	return chaintest.RecordedResult(t, filepath.Join(gethReplayDir, name))
 }
 
 func (g *gethReplay) start(t *testing.T) *httptest.Server {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"os"
 	"testing"
 )
 
@@ -33,4 +34,20 @@ func ParseGethRecord(t testing.TB, raw []byte) (block map[string]json.RawMessage
 		t.Fatalf("transactions: %v", err)
 	}
 	return r.Block, txs, r.Receipts
+}
+
+// RecordedResult reads the result of a JSON-RPC answer recorded at path
+// (testdata/…), its bytes untouched. A file without a result fails the
+// test.
+func RecordedResult(t testing.TB, path string) json.RawMessage {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env struct{ Result json.RawMessage }
+	if err := json.Unmarshal(b, &env); err != nil || env.Result == nil {
+		t.Fatalf("%s: no result (%v)", path, err)
+	}
+	return env.Result
 }
