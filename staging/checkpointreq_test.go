@@ -22,10 +22,7 @@ import (
 func TestCheckpointRequest(t *testing.T) {
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "s")
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openDir(t, dir)
 	defer s.Close()
 	if err := s.Bind(chain.FamilyCometBFT, "c"); err != nil {
 		t.Fatal(err)

@@ -164,10 +164,7 @@ func TestCorruptBlobBlockIsNamedAndReplaceable(t *testing.T) {
 	dir := corruptFixture(t)
 	blob := storeFile(t, dir, ".blob")
 	flipByte(t, filepath.Join(dir, blob), func(n int) int { return n / 3 })
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openDir(t, dir)
 	defer s.Close()
 	if m, err := s.Missing(1, 220); err != nil || len(m) != 0 {
 		t.Fatalf("before any read: missing %v, %v (the index is intact)", m, err)
@@ -212,10 +209,7 @@ func TestCorruptBlobBlockThroughGet(t *testing.T) {
 	dir := corruptFixture(t)
 	blob := storeFile(t, dir, ".blob")
 	flipByte(t, filepath.Join(dir, blob), func(n int) int { return n / 3 })
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openDir(t, dir)
 	defer s.Close()
 	bad, first := readAll(t, s, 1, 220)
 	if len(bad) == 0 || len(bad) > 4 {
@@ -242,10 +236,7 @@ func TestTruncatedBlobFile(t *testing.T) {
 	if err := os.Truncate(blob, st.Size()/2); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openDir(t, dir)
 	defer func() { noPanic(t, "close", s.Close) }()
 	err = noPanic(t, "get", func() error { _, err := s.Get(10); return err })
 	ce := wantDamaged(t, "get 10", err, "")
@@ -326,12 +317,9 @@ func TestCorruptTableDataBlock(t *testing.T) {
 	dir := corruptFixture(t)
 	sst := storeFile(t, dir, ".sst")
 	flipByte(t, filepath.Join(dir, sst), func(int) int { return 40 })
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openDir(t, dir)
 	defer func() { noPanic(t, "close", s.Close) }()
-	err = noPanic(t, "missing", func() error { _, err := s.Missing(1, 220); return err })
+	err := noPanic(t, "missing", func() error { _, err := s.Missing(1, 220); return err })
 	wantDamaged(t, "missing", err, sst)
 	err = noPanic(t, "bounds", func() error { _, _, _, err := s.Bounds(); return err })
 	wantDamaged(t, "bounds", err, sst)
@@ -401,10 +389,7 @@ func TestCorruptTableFooter(t *testing.T) {
 func TestDamagedWALIsReported(t *testing.T) {
 	dir := corruptFixture(t)
 	flipByte(t, filepath.Join(dir, storeFile(t, dir, ".log")), func(n int) int { return n / 2 })
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openDir(t, dir)
 	defer s.Close()
 	missing, err := s.Missing(1, 220)
 	if err != nil || len(missing) == 0 {
@@ -505,10 +490,7 @@ func TestFatalfDoesNotPanic(t *testing.T) {
 // ledger of a store closed cleanly matches what it holds, reopened.
 func TestLedgerOfAnIntactStore(t *testing.T) {
 	dir := corruptFixture(t)
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openDir(t, dir)
 	if err := s.Damage(); err != nil {
 		t.Fatal(err)
 	}
@@ -518,7 +500,7 @@ func TestLedgerOfAnIntactStore(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = Open(dir, Options{ReadOnly: true})
+	s, err := Open(dir, Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,10 +551,7 @@ func TestDiskUsageCountsBlobFiles(t *testing.T) {
 // another hash it is a conflict.
 func TestBatchCountsAHeightOnce(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openDir(t, dir)
 	if err := s.Bind(chain.FamilyCometBFT, "test-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -595,7 +574,7 @@ func TestBatchCountsAHeightOnce(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = Open(dir, Options{ReadOnly: true})
+	s, err := Open(dir, Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

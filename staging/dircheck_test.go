@@ -10,10 +10,7 @@ import (
 func TestCheckDir(t *testing.T) {
 	root := t.TempDir()
 	store := filepath.Join(root, "store")
-	s, err := Open(store, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openDir(t, store)
 	s.Close()
 	foreign := filepath.Join(root, "scripts")
 	os.Mkdir(foreign, 0o755)

@@ -224,10 +224,7 @@ func TestFullDiskStopsAtReserve(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := openDir(t, dir)
 	defer s2.Close()
 	n := uint64(len(committed) + len(more))
 	checkWhole(t, s2, n, n)
@@ -393,10 +390,7 @@ func testENOSPCInPebble(t *testing.T, wal bool) {
 	storetest.CopyFiles(t, dir, cp)
 	// Let the abandoned Pebble's retried flush succeed, or it spins.
 	fs.setLimit(1 << 40)
-	s2, err := Open(cp, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := openDir(t, cp)
 	defer s2.Close()
 	checkWhole(t, s2, 0, uint64(len(committed)+len(failed)))
 }

@@ -96,12 +96,9 @@ func TestSecondProcessIsToldWhoHoldsTheStore(t *testing.T) {
 // one process is refused the same way, naming this process.
 func TestSecondOpenInOneProcess(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openDir(t, dir)
 	defer s.Close()
-	_, err = Open(dir, Options{})
+	_, err := Open(dir, Options{})
 	var iu *InUseError
 	if !errors.As(err, &iu) || iu.PID != os.Getpid() || !strings.Contains(err.Error(), "in use by this process") {
 		t.Fatalf("second open: %v, want an *InUseError naming this process", err)
@@ -134,10 +131,7 @@ func TestHolderSeesAKilledHolderGone(t *testing.T) {
 	if ProcessAlive(cmd.Process.Pid) {
 		t.Fatalf("the killed helper (pid %d) is alive", cmd.Process.Pid)
 	}
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openDir(t, dir)
 	if pid, held := Holder(dir); !held || pid != os.Getpid() {
 		t.Fatalf("open in this process: Holder says pid %d, held %v", pid, held)
 	}

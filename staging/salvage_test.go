@@ -49,10 +49,7 @@ func salvageFixture(t *testing.T) (string, map[uint64][]byte) {
 // openBound opens a store in dir bound to the test chain.
 func openBound(t *testing.T, dir string) *Store {
 	t.Helper()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openDir(t, dir)
 	if err := s.Bind(chain.FamilyCometBFT, "test-1"); err != nil {
 		t.Fatal(err)
 	}

@@ -22,12 +22,20 @@ func testBlock(h uint64) chain.Block {
 	return chain.Block{Height: h, Hash: hashOf(h), ParentHash: hashOf(h - 1), Raw: raw}
 }
 
-func openTest(t *testing.T) *Store {
+// openDir opens the store in dir with default options or fails the test;
+// the caller closes it.
+func openDir(t *testing.T, dir string) *Store {
 	t.Helper()
-	s, err := Open(t.TempDir(), Options{})
+	s, err := Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+func openTest(t *testing.T) *Store {
+	t.Helper()
+	s := openDir(t, t.TempDir())
 	t.Cleanup(func() { s.Close() })
 	if err := s.Bind(chain.FamilyCometBFT, "test-1"); err != nil {
 		t.Fatal(err)
@@ -308,10 +316,7 @@ func TestRefusesAnotherChain(t *testing.T) {
 	// Identity survives reopening.
 	dir := s.Dir()
 	s.Close()
-	s2, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := openDir(t, dir)
 	defer s2.Close()
 	id, ok := s2.Identity()
 	if !ok || id.ChainID != "test-1" || id.FirstHeight != 10 || !bytes.Equal(id.FirstHash, hashOf(10)) {
