@@ -15,6 +15,7 @@ import (
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/internal/syncbuf"
 	"github.com/blockhaul/blockhaul/internal/testbin"
+	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -466,8 +467,8 @@ func TestReplayBesideAFetchIsRefused(t *testing.T) {
 		fetch.Process.Kill()
 		<-exited
 	}()
-	eventually(t, time.Minute, "the fetch writes its live status", func() bool {
-		_, err := os.Stat(filepath.Join(stg, "blockhaul-status.json"))
+	eventually(t, time.Minute, "the fetch serves its endpoint", func() bool {
+		_, err := os.Stat(filepath.Join(stg, staging.SocketName))
 		return err == nil
 	})
 	start := time.Now()
