@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 )
@@ -217,6 +218,9 @@ func (e *MissingTableError) Error() string {
 	return fmt.Sprintf("archive: checksum: table %s.%s does not exist (wrong --schema or --chain?)",
 		chain.QuoteIdent(e.Schema), chain.QuoteIdent(e.Table))
 }
+
+// Fault marks the error as a configuration error (exit 2).
+func (e *MissingTableError) Fault() fault.Class { return fault.Config }
 
 // checksumSettings sets what a digest query needs for the rest of tx.
 func checksumSettings(ctx context.Context, tx pgx.Tx) error {

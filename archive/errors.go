@@ -1,6 +1,10 @@
 package archive
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/blockhaul/blockhaul/internal/fault"
+)
 
 // DataError reports that a check ran to its end and found the data wrong:
 // differences between two databases, corrupt or missing records, broken
@@ -13,3 +17,6 @@ type DataError struct {
 func (e *DataError) Error() string {
 	return fmt.Sprintf("archive: %s found %s", e.Check, Quantity(e.Problems, "problem"))
 }
+
+// Fault marks the error as data that is wrong (exit 4).
+func (e *DataError) Fault() fault.Class { return fault.Data }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -76,6 +77,9 @@ func (e *NoRoomError) Error() string {
 	}
 	return fmt.Sprintf("archive: estimate: %s %s needs about %s more and its filesystem has %s free", what, e.Dir, bytesText(float64(e.Need)), bytesText(float64(e.Free)))
 }
+
+// Fault marks the error as a configuration error (exit 2).
+func (e *NoRoomError) Fault() fault.Class { return fault.Config }
 
 // Estimate says, before anything is fetched or written, how many heights
 // of [from, to] are to fetch (not in store; nil store: all) and to export

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/staging"
 )
 
@@ -95,6 +96,9 @@ func (e *PruneRefusedError) Error() string {
 	return fmt.Sprintf("archive: prune below %d refused: target %s has not exported heights %d-%d (its checkpoints: %s); export them first, or --force",
 		e.Below, e.Target, e.Missing.From, e.Missing.To, strings.Join(cps, ", "))
 }
+
+// Fault marks the error as a configuration error (exit 2): nothing was deleted.
+func (e *PruneRefusedError) Fault() fault.Class { return fault.Config }
 
 // Prune deletes the blocks staged below below, then compacts, after
 // checking what the checkpoints the store mirrors (each target's streams,

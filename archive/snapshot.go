@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/staging"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
@@ -30,6 +31,9 @@ type NotEmptyError struct{ Dir string }
 func (e *NotEmptyError) Error() string {
 	return fmt.Sprintf("archive: restore: %s is not empty: restore into a new directory", e.Dir)
 }
+
+// Fault marks the error as a configuration error (exit 2).
+func (e *NotEmptyError) Fault() fault.Class { return fault.Config }
 
 // ManifestName is the object a snapshot writes last: the list of its files
 // with their sizes and SHA-256. A destination without it holds no complete

@@ -3,6 +3,8 @@ package chain
 import (
 	"fmt"
 	"strings"
+
+	"github.com/blockhaul/blockhaul/internal/fault"
 )
 
 // HashMismatchError is a block whose recorded hash is not the hash its own
@@ -11,8 +13,8 @@ import (
 // transactions root) that its contents do not reproduce. Such a block is
 // never staged.
 //
-// It is retryable: a lying node or a mangling proxy may be behind one
-// endpoint and not another. A source that knows which endpoint answered
+// It is unsound (fault.Unsound), so retried: a lying node or a mangling
+// proxy may be behind one endpoint and not another. A source that knows which endpoint answered
 // sets Endpoint (redacted).
 type HashMismatchError struct {
 	Family   Family
@@ -39,8 +41,10 @@ func (e *HashMismatchError) Error() string {
 	return s
 }
 
-// Retryable reports true: another endpoint may send the true block.
-func (e *HashMismatchError) Retryable() bool { return true }
+// Fault marks the error as an unsound answer: retried (another attempt or
+// node may answer soundly); a data error (exit 4) once the retries are
+// spent.
+func (e *HashMismatchError) Fault() fault.Class { return fault.Unsound }
 
 // Verification is how much of a block is recomputed before it is staged.
 type Verification int

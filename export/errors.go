@@ -1,6 +1,10 @@
 package export
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/blockhaul/blockhaul/internal/fault"
+)
 
 // GapError reports a height missing from staging inside the range to export.
 type GapError struct{ Height uint64 }
@@ -53,6 +57,9 @@ func (e *ContinuityError) Error() string {
 	return s
 }
 
+// Fault marks the error as data that is wrong (exit 4).
+func (e *ContinuityError) Fault() fault.Class { return fault.Data }
+
 // DecodeError reports a staged record the decoder cannot turn into rows.
 type DecodeError struct {
 	Height uint64
@@ -63,6 +70,10 @@ func (e *DecodeError) Error() string {
 	return fmt.Sprintf("export: decode block %d: %v", e.Height, e.Err)
 }
 func (e *DecodeError) Unwrap() error { return e.Err }
+
+// Fault marks the error as data that is wrong (exit 4): a record that does
+// not decode.
+func (e *DecodeError) Fault() fault.Class { return fault.Data }
 
 // AliasRangeError reports a backfill alias reused with another range.
 type AliasRangeError struct {
@@ -75,3 +86,6 @@ func (e *AliasRangeError) Error() string {
 	return fmt.Sprintf("export: alias %q already names range %d-%d, not %d-%d (choose another --alias)",
 		e.Alias, e.HaveFrom, e.HaveTo, e.GivenFrom, e.GivenTo)
 }
+
+// Fault marks the error as a configuration error (exit 2).
+func (e *AliasRangeError) Fault() fault.Class { return fault.Config }

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
 )
@@ -128,6 +129,10 @@ func (e *WrongChainError) Error() string {
 	return fmt.Sprintf("export: schema %s holds %s, refusing %s (another chain's rows would mix with its own: use another --schema or database)",
 		e.Schema, e.Have, e.Given)
 }
+
+// Fault marks the error as data that is wrong (exit 4): another chain's
+// rows.
+func (e *WrongChainError) Fault() fault.Class { return fault.Data }
 
 // ReadChainRecord reads the chain schema's chain table records. ok is
 // false when it records none: a new schema, or one an older blockhaul

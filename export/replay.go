@@ -13,6 +13,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/internal/crashpoint"
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
 )
@@ -136,6 +137,9 @@ func Replay(ctx context.Context, sess *Session, store *staging.Store, dec Decode
 	}
 	return res, err
 }
+
+// Fault marks the error as a configuration error (exit 2).
+func (e *ReplayRangeError) Fault() fault.Class { return fault.Config }
 
 // replayProgress is a replay's row.
 type replayProgress struct {

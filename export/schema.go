@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -191,6 +192,9 @@ func (e *ShapeError) Error() string {
 	return fmt.Sprintf("export: table %s.%s already exists with another shape: %s (another tool's table, or one changed by hand: export into another --schema, or drop the table)",
 		e.Schema, e.Table, strings.Join(e.Diffs, "; "))
 }
+
+// Fault marks the error as a configuration error (exit 2): the target's tables are not this family's.
+func (e *ShapeError) Fault() fault.Class { return fault.Config }
 
 // schemaVersions reads the recorded version of each table (none when the
 // schema predates them).

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -118,7 +119,10 @@ func (e *RetryError) Error() string {
 	}
 	return fmt.Sprintf("export: %s: gave up after %d retries of transient database faults (last cause: %s): %v", e.What, e.Retries, e.Cause, e.Err)
 }
-func (e *RetryError) Unwrap() error { return e.Err }
+
+// Fault marks the error as a runtime failure (exit 1): the retries of a transient fault are spent, so nothing around it retries it again.
+func (e *RetryError) Fault() fault.Class { return fault.Failed }
+func (e *RetryError) Unwrap() error      { return e.Err }
 
 // Do runs op on the session's connection. After a transient fault it
 // backs off, reconnects when the connection was lost, and runs op again,

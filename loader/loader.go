@@ -10,12 +10,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/internal/crashpoint"
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/staging"
 	"golang.org/x/sync/errgroup"
 )
@@ -27,8 +27,9 @@ type Config struct {
 	// Span is the number of consecutive heights asked of the source in one
 	// Fetch call (one JSON-RPC batch for RPC sources). Default 16.
 	Span int
-	// MaxRetries bounds the retries of one span on a retryable error.
-	// Default 5.
+	// MaxRetries bounds the retries of one span: its budget is
+	// MaxRetries+1 failures (see spanJob; a request that spent a retry
+	// budget of its own costs half of it). Default 5.
 	MaxRetries int
 	// BaseBackoff and MaxBackoff bound the exponential backoff (full
 	// jitter) between retries. Defaults 200ms and 10s.
@@ -141,28 +142,8 @@ func (e *InvalidBlockError) Error() string {
 	return fmt.Sprintf("loader: block %d is invalid: %s", e.Height, e.Reason)
 }
 
-// Retryable reports true: a node switching forks answers a span with blocks
-// that do not link, and a proxy may drop or mangle one answer; the next
-// attempt (on any endpoint) is sound. Only a span that stays invalid for
-// every retry fails the fetch, as a data error.
-func (e *InvalidBlockError) Retryable() bool { return true }
-
-// Retryable reports whether err is worth retrying: the error says so
-// (Retryable() bool), or it is a network timeout.
-func Retryable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return false
-	}
-	var r interface{ Retryable() bool }
-	if errors.As(err, &r) {
-		return r.Retryable()
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return true
-	}
-	return errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
-}
+// Fault marks the error as an unsound answer: retried, since a node switching forks or a proxy that mangles one answer may answer soundly next time; a data error (exit 4) once the retries are spent.
+func (e *InvalidBlockError) Fault() fault.Class { return fault.Unsound }
 
 // Fetch stages every missing height of [from, to] from src into store. It
 // binds the store to the source's chain first (refusing another chain's
@@ -238,26 +219,53 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 		return nil
 	})
 	var retries countingRetries
+	q := newRetryQueue()
 	var workers sync.WaitGroup
 	for w := 0; w < cfg.Workers; w++ {
 		workers.Add(1)
 		g.Go(func() error {
 			defer workers.Done()
+			in := jobs
 			for {
-				var r staging.Range
-				select {
-				case job, ok := <-jobs:
-					if !ok {
-						return nil
+				j, ok, done := q.take()
+				if done {
+					return nil
+				}
+				if !ok {
+					select {
+					case r, open := <-in:
+						if !open {
+							in = nil
+							q.producerDone()
+							continue
+						}
+						q.started()
+						j = spanJob{span: r}
+					case <-q.wake:
+						continue
+					case <-gctx.Done():
+						return gctx.Err()
 					}
-					r = job
-				case <-gctx.Done():
-					return gctx.Err()
 				}
-				blocks, err := fetchSpan(gctx, src, r, &cfg, &retries)
+				blocks, err := fetchSpan(gctx, src, &j, &cfg)
 				if err != nil {
-					return err
+					if gctx.Err() != nil {
+						return gctx.Err()
+					}
+					if again, ferr := j.failed(err, &cfg); ferr != nil {
+						return ferr
+					} else if again != nil {
+						retries.n.Add(1)
+						if cfg.OnRetry != nil {
+							cfg.OnRetry(j.span, err)
+						}
+						cfg.Logger.Warn("fetch retry", "range", j.span.String(), "failures", again.cost, "of", cfg.MaxRetries+1, "backoff", time.Until(again.notBefore).Round(time.Millisecond), "err", err)
+						q.requeue(*again)
+					}
+					q.finished()
+					continue
 				}
+				q.finished()
 				if cfg.OnFetched != nil {
 					cfg.OnFetched(len(blocks))
 				}
@@ -269,7 +277,7 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 					}
 				}
 				select {
-				case fetched <- fetchedSpan{span: r, blocks: enc}:
+				case fetched <- fetchedSpan{span: j.span, blocks: enc}:
 				case <-gctx.Done():
 					return gctx.Err()
 				}
@@ -343,33 +351,11 @@ func write(ctx context.Context, store *staging.Store, fetched <-chan fetchedSpan
 	return commit()
 }
 
-// fetchSpan fetches one span, retrying retryable errors with exponential
-// backoff and full jitter, and checks that the source returned exactly the
-// blocks asked for.
-func fetchSpan(ctx context.Context, src Source, r staging.Range, cfg *Config, retries *countingRetries) ([]chain.Block, error) {
-	for attempt := 0; ; attempt++ {
-		blocks, err := src.Fetch(ctx, r.From, r.To)
-		if err == nil {
-			err = check(r, blocks, cfg.Verify)
-			if err == nil {
-				return blocks, nil
-			}
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if !Retryable(err) || attempt >= cfg.MaxRetries {
-			if attempt > 0 {
-				err = fmt.Errorf("%w (after %d attempts)", err, attempt+1)
-			}
-			return nil, &FetchError{Range: r, Err: err}
-		}
-		retries.n.Add(1)
-		if cfg.OnRetry != nil {
-			cfg.OnRetry(r, err)
-		}
-		d := backoff(cfg.BaseBackoff, cfg.MaxBackoff, attempt)
-		cfg.Logger.Warn("fetch retry", "range", r.String(), "attempt", attempt+1, "backoff", d, "err", err)
+// fetchSpan makes one attempt at j's span (waiting first until its
+// backoff ends) and checks that the source returned exactly the blocks
+// asked for. Retrying is the worker's: see spanJob.failed.
+func fetchSpan(ctx context.Context, src Source, j *spanJob, cfg *Config) ([]chain.Block, error) {
+	if d := time.Until(j.notBefore); d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
@@ -378,6 +364,14 @@ func fetchSpan(ctx context.Context, src Source, r staging.Range, cfg *Config, re
 			return nil, ctx.Err()
 		}
 	}
+	blocks, err := src.Fetch(ctx, j.span.From, j.span.To)
+	if err == nil {
+		err = check(j.span, blocks, cfg.Verify)
+	}
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return blocks, err
 }
 
 // check verifies the source answered the span: one block per height, in

@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/staging"
 )
 
 type transient struct{ msg string }
 
-func (e transient) Error() string   { return e.msg }
-func (e transient) Retryable() bool { return true }
+func (e transient) Error() string      { return e.msg }
+func (e transient) Fault() fault.Class { return fault.Transient }
 
 // fakeSource serves a hash chain and can fail on chosen heights.
 type fakeSource struct {
@@ -223,14 +224,17 @@ func waitNow(p *Progress, h uint64) (uint64, bool, error) {
 }
 
 func TestRetryable(t *testing.T) {
-	if !Retryable(transient{"x"}) || !Retryable(fmt.Errorf("wrap: %w", transient{"x"})) {
+	if !fault.Retryable(transient{"x"}) || !fault.Retryable(fmt.Errorf("wrap: %w", transient{"x"})) {
 		t.Fatal("transient error not retryable")
 	}
-	if Retryable(errors.New("plain")) || Retryable(context.Canceled) || Retryable(nil) {
+	if fault.Retryable(errors.New("plain")) || fault.Retryable(context.Canceled) || fault.Retryable(nil) {
 		t.Fatal("non-retryable error classified retryable")
 	}
-	if !Retryable(context.DeadlineExceeded) {
-		t.Fatal("deadline not retryable")
+	// The loader and jsonrpc disagreed here (issue 21): a bare deadline is
+	// the caller's own bound, not a transient fault; an attempt's own
+	// timeout is marked transient where it is set (jsonrpc's TransportError).
+	if fault.Retryable(context.DeadlineExceeded) {
+		t.Fatal("the caller's deadline retryable")
 	}
 }
 

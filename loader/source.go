@@ -19,7 +19,10 @@ type Source interface {
 	Tip(ctx context.Context) (uint64, error)
 	// Fetch returns the blocks of heights from..to inclusive, in height
 	// order, one per height, each checked to be the block that was asked
-	// for. Errors worth retrying implement Retryable() bool returning true.
+	// for. Its errors are marked with internal/fault: a transient fault or
+	// an unsound answer is tried again; a spent retry budget of the
+	// source's own (fault.Attempts) puts the span back in the queue;
+	// anything else ends the fetch.
 	Fetch(ctx context.Context, from, to uint64) ([]chain.Block, error)
 }
 

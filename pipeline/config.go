@@ -22,6 +22,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/family"
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/jackc/pgx/v5"
@@ -215,6 +216,9 @@ func (e *ConfigError) Error() string {
 	}
 	return b.String()
 }
+
+// Fault marks the error as a configuration error (exit 2): nothing was started.
+func (e *ConfigError) Fault() fault.Class { return fault.Config }
 
 // EnvName is the environment variable that sets a flag. --from and --to
 // are BLOCKHAUL_FROM_HEIGHT and BLOCKHAUL_TO_HEIGHT; EnvAliases lists the

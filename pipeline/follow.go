@@ -11,6 +11,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/export"
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
@@ -33,6 +34,9 @@ func (e *ReorgError) Error() string {
 	return fmt.Sprintf("reorg: the chain forked at height %d, %d blocks below the head cursor %d, deeper than the %d-block window; halting (re-export from %d)",
 		e.Fork, e.Cursor-e.Fork, e.Cursor, e.Window, e.Fork+1)
 }
+
+// Fault marks the error as data that is wrong (exit 4): a reorg deeper than the window.
+func (e *ReorgError) Fault() fault.Class { return fault.Data }
 
 // follow is the head stream: it stages the chain up to its tip, exports
 // what lies at least --confirmations below it, and polls for more. A

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/export"
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
@@ -143,6 +144,19 @@ type HeldReplayError struct {
 
 func (e *HeldReplayError) Error() string {
 	return fmt.Sprintf("replay run by the follow holding %s (pid %d): %s", e.Dir, e.PID, e.Msg)
+}
+
+// Fault is the class of the exit status the follow gave the replay.
+func (e *HeldReplayError) Fault() fault.Class {
+	switch e.Code {
+	case ExitConfig:
+		return fault.Config
+	case ExitInterrupted:
+		return fault.Interrupted
+	case ExitData:
+		return fault.Data
+	}
+	return fault.Failed
 }
 
 // requestReplay is export --replay when another process holds --staging

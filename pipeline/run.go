@@ -10,10 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/blockhaul/blockhaul/archive"
-	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/export"
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/blockhaul/blockhaul/staging"
@@ -22,62 +21,26 @@ import (
 )
 
 // Exit statuses, documented in docs/exit-status.md. A Kubernetes Job retries any
-// non-zero status; the distinction tells an operator what happened.
+// non-zero status; the distinction tells an operator what happened. Each is
+// the status of one fault class (internal/fault), which an error carries
+// from where it was made.
 const (
-	ExitComplete    = 0 // the requested range is complete
-	ExitFailed      = 1 // a runtime failure (network, database, source)
-	ExitConfig      = 2 // invalid configuration; nothing was started
-	ExitInterrupted = 3 // stopped by a signal part way; resumable
-	ExitData        = 4 // fatal data error: continuity break, corrupt record, wrong chain
+	ExitComplete    = fault.ExitComplete    // the requested range is complete
+	ExitFailed      = fault.ExitFailed      // a runtime failure (network, database, source)
+	ExitConfig      = fault.ExitConfig      // invalid configuration; nothing was started
+	ExitInterrupted = fault.ExitInterrupted // stopped by a signal part way; resumable
+	ExitData        = fault.ExitData        // fatal data error: continuity break, corrupt record, wrong chain
 )
 
 // ErrIncomplete is returned when a job ended without completing its range.
 var ErrIncomplete = errors.New("range not complete")
 
-// ExitCode maps a job's error to the process exit status.
-func ExitCode(err error) int {
-	if err == nil {
-		return ExitComplete
-	}
-	var ce *ConfigError
-	var reorg *ReorgError
-	var cont *export.ContinuityError
-	var corrupt *staging.CorruptRecordError
-	var damaged *staging.CorruptStoreError
-	var wrong *staging.WrongChainError
-	var wrongTarget *export.WrongChainError
-	var conflict *staging.ConflictError
-	var dec *export.DecodeError
-	var alias *export.AliasRangeError
-	var shape *export.ShapeError
-	var replayRange *export.ReplayRangeError
-	var inv *loader.InvalidBlockError
-	var archived *archive.DataError
-	var refused *archive.PruneRefusedError
-	var noRoom *archive.NoRoomError
-	var noTable *archive.MissingTableError
-	var notEmpty *archive.NotEmptyError
-	var lie *chain.HashMismatchError
-	var held *HeldReplayError
-	switch {
-	case errors.As(err, &held):
-		return held.Code
-	case errors.As(err, &refused), errors.As(err, &noRoom), errors.As(err, &noTable), errors.As(err, &notEmpty), errors.As(err, &ce), errors.As(err, &alias), errors.As(err, &shape), errors.As(err, &replayRange):
-		return ExitConfig
-	case errors.Is(err, chain.ErrSourceRefused):
-		return ExitConfig
-	case errors.Is(err, chain.ErrSourceDamaged):
-		return ExitData
-	case errors.As(err, &cont), errors.As(err, &corrupt), errors.As(err, &damaged), errors.As(err, &wrong), errors.As(err, &wrongTarget), errors.As(err, &conflict), errors.As(err, &dec), errors.As(err, &inv), errors.As(err, &reorg), errors.As(err, &archived), errors.As(err, &lie):
-		return ExitData
-	case errors.Is(err, context.Canceled), errors.Is(err, ErrInterrupted):
-		return ExitInterrupted
-	}
-	return ExitFailed
-}
+// ExitCode maps a job's error to the process exit status: the status of
+// the fault class the error was marked with where it was made.
+func ExitCode(err error) int { return fault.ExitStatus(err) }
 
 // ErrInterrupted is returned when a signal stopped a job part way.
-var ErrInterrupted = errors.New("interrupted")
+var ErrInterrupted = fault.Mark(errors.New("interrupted"), fault.Interrupted)
 
 // Summary is what a job did.
 type Summary struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -19,6 +20,9 @@ type ConflictError struct {
 func (e *ConflictError) Error() string {
 	return fmt.Sprintf("staging: height %d already holds block %X, refusing block %X", e.Height, e.Have, e.Given)
 }
+
+// Fault marks the error as data that is wrong (exit 4).
+func (e *ConflictError) Fault() fault.Class { return fault.Data }
 
 // Batch groups block writes into one Pebble commit. A Batch belongs to one
 // goroutine; reuse it after Commit.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -88,6 +89,9 @@ func (e *CorruptStoreError) Error() string {
 	}
 	return b.String()
 }
+
+// Fault marks the error as data that is wrong (exit 4): a damaged store.
+func (e *CorruptStoreError) Fault() fault.Class { return fault.Data }
 
 func (e *CorruptStoreError) Unwrap() error { return e.Err }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -30,6 +31,9 @@ type WrongChainError struct {
 func (e *WrongChainError) Error() string {
 	return fmt.Sprintf("staging: %s holds %s, refusing %s (use another --staging directory)", e.Dir, e.Have, e.Given)
 }
+
+// Fault marks the error as data that is wrong (exit 4): another chain's blocks.
+func (e *WrongChainError) Fault() fault.Class { return fault.Data }
 
 var identKey = []byte{prefixIdent}
 

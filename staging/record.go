@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/fault"
 )
 
 // FormatVersion is the version byte that starts every staged value. A store
@@ -52,6 +53,9 @@ type CorruptRecordError struct {
 func (e *CorruptRecordError) Error() string {
 	return fmt.Sprintf("staging: corrupt record at height %d: %s", e.Height, e.Reason)
 }
+
+// Fault marks the error as data that is wrong (exit 4).
+func (e *CorruptRecordError) Fault() fault.Class { return fault.Data }
 
 // appendValue appends the encoded header of b followed by payload (the
 // compressed raw record) to dst.

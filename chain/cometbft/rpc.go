@@ -13,6 +13,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
+	"github.com/blockhaul/blockhaul/internal/fault"
 )
 
 // RPCMaxBatch is the largest JSON-RPC batch a CometBFT node takes with its
@@ -273,8 +274,9 @@ func (e *UnavailableError) Error() string {
 		e.Height, e.Endpoint, e.Method, e.Detail)
 }
 
-// Retryable reports false: the node will not have the height later.
-func (e *UnavailableError) Retryable() bool { return false }
+// Fault marks the error failed: not transient, the node will not have the
+// height later.
+func (e *UnavailableError) Fault() fault.Class { return fault.Failed }
 
 func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
 
@@ -292,8 +294,8 @@ func (e *AboveTipError) Error() string {
 	return fmt.Sprintf("cometbft: height %d is above the latest height of %s (%s: %s)", e.Height, e.Endpoint, e.Method, e.Detail)
 }
 
-// Retryable reports false.
-func (e *AboveTipError) Retryable() bool { return false }
+// Fault marks the error failed: not transient.
+func (e *AboveTipError) Fault() fault.Class { return fault.Failed }
 
 // BadResponseError is an answer that is not what was asked for: another
 // height, a malformed hash, a null result. The client cannot say which of
@@ -314,8 +316,8 @@ func (e *BadResponseError) Error() string {
 	return fmt.Sprintf("cometbft: bad %s answer for height %d from %s: %s", e.Method, e.Height, e.Via, e.Reason)
 }
 
-// Retryable reports true.
-func (e *BadResponseError) Retryable() bool { return true }
+// Fault marks the error transient: another attempt may reach a sound node.
+func (e *BadResponseError) Fault() fault.Class { return fault.Transient }
 
 var lowestRE = regexp.MustCompile(`lowest height is (\d+)`)
 

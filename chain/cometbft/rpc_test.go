@@ -21,6 +21,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/internal/chaintest"
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/internal/rpcserve"
 )
 
@@ -335,7 +336,7 @@ func TestRPCSourceUnavailableHeights(t *testing.T) {
 				t.Errorf("error %q does not say %q", err, s)
 			}
 		}
-		if jsonrpc.Retryable(err) {
+		if fault.Retryable(err) {
 			t.Errorf("pruned height is retryable: %v", err)
 		}
 		if n := node.requests.Load(); n != 1 {
@@ -349,7 +350,7 @@ func TestRPCSourceUnavailableHeights(t *testing.T) {
 		src := newTestRPCSource(t, jsonrpc.Config{Endpoints: []string{srv.URL}})
 		_, err := src.Fetch(ctx, 5, 6)
 		var ue *UnavailableError
-		if !errors.As(err, &ue) || ue.Height != 5 || ue.Method != "block_results" || jsonrpc.Retryable(err) {
+		if !errors.As(err, &ue) || ue.Height != 5 || ue.Method != "block_results" || fault.Retryable(err) {
 			t.Fatalf("Fetch with discarded results: %v", err)
 		}
 		if !strings.Contains(err.Error(), "archive") || !strings.Contains(err.Error(), "not persisting") {
@@ -362,7 +363,7 @@ func TestRPCSourceUnavailableHeights(t *testing.T) {
 		src := newTestRPCSource(t, jsonrpc.Config{Endpoints: []string{srv.URL}})
 		_, err := src.Fetch(ctx, 12, 14)
 		var ae *AboveTipError
-		if !errors.As(err, &ae) || ae.Height != 14 || jsonrpc.Retryable(err) {
+		if !errors.As(err, &ae) || ae.Height != 14 || fault.Retryable(err) {
 			t.Fatalf("Fetch above the tip: %v, want a non-retryable *AboveTipError for 14", err)
 		}
 		if n := node.requests.Load(); n != 1 {
@@ -424,7 +425,7 @@ func TestRPCSourceChecksAnswers(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "height 5") || !strings.Contains(err.Error(), srv.URL) {
 				t.Errorf("error %q does not say %q, the height and the endpoint", err, tc.want)
 			}
-			if !jsonrpc.Retryable(err) {
+			if !fault.Retryable(err) {
 				t.Errorf("bad answer is not retryable: %v", err)
 			}
 		})

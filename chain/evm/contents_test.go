@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/fault"
 )
 
 // The fixtures in testdata/execution-apis are answers of geth on the test
@@ -223,10 +224,7 @@ func TestVerifyBlockNamesWhatIsWrong(t *testing.T) {
 	}
 }
 
-func jsonrpcRetryable(err error) bool {
-	var r interface{ Retryable() bool }
-	return errors.As(err, &r) && r.Retryable()
-}
+func jsonrpcRetryable(err error) bool { return fault.Retryable(err) }
 
 // TestVerifyBlockUnknownTransactionType: a transaction of a type the
 // package cannot encode (an OP-stack deposit, 0x7e) leaves the block's

@@ -15,6 +15,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
+	"github.com/blockhaul/blockhaul/internal/fault"
 )
 
 // RPCConfig configures an RPCSource.
@@ -482,8 +483,8 @@ func (e *NotFoundError) Error() string {
 	return fmt.Sprintf("evm: block %d is not available yet from %s (eth_getBlockByNumber returned null: above the node's head?)", e.Height, e.Via)
 }
 
-// Retryable reports false.
-func (e *NotFoundError) Retryable() bool { return false }
+// Fault marks the error failed: not transient, the node is behind.
+func (e *NotFoundError) Fault() fault.Class { return fault.Failed }
 
 // UnavailableError is a block the node has without all that makes its
 // record: receipts it has pruned or cannot look up. It is not retryable:
@@ -500,8 +501,8 @@ func (e *UnavailableError) Error() string {
 	return fmt.Sprintf("evm: %s of block %d are not available from %s: %s; this range needs an archive node", e.What, e.Height, e.Via, e.Detail)
 }
 
-// Retryable reports false.
-func (e *UnavailableError) Retryable() bool { return false }
+// Fault marks the error failed: not transient, the node will not have it later.
+func (e *UnavailableError) Fault() fault.Class { return fault.Failed }
 
 // BadResponseError is an answer that is not what was asked for: another
 // block, malformed hashes, receipts of another block. The client cannot
@@ -522,5 +523,5 @@ func (e *BadResponseError) Error() string {
 	return fmt.Sprintf("evm: bad %s answer for block %d from %s: %s", e.Method, e.Height, e.Via, e.Reason)
 }
 
-// Retryable reports true.
-func (e *BadResponseError) Retryable() bool { return true }
+// Fault marks the error transient: another attempt may reach a sound node.
+func (e *BadResponseError) Fault() fault.Class { return fault.Transient }

@@ -23,6 +23,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/internal/chaintest"
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/internal/rpcserve"
 )
 
@@ -395,13 +396,13 @@ func TestRPCSourceChecksAnswers(t *testing.T) {
 			}
 			if tc.notFound {
 				var nf *NotFoundError
-				if !errors.As(err, &nf) || nf.Height != 4 || jsonrpc.Retryable(err) {
+				if !errors.As(err, &nf) || nf.Height != 4 || fault.Retryable(err) {
 					t.Errorf("want a non-retryable *NotFoundError for block 4, got %v", err)
 				}
 				return
 			}
 			var be *BadResponseError
-			if !errors.As(err, &be) || be.Height != 4 || !jsonrpc.Retryable(err) {
+			if !errors.As(err, &be) || be.Height != 4 || !fault.Retryable(err) {
 				t.Errorf("want a retryable *BadResponseError for block 4, got %v", err)
 			}
 		})
@@ -473,7 +474,7 @@ func TestRPCSourceRefusesWrongContents(t *testing.T) {
 			if !errors.As(err, &hm) {
 				t.Fatalf("err = %v, want a *chain.HashMismatchError", err)
 			}
-			if hm.Height != 4 || hm.What != tc.what || hm.Endpoint != jsonrpc.Redact(bad.URL) || bytes.Equal(hm.Claimed, hm.Computed) || !jsonrpc.Retryable(err) {
+			if hm.Height != 4 || hm.What != tc.what || hm.Endpoint != jsonrpc.Redact(bad.URL) || bytes.Equal(hm.Claimed, hm.Computed) || !fault.Retryable(err) {
 				t.Fatalf("mismatch %v: want block 4, %q, endpoint %s, two values, retryable", err, tc.what, bad.URL)
 			}
 

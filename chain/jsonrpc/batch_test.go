@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
+	"github.com/blockhaul/blockhaul/internal/fault"
 )
 
 // numbered builds n calls whose params are [i], results kept raw.
@@ -121,7 +122,7 @@ func TestBatchPerCallErrors(t *testing.T) {
 		if re.Code != -32000 || re.Message != fmt.Sprintf("height %d is not available", i) || re.Endpoint != c.Endpoints()[0] {
 			t.Errorf("call %d: %+v", i, re)
 		}
-		if Retryable(calls[i].Err) {
+		if fault.Retryable(calls[i].Err) {
 			t.Errorf("call %d: application error classified retryable", i)
 		}
 		assertNoSecrets(t, "error", calls[i].Err.Error())

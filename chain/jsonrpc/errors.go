@@ -1,16 +1,14 @@
 package jsonrpc
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strings"
-	"syscall"
 	"unicode/utf8"
+
+	"github.com/blockhaul/blockhaul/internal/fault"
 )
 
 // ErrNoEndpoint is matched (errors.Is) by a *CallError whose retry budget
@@ -20,7 +18,7 @@ var ErrNoEndpoint = errors.New("jsonrpc: no healthy endpoint")
 // RPCError is a JSON-RPC error object returned by an endpoint. Most are
 // application errors (a pruned height, an unknown method) and come back at
 // once; the source decides what they mean. Throttling errors are the
-// exception: Retryable reports true for them.
+// exception: they are marked transient (fault.Transient).
 //
 // The client scrubs Message and Data of the endpoint's credentials before
 // anyone sees them (a provider may echo its key back).
@@ -90,8 +88,16 @@ func redactRPCError(ep *endpoint, e *RPCError) {
 	}
 }
 
-// Retryable reports whether the error is provider throttling, which passes.
-func (e *RPCError) Retryable() bool { return isThrottle(e.Code, e.Message) }
+// Fault marks provider throttling, which passes, as transient; any other
+// error object is the node's answer (the source decides what it means).
+func (e *RPCError) Fault() fault.Class {
+	if e.throttled() {
+		return fault.Transient
+	}
+	return fault.Failed
+}
+
+func (e *RPCError) throttled() bool { return isThrottle(e.Code, e.Message) }
 
 // HTTPError is a response with a non-2xx status.
 type HTTPError struct {
@@ -108,9 +114,16 @@ func (e *HTTPError) detail() string {
 	return fmt.Sprintf("HTTP %d", e.Status)
 }
 
-// Retryable reports true for 408, 429 and 5xx: the endpoint may serve the
-// same request later. Other statuses say the request or the URL is wrong.
-func (e *HTTPError) Retryable() bool {
+// Fault marks 408, 429 and 5xx transient: the endpoint may serve the same
+// request later. Other statuses say the request or the URL is wrong.
+func (e *HTTPError) Fault() fault.Class {
+	if e.transient() {
+		return fault.Transient
+	}
+	return fault.Failed
+}
+
+func (e *HTTPError) transient() bool {
 	return e.Status == http.StatusRequestTimeout || e.Status == http.StatusTooManyRequests || e.Status >= 500
 }
 
@@ -130,9 +143,9 @@ func (e *TransportError) detail() string { return e.Op + ": " + e.Err.Error() }
 
 func (e *TransportError) Unwrap() error { return e.Err }
 
-// Retryable reports true: another attempt, on this or another endpoint, may
-// succeed.
-func (e *TransportError) Retryable() bool { return true }
+// Fault marks the error transient: another attempt, on this or another
+// endpoint, may succeed.
+func (e *TransportError) Fault() fault.Class { return fault.Transient }
 
 // CallError is returned when a call was not answered within the retry
 // budget. It names the method and, for each endpoint that was tried, the
@@ -185,34 +198,14 @@ func (e *CallError) Unwrap() []error { return e.Errs }
 
 func (e *CallError) Is(target error) bool { return target == ErrNoEndpoint && e.NoHealthy }
 
-// Retryable reports true: every failure behind a CallError was transient,
-// so the same call may succeed later (the non-transient ones are returned
-// at once, unwrapped).
-func (e *CallError) Retryable() bool { return true }
+// Fault marks the error failed, not transient: every failure behind it was
+// transient, but the call's one retry budget is spent, so no loop around
+// the call retries it again with a budget of its own (one request, one
+// budget). A loader may still put the span back in its queue.
+func (e *CallError) Fault() fault.Class { return fault.Failed }
 
-// Retryable classifies err: true when the same call may succeed if tried
-// again later. An error in the chain that implements Retryable() bool
-// decides for itself; the caller's own cancellation or deadline is never
-// retryable; timeouts, connection resets and refusals, and truncated
-// bodies are.
-func Retryable(err error) bool {
-	if err == nil {
-		return false
-	}
-	var r interface{ Retryable() bool }
-	if errors.As(err, &r) {
-		return r.Retryable()
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return true
-	}
-	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
-}
+// SpentAttempts is the attempts the call made (see fault.Attempts).
+func (e *CallError) SpentAttempts() int { return e.Attempts }
 
 // isThrottle recognises provider rate limiting in a JSON-RPC error: -32005
 // is the EIP-1474 "limit exceeded" code that Infura and others use, 429 is

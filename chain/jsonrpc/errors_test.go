@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
+	"github.com/blockhaul/blockhaul/internal/fault"
 )
 
 func TestRetryable(t *testing.T) {
@@ -29,7 +30,9 @@ func TestRetryable(t *testing.T) {
 		{"http 408", &HTTPError{Status: 408}, true},
 		{"http 404", &HTTPError{Status: 404}, false},
 		{"transport", &TransportError{Op: "post", Err: syscall.ECONNREFUSED}, true},
-		{"exhausted", &CallError{Method: "m", Errs: []error{&HTTPError{Status: 503}}}, true},
+		// One request, one retry budget: a call whose budget is spent is
+		// not retried by a loop around it (issue 21; it was true).
+		{"exhausted", &CallError{Method: "m", Errs: []error{&HTTPError{Status: 503}}}, false},
 		{"wrapped", fmt.Errorf("fetch block 12: %w", &HTTPError{Status: 502}), true},
 		{"canceled", fmt.Errorf("jsonrpc: m: %w", context.Canceled), false},
 		{"deadline", context.DeadlineExceeded, false},
@@ -37,8 +40,8 @@ func TestRetryable(t *testing.T) {
 		{"unexpected EOF", io.ErrUnexpectedEOF, true},
 		{"other", errors.New("boom"), false},
 	} {
-		if got := Retryable(tc.err); got != tc.want {
-			t.Errorf("%s: Retryable(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		if got := fault.Retryable(tc.err); got != tc.want {
+			t.Errorf("%s: fault.Retryable(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
 	}
 }

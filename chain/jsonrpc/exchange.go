@@ -173,7 +173,7 @@ func statusFailure(ep *endpoint, resp *http.Response, batch bool) outcome {
 		oc.kind, oc.label = kindThrottle, OutcomeThrottled
 	case status == http.StatusRequestEntityTooLarge || isBatchTooLarge(msg):
 		oc.kind, oc.label = kindTooLarge, OutcomeTooLarge
-	case herr.Retryable():
+	case herr.transient():
 		oc.kind, oc.label = kindTransient, OutcomeServerError
 	case batch && status >= 400 && status < 500:
 		oc.kind, oc.label = kindRefused, OutcomeBatchRefused

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
+	"github.com/blockhaul/blockhaul/internal/fault"
 )
 
 // arrivals records when each request reached the server, in request order.
@@ -185,7 +186,7 @@ func TestRPCErrorNotRetried(t *testing.T) {
 	if re.Code != -32603 || !strings.Contains(re.Message, "not available") || string(re.Data) != `"pruned"` || re.Endpoint != c.Endpoints()[0] {
 		t.Errorf("RPCError %+v", re)
 	}
-	if Retryable(err) {
+	if fault.Retryable(err) {
 		t.Error("application error classified retryable")
 	}
 	if s.Requests() != 1 {
@@ -205,8 +206,8 @@ func TestHTTPClientErrorNotRetried(t *testing.T) {
 	if !errors.As(err, &he) || he.Status != 401 {
 		t.Fatalf("err %v, want *HTTPError 401", err)
 	}
-	if Retryable(err) || s.Requests() != 1 {
-		t.Errorf("retryable %v, requests %d: a 401 is final", Retryable(err), s.Requests())
+	if fault.Retryable(err) || s.Requests() != 1 {
+		t.Errorf("retryable %v, requests %d: a 401 is final", fault.Retryable(err), s.Requests())
 	}
 	assertNoSecrets(t, "error", err.Error())
 }
@@ -216,8 +217,8 @@ func TestResultDecodeErrorNotRetried(t *testing.T) {
 	c, _ := newClient(t, Config{Endpoints: []string{credURL(s)}})
 	var n int
 	err := c.Call(context.Background(), "echo", []string{"not a number"}, &n)
-	if err == nil || Retryable(err) || s.Requests() != 1 {
-		t.Fatalf("err %v (retryable %v) after %d requests; want a final decode error", err, Retryable(err), s.Requests())
+	if err == nil || fault.Retryable(err) || s.Requests() != 1 {
+		t.Fatalf("err %v (retryable %v) after %d requests; want a final decode error", err, fault.Retryable(err), s.Requests())
 	}
 }
 
@@ -230,7 +231,7 @@ func TestCallerCancelStopsAtOnce(t *testing.T) {
 	}})
 	c, _ := newClient(t, Config{Endpoints: []string{credURL(s)}})
 	err := c.Call(ctx, "echo", nil, nil)
-	if !errors.Is(err, context.Canceled) || Retryable(err) {
+	if !errors.Is(err, context.Canceled) || fault.Retryable(err) {
 		t.Fatalf("err %v, want context.Canceled, not retryable", err)
 	}
 	if s.Requests() != 1 {
@@ -340,8 +341,10 @@ func TestAllEndpointsDown(t *testing.T) {
 	if ce.Attempts != 4 || len(ce.Errs) != 2 || ce.Method != "eth_getBlockByNumber" {
 		t.Errorf("CallError %+v: want 4 attempts over both endpoints", ce)
 	}
-	if !errors.Is(err, ErrNoEndpoint) || !Retryable(err) {
-		t.Errorf("err %v: want ErrNoEndpoint and retryable", err)
+	// Its budget is spent: not retryable again (issue 21: it was), but
+	// the attempts it made are known, for a loader that requeues the span.
+	if n, spent := fault.Attempts(err); !errors.Is(err, ErrNoEndpoint) || fault.Retryable(err) || !spent || n != 4 {
+		t.Errorf("err %v: want ErrNoEndpoint, not retryable, 4 attempts spent", err)
 	}
 	msg := err.Error()
 	for _, name := range c.Endpoints() {

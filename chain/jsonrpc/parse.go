@@ -18,7 +18,7 @@ func parseSingle(ep *endpoint, b []byte, call *Call, id uint64) outcome {
 	}
 	if resp.err != nil {
 		redactRPCError(ep, resp.err)
-		if resp.err.Retryable() {
+		if resp.err.throttled() {
 			return outcome{kind: kindThrottle, label: OutcomeThrottled, err: resp.err}
 		}
 		call.Err, call.answered, call.Endpoint = resp.err, true, ep.name
@@ -50,7 +50,7 @@ func parseBatch(ep *endpoint, b []byte, part []request, base uint64) ([]request,
 		if e := one.err; e != nil {
 			redactRPCError(ep, e)
 			switch {
-			case e.Retryable():
+			case e.throttled():
 				return part, outcome{kind: kindThrottle, label: OutcomeThrottled, err: e}
 			case isBatchTooLarge(e.Message), isBatchTooLarge(string(e.Data)):
 				// CometBFT puts "batch request exceeds maximum (10)" in data.
@@ -85,7 +85,7 @@ func parseBatch(ep *endpoint, b []byte, part []request, base uint64) ([]request,
 			case isBatchRefused(e.Message):
 				refused = e
 				continue
-			case e.Retryable():
+			case e.throttled():
 				throttled = e
 				continue
 			}

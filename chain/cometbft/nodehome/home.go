@@ -12,6 +12,7 @@ import (
 	"github.com/syndtr/goleveldb/leveldb/opt"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/fault"
 )
 
 // nodeConfig is what the source reads of a node's config/config.toml: the
@@ -82,8 +83,9 @@ func (e *LockedError) Is(target error) bool {
 	return target == ErrLocked || target == chain.ErrSourceRefused
 }
 
-// Retryable reports false.
-func (e *LockedError) Retryable() bool { return false }
+// Fault marks the error as configuration (exit 2, as chain.ErrSourceRefused
+// says): not transient, the node holds its lock until it stops.
+func (e *LockedError) Fault() fault.Class { return fault.Config }
 
 // ErrCorrupt is matched (errors.Is) by a *CorruptError.
 var ErrCorrupt = errors.New("nodehome: damaged node database")
@@ -109,8 +111,9 @@ func (e *CorruptError) Is(target error) bool {
 	return target == ErrCorrupt || target == chain.ErrSourceDamaged
 }
 
-// Retryable reports false: reading the file again gives the same bytes.
-func (e *CorruptError) Retryable() bool { return false }
+// Fault marks the error as data that is wrong (exit 4): reading the file
+// again gives the same bytes.
+func (e *CorruptError) Fault() fault.Class { return fault.Data }
 
 // RefusedError is a home the source cannot read as asked: not a node
 // home, a backend it does not read, a database missing or unreadable for
@@ -121,8 +124,8 @@ func (e *RefusedError) Error() string        { return e.Err.Error() }
 func (e *RefusedError) Unwrap() error        { return e.Err }
 func (e *RefusedError) Is(target error) bool { return target == chain.ErrSourceRefused }
 
-// Retryable reports false.
-func (e *RefusedError) Retryable() bool { return false }
+// Fault marks the error as configuration (exit 2): bad input.
+func (e *RefusedError) Fault() fault.Class { return fault.Config }
 
 func refuse(err error) error { return &RefusedError{Err: err} }
 

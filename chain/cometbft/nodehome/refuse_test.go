@@ -13,6 +13,7 @@ import (
 	"github.com/cometbft/cometbft/store"
 
 	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/internal/nodefixture"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
@@ -55,7 +56,7 @@ func TestRefusesDiscardedResults(t *testing.T) {
 	if !errors.As(err, &ue) || ue.Height != 5 || !strings.Contains(err.Error(), "discard_abci_responses") {
 		t.Fatalf("fetch from a home that discards results: %v", err)
 	}
-	if !errors.Is(err, cometbft.ErrUnavailable) || loader.Retryable(err) {
+	if !errors.Is(err, cometbft.ErrUnavailable) || fault.Retryable(err) {
 		t.Fatalf("%v: want cometbft.ErrUnavailable, not retryable", err)
 	}
 	if staged != 0 {
@@ -171,7 +172,7 @@ func TestDamagedDatabase(t *testing.T) {
 func checkCorrupt(t *testing.T, err error, dir string) {
 	t.Helper()
 	var ce *CorruptError
-	if !errors.As(err, &ce) || !errors.Is(err, ErrCorrupt) || ce.Path != dir || loader.Retryable(err) {
+	if !errors.As(err, &ce) || !errors.Is(err, ErrCorrupt) || ce.Path != dir || fault.Retryable(err) {
 		t.Fatalf("damaged block store: %v, want a *CorruptError naming %s", err, dir)
 	}
 	t.Log(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/internal/fault"
 )
 
 // Config configures a Source.
@@ -373,5 +374,6 @@ func (e *UnavailableError) Is(target error) bool {
 	return target == cometbft.ErrUnavailable || target == chain.ErrSourceRefused
 }
 
-// Retryable reports false.
-func (e *UnavailableError) Retryable() bool { return false }
+// Fault marks the error as configuration (exit 2, as chain.ErrSourceRefused
+// says): the home will not have the height later.
+func (e *UnavailableError) Fault() fault.Class { return fault.Config }
