@@ -46,6 +46,9 @@ func (e *HashMismatchError) Error() string {
 // spent.
 func (e *HashMismatchError) Fault() fault.Class { return fault.Unsound }
 
+// FailedHeight is the block's height (a fetch charges the failure to it).
+func (e *HashMismatchError) FailedHeight() uint64 { return e.Height }
+
 // Verification is how much of a block is recomputed before it is staged.
 type Verification int
 

@@ -59,6 +59,13 @@ type SessionOptions struct {
 	// OnRetry, if set, is called before each retry with its cause (see
 	// TransientCause) and the error (metrics).
 	OnRetry func(cause string, err error)
+	// FailUnanswered makes Dial fail at once when its first connection
+	// gets no answer from a server (refused, unreachable, timed out): a
+	// job whose database never answered is pointed at the wrong place, not
+	// hit by a transient fault. A server that answers (starting up, too
+	// many connections) is still retried, and so is every fault after a
+	// connection worked.
+	FailUnanswered bool
 }
 
 // Dial connects through dial, retrying a transient failure to connect (the
@@ -71,6 +78,17 @@ func Dial(ctx context.Context, dial func(ctx context.Context) (*pgx.Conn, error)
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Session{dial: dial, policy: opts.Policy, log: opts.Logger, onRetry: opts.OnRetry}
+	if opts.FailUnanswered {
+		conn, err := dial(ctx)
+		var pe *pgconn.PgError
+		switch {
+		case err == nil:
+			s.conn = conn
+			return s, nil
+		case ctx.Err() != nil || !errors.As(err, &pe):
+			return nil, fmt.Errorf("export: connect: %w (no server answered, so it is not retried: check the host and port)", err)
+		}
+	}
 	if err := s.Do(ctx, "connect", func(context.Context, *pgx.Conn) error { return nil }); err != nil {
 		return nil, err
 	}

@@ -145,6 +145,9 @@ func (e *InvalidBlockError) Error() string {
 // Fault marks the error as an unsound answer: retried, since a node switching forks or a proxy that mangles one answer may answer soundly next time; a data error (exit 4) once the retries are spent.
 func (e *InvalidBlockError) Fault() fault.Class { return fault.Unsound }
 
+// FailedHeight is the height the block was asked for (see HeightError).
+func (e *InvalidBlockError) FailedHeight() uint64 { return e.Height }
+
 // Fetch stages every missing height of [from, to] from src into store. It
 // binds the store to the source's chain first (refusing another chain's
 // store). progress, if not nil, is advanced as heights are committed, so an

@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -14,17 +15,41 @@ import (
 // A span that fails with a fault worth retrying — transient, an answer that
 // failed verification, or a request whose own retries (the RPC client's
 // budget) were spent — goes back to the queue after a backoff, and the
-// other spans go on meanwhile. A span has one budget of MaxRetries+1
-// failures: a failed attempt costs 1; a request that spent a retry budget
-// of its own costs half the span's budget, since its attempts were already
-// made (so an endpoint answering 500 for good ends the job after two of
-// its budgets, 12 attempts, never the 36 of one loop inside another). The
-// job fails when a span's budget is spent: the same heights kept failing.
+// other spans go on meanwhile. The job fails only when the same heights
+// keep failing: each height of a span has one budget of MaxRetries+1
+// failures. A failure that names its height (an unsound block, a bad
+// answer: HeightError) costs that height 1; one that does not costs the
+// whole span 1, or half the budget for a request that spent a retry budget
+// of its own, its attempts made already (so an endpoint answering 500 for
+// good ends the job after two of its budgets, 12 attempts, never the 36 of
+// one loop inside another). Random faults, spread over a span's heights,
+// do not add up: a node that answers a fifth of its requests wrongly is
+// ridden out at any length, one that answers one height wrongly every time
+// is not.
 type spanJob struct {
 	span      staging.Range
-	cost      int       // failures so far, weighted as above
-	attempts  int       // attempts made, a spent request's counted as made
-	notBefore time.Time // the backoff before the next attempt
+	whole     int            // failures charged to the whole span
+	heights   map[uint64]int // failures charged to one height
+	attempts  int            // attempts made, a spent request's counted as made
+	notBefore time.Time      // the backoff before the next attempt
+}
+
+// HeightError is implemented by errors about one height of a span (an
+// answer for that height that failed a check): the loader charges the
+// failure to that height alone.
+type HeightError interface {
+	error
+	FailedHeight() uint64
+}
+
+// cost is the budget the span has spent: its whole-span failures and those
+// of its worst height.
+func (j *spanJob) cost() int {
+	worst := 0
+	for _, n := range j.heights {
+		worst = max(worst, n)
+	}
+	return j.whole + worst
 }
 
 // failed decides what a failed attempt at j leads to: the same span again
@@ -36,20 +61,29 @@ func (j *spanJob) failed(err error, cfg *Config) (again *spanJob, ferr error) {
 	if !fault.Retryable(err) && !wasSpent {
 		return nil, &FetchError{Range: j.span, Err: err}
 	}
-	cost, attempts := 1, 1
-	if wasSpent && spent > 1 {
-		cost, attempts = (budget+1)/2, spent
+	var he HeightError
+	switch {
+	case wasSpent && spent > 1:
+		j.whole += (budget + 1) / 2
+		j.attempts += spent
+	case errors.As(err, &he) && he.FailedHeight() >= j.span.From && he.FailedHeight() <= j.span.To:
+		if j.heights == nil {
+			j.heights = map[uint64]int{}
+		}
+		j.heights[he.FailedHeight()]++
+		j.attempts++
+	default:
+		j.whole++
+		j.attempts++
 	}
-	j.cost += cost
-	j.attempts += attempts
-	if j.cost >= budget {
-		if j.attempts > attempts || !wasSpent {
+	if j.cost() >= budget {
+		if !wasSpent || j.attempts > spent {
 			err = fault.Spent(err, j.attempts)
 		}
 		return nil, &FetchError{Range: j.span, Err: err}
 	}
 	next := *j
-	next.notBefore = time.Now().Add(backoff(cfg.BaseBackoff, cfg.MaxBackoff, j.cost-1))
+	next.notBefore = time.Now().Add(backoff(cfg.BaseBackoff, cfg.MaxBackoff, j.cost()-1))
 	return &next, nil
 }
 

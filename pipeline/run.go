@@ -417,8 +417,8 @@ func dialSession(ctx context.Context, cfg *Config, log *slog.Logger, c *counters
 		pc.RuntimeParams["application_name"] = applicationName
 	}
 	if pc.ConnectTimeout == 0 {
-		// A server that does not answer is a transient fault like any
-		// other, not a hang.
+		// A server that does not answer is a fault, not a hang: at the
+		// job's start it fails the job, later it is retried.
 		pc.ConnectTimeout = dialTimeout
 	}
 	dial := func(ctx context.Context) (*pgx.Conn, error) {
@@ -429,9 +429,10 @@ func dialSession(ctx context.Context, cfg *Config, log *slog.Logger, c *counters
 		return conn, nil
 	}
 	return export.Dial(ctx, dial, export.SessionOptions{
-		Policy:  export.RetryPolicy{Retries: cfg.PGRetries, MaxWait: cfg.PGRetryMaxWait},
-		Logger:  log,
-		OnRetry: func(cause string, _ error) { c.m.PGRetry(cause) },
+		Policy:         export.RetryPolicy{Retries: cfg.PGRetries, MaxWait: cfg.PGRetryMaxWait},
+		Logger:         log,
+		OnRetry:        func(cause string, _ error) { c.m.PGRetry(cause) },
+		FailUnanswered: true,
 	})
 }
 

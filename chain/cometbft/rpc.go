@@ -319,6 +319,9 @@ func (e *BadResponseError) Error() string {
 // Fault marks the error transient: another attempt may reach a sound node.
 func (e *BadResponseError) Fault() fault.Class { return fault.Transient }
 
+// FailedHeight is the height asked for (a fetch charges the failure to it).
+func (e *BadResponseError) FailedHeight() uint64 { return e.Height }
+
 var lowestRE = regexp.MustCompile(`lowest height is (\d+)`)
 
 // callError classifies the error of one call for height h. The node says

@@ -525,3 +525,6 @@ func (e *BadResponseError) Error() string {
 
 // Fault marks the error transient: another attempt may reach a sound node.
 func (e *BadResponseError) Fault() fault.Class { return fault.Transient }
+
+// FailedHeight is the height asked for (a fetch charges the failure to it).
+func (e *BadResponseError) FailedHeight() uint64 { return e.Height }
