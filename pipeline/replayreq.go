@@ -1,16 +1,15 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -23,31 +22,19 @@ import (
 
 // A staging directory is open in one process only, so export --replay with
 // the --staging of a running follow asks that follow to run the replay, as
-// snapshot asks a running job for a checkpoint: through files in the
-// directory, for a request id,
-//
-//	blockhaul-replay-<id>.request  the requester writes it (replayRequest)
-//	blockhaul-replay-<id>.running  the holder renames the request so when it
-//	                               takes it; the requester removes it to
-//	                               cancel (Ctrl-C, or its end)
-//	blockhaul-replay-<id>.status   the holder's progress, rewritten at least
-//	                               every replayHeartbeat, then its answer
-//
-// The request is a lease: while it runs the holder checks that the file is
-// there and its requester alive, and cancels the replay otherwise.
-const (
-	replayFilePrefix   = "blockhaul-replay-"
-	replayReqSuffix    = ".request"
-	replayRunSuffix    = ".running"
-	replayStatusSuffix = ".status"
-)
+// snapshot asks a running job for a checkpoint: on the job's endpoint
+// (staging.ListenEndpoint). The request (POST replayRoute, a replayRequest)
+// is answered by a stream of replayStatus lines, at least every
+// replayHeartbeat, the last one Done. The connection is a lease: the
+// follow cancels the replay when it ends; the requester withdraws it on an
+// interrupt with POST replayRoute/cancel and waits for the last line.
 
 const (
 	// replayAcceptWait bounds the wait for the holder to take a request:
-	// a follow looks every checkpointPoll, but one just started takes it
-	// once it has connected and prepared its schema.
+	// one just started takes it once it has connected and prepared its
+	// schema.
 	replayAcceptWait = 2 * time.Minute
-	// replayHeartbeat is how often the holder rewrites a running replay's
+	// replayHeartbeat is how often the holder sends a running replay's
 	// status; replayStaleAfter without a new one, the requester gives up
 	// on a holder that is alive but no longer answers.
 	replayHeartbeat  = time.Second
@@ -94,29 +81,6 @@ type replayStatus struct {
 	Updated   time.Time         `json:"updated"`
 	Error     string            `json:"error,omitempty"`
 	Exit      int               `json:"exit"`
-}
-
-// replayFiles names the files of one request in dir.
-type replayFiles struct{ request, running, status string }
-
-func replayFilesOf(dir, id string) replayFiles {
-	base := filepath.Join(dir, replayFilePrefix+id)
-	return replayFiles{request: base + replayReqSuffix, running: base + replayRunSuffix, status: base + replayStatusSuffix}
-}
-
-// withdraw removes the request, taken or not: the holder cancels it.
-func (f replayFiles) withdraw() {
-	os.Remove(f.request)
-	os.Remove(f.running)
-}
-
-func (f replayFiles) readStatus() (replayStatus, error) {
-	var st replayStatus
-	b, err := os.ReadFile(f.status)
-	if err != nil {
-		return st, err
-	}
-	return st, json.Unmarshal(b, &st)
 }
 
 // databaseIdentity names the database conn is connected to, the same
@@ -186,24 +150,14 @@ func requestReplay(ctx context.Context, cfg *Config, held *staging.InUseError, o
 	if err != nil {
 		return sum, err
 	}
-	var idb [8]byte
-	if _, err := rand.Read(idb[:]); err != nil {
-		return sum, err
-	}
-	files := replayFilesOf(dir, hex.EncodeToString(idb[:]))
 	req := replayRequest{PID: os.Getpid(), Tables: cfg.SelectedTables, Alias: cfg.Alias,
 		From: cfg.From, To: cfg.To, FromSet: cfg.FromSet, ToSet: cfg.ToSet,
 		BatchBlocks: cfg.BatchBlocks, SyncCommit: cfg.SyncCommit,
 		Chain: cfg.Chain, Schema: cfg.Schema, EventEncoding: cfg.EventEncoding.String(), Database: dbID}
-	b, err := json.Marshal(req)
+	body, err := json.Marshal(req)
 	if err != nil {
 		return sum, err
 	}
-	if err := staging.WriteFileAtomic(files.request, b); err != nil {
-		return sum, fmt.Errorf("request the replay of %s from the process holding %s: %w", strings.Join(req.Tables, ","), dir, err)
-	}
-	defer os.Remove(files.status)
-	defer files.withdraw()
 	log.Info("staging is held by another process: asking it to run the replay", "staging", dir, "pid", held.PID, "tables", strings.Join(req.Tables, ","))
 
 	m := cfg.Monitor
@@ -215,8 +169,8 @@ func requestReplay(ctx context.Context, cfg *Config, held *staging.InUseError, o
 		m.Start(ctx)
 	}
 	defer m.Stop()
-	w := replayWatch{dir: dir, files: files, holder: held.PID, m: m, tables: req.Tables, seen: time.Now()}
-	st, err := w.wait(ctx, log)
+	w := replayWatch{dir: dir, client: staging.EndpointClient(dir), holder: held.PID, m: m, tables: req.Tables, seen: time.Now()}
+	st, err := w.wait(ctx, body, log)
 	m.Stop()
 	if err != nil {
 		if w.accepted && !st.Done {
@@ -236,7 +190,7 @@ func requestReplay(ctx context.Context, cfg *Config, held *staging.InUseError, o
 // replayWatch follows one request's status.
 type replayWatch struct {
 	dir      string
-	files    replayFiles
+	client   *http.Client
 	holder   int // the PID that holds dir; the one that took it, once taken
 	m        *monitor.Monitor
 	tables   []string
@@ -248,51 +202,124 @@ type replayWatch struct {
 // errHolderGone is a holder that no longer holds the staging directory.
 var errHolderGone = errors.New("it no longer holds the staging directory (it ended or was killed)")
 
-// wait polls until the holder answers (the status it returns is Done),
-// it is gone, it stops answering, or ctx ends (the request is then
-// withdrawn and the holder's last word awaited for replayCancelWait).
-func (w *replayWatch) wait(ctx context.Context, log *slog.Logger) (replayStatus, error) {
+// wait sends the request, once the holder takes requests, and follows its
+// answer until it is Done, the holder is gone, it stops answering, or ctx
+// ends (the request is then withdrawn and the holder's last word awaited
+// for replayCancelWait).
+func (w *replayWatch) wait(ctx context.Context, body []byte, log *slog.Logger) (replayStatus, error) {
+	// The stream outlives ctx: after an interrupt it carries the answer.
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	resp, err := w.send(ctx, sctx, body)
+	if err != nil {
+		return w.last, err
+	}
+	defer resp.Body.Close()
+	lines := make(chan replayStatus)
+	go func() {
+		defer close(lines)
+		dec := json.NewDecoder(resp.Body)
+		for {
+			var st replayStatus
+			if dec.Decode(&st) != nil {
+				return
+			}
+			select {
+			case lines <- st:
+			case <-sctx.Done():
+				return
+			}
+		}
+	}()
 	t := time.NewTicker(checkpointPoll)
 	defer t.Stop()
-	deadline := time.Now().Add(replayAcceptWait)
+	interrupted := ctx.Done()
+	var cancelled <-chan time.Time
 	for {
 		select {
-		case <-ctx.Done():
-			return w.cancel(log)
+		case st, ok := <-lines:
+			if !ok {
+				if cancelled != nil {
+					return w.last, fmt.Errorf("%w: the replay was withdrawn and the follow (pid %d) running it is gone", ErrInterrupted, w.holder)
+				}
+				return w.last, fmt.Errorf("the follow (pid %d) running the replay: %w", w.holder, errHolderGone)
+			}
+			w.poll(st)
+			if !st.Done {
+				continue
+			}
+			err := w.answer(st)
+			if cancelled == nil || err == nil {
+				return st, err // with an interrupt: it completed meanwhile
+			}
+			log.Warn("replay cancelled: the follow running it stopped it", "pid", st.PID, "alias", st.Alias, "last", st.Last, "last_valid", st.LastValid, "answer", st.Error)
+			return st, fmt.Errorf("%w: %w", ErrInterrupted, err)
+		case <-interrupted:
+			interrupted = nil
+			cancelled = time.After(replayCancelWait)
+			w.withdraw(sctx)
+		case <-cancelled:
+			return w.last, fmt.Errorf("%w: the replay was withdrawn; the follow (pid %d) running it did not confirm it stopped within %s", ErrInterrupted, w.holder, replayCancelWait)
 		case <-t.C:
-		}
-		if st, ok := w.poll(); ok && st.Done {
-			return st, w.answer(st)
-		}
-		if w.gone() {
-			// It may have answered just before it ended.
-			if st, ok := w.poll(); ok && st.Done {
-				return st, w.answer(st)
+			if cancelled == nil && time.Since(w.seen) > replayStaleAfter {
+				return w.last, fmt.Errorf("the follow (pid %d) running the replay has not reported on it for %s", w.holder, replayStaleAfter)
 			}
-			who := "the process (pid %d) asked to run the replay"
-			if w.accepted {
-				who = "the follow (pid %d) running the replay"
-			}
-			return w.last, fmt.Errorf(who+": %w", w.holder, errHolderGone)
-		}
-		switch {
-		case !w.accepted && time.Now().After(deadline):
-			return w.last, fmt.Errorf("%s is held by pid %d, which did not take the replay request within %s (a blockhaul that serves replay requests is a follow of this version)", w.dir, w.holder, replayAcceptWait)
-		case w.accepted && time.Since(w.seen) > replayStaleAfter:
-			return w.last, fmt.Errorf("the follow (pid %d) running the replay has not reported on it for %s", w.holder, replayStaleAfter)
 		}
 	}
 }
 
-// poll reads the status, if there is one yet, and shows its progress.
-func (w *replayWatch) poll() (replayStatus, bool) {
-	st, err := w.files.readStatus()
+// send posts the request (its stream bound to sctx) until the holder
+// takes it: a job just started serves no replays yet, and is asked again
+// every checkpointPoll for replayAcceptWait at most.
+func (w *replayWatch) send(ctx, sctx context.Context, body []byte) (*http.Response, error) {
+	t := time.NewTicker(checkpointPoll)
+	defer t.Stop()
+	deadline := time.Now().Add(replayAcceptWait)
+	for {
+		req, err := http.NewRequestWithContext(sctx, http.MethodPost, staging.EndpointURL+replayRoute, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		resp, err := w.client.Do(req)
+		if err == nil && resp.StatusCode == http.StatusOK {
+			w.accepted = true
+			return resp, nil
+		}
+		if err == nil {
+			err = fmt.Errorf("its endpoint answers %s", resp.Status)
+			resp.Body.Close()
+		}
+		if w.gone() {
+			return nil, fmt.Errorf("the process (pid %d) asked to run the replay: %w", w.holder, errHolderGone)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s is held by pid %d, which did not take the replay request within %s (a blockhaul that serves replay requests is a follow of this version; last: %v)", w.dir, w.holder, replayAcceptWait, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: the replay request was withdrawn before the process holding %s took it", ErrInterrupted, w.dir)
+		case <-t.C:
+		}
+	}
+}
+
+// withdraw asks the holder to cancel this process's replay.
+func (w *replayWatch) withdraw(ctx context.Context) {
+	b, _ := json.Marshal(map[string]int{"pid": os.Getpid()})
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, staging.EndpointURL+replayRoute+"/cancel", bytes.NewReader(b))
 	if err != nil {
-		return st, false
+		return
 	}
-	if !w.accepted {
-		w.accepted, w.holder = true, st.PID
+	if resp, err := w.client.Do(req); err == nil {
+		resp.Body.Close()
 	}
+}
+
+// poll takes a status the holder sent and shows its progress.
+func (w *replayWatch) poll(st replayStatus) {
+	w.holder = st.PID
 	if !st.Updated.Equal(w.last.Updated) {
 		w.seen = time.Now()
 	}
@@ -322,7 +349,6 @@ func (w *replayWatch) poll() (replayStatus, bool) {
 		w.m.ExportPlanned(st.Start)
 	}
 	w.last = st
-	return st, true
 }
 
 // gone reports whether the holder asked no longer holds the directory.
@@ -341,36 +367,6 @@ func (w *replayWatch) answer(st replayStatus) error {
 		code = ExitFailed
 	}
 	return &HeldReplayError{Dir: w.dir, PID: st.PID, Msg: st.Error, Code: code}
-}
-
-// cancel withdraws the request and waits, for replayCancelWait at most,
-// for the holder to say where the replay stopped.
-func (w *replayWatch) cancel(log *slog.Logger) (replayStatus, error) {
-	w.files.withdraw()
-	if !w.accepted {
-		return w.last, fmt.Errorf("%w: the replay request was withdrawn before the process holding %s took it", ErrInterrupted, w.dir)
-	}
-	t := time.NewTicker(checkpointPoll)
-	defer t.Stop()
-	deadline := time.After(replayCancelWait)
-	for {
-		if st, ok := w.poll(); ok && st.Done {
-			err := w.answer(st)
-			if err == nil {
-				return st, nil // it completed meanwhile
-			}
-			log.Warn("replay cancelled: the follow running it stopped it", "pid", st.PID, "alias", st.Alias, "last", st.Last, "last_valid", st.LastValid, "answer", st.Error)
-			return st, fmt.Errorf("%w: %w", ErrInterrupted, err)
-		}
-		if w.gone() {
-			return w.last, fmt.Errorf("%w: the replay was withdrawn and the follow (pid %d) running it is gone", ErrInterrupted, w.holder)
-		}
-		select {
-		case <-t.C:
-		case <-deadline:
-			return w.last, fmt.Errorf("%w: the replay was withdrawn; the follow (pid %d) running it did not confirm it stopped within %s", ErrInterrupted, w.holder, replayCancelWait)
-		}
-	}
 }
 
 // stoppedAt adds to err, a replay that ended without an answer, where its

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
+	"net/http"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -19,22 +21,23 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// serveReplays takes the replay requests that export --replay leaves in
-// this follow's staging directory (replayreq.go), one at a time: each runs
-// as export --replay would, on a PostgreSQL session of its own beside the
-// head stream, whose checkpoint it never touches. A second request while
-// one runs is refused (exit 2). The returned stop, called with the
-// follow's result as it ends, cancels a replay still running (its chunk in
-// flight rolls back; its progress row stays for a rerun to resume),
-// answers it saying why, and waits for it.
+// serveReplays takes the replay requests export --replay sends to this
+// follow's endpoint (POST replayRoute; replayreq.go), one at a time: each
+// runs as export --replay would, on a PostgreSQL session of its own beside
+// the head stream, whose checkpoint it never touches, while its progress
+// streams back on the request's connection. A second request while one
+// runs is refused (exit 2). The connection is the lease: a requester that
+// withdraws (POST replayRoute/cancel) or whose connection ends has its
+// replay cancelled. The returned stop, called with the follow's result as
+// it ends, cancels a replay still running (its chunk in flight rolls back;
+// its progress row stays for a rerun to resume), answers it saying why,
+// and waits for it; requests after it are refused.
 func serveReplays(ctx context.Context, cfg *Config, store *staging.Store, log *slog.Logger, c *counters) (stop func(*error)) {
-	s := &replayServer{cfg: cfg, store: store, log: log, c: c, pid: os.Getpid()}
-	quit := make(chan error)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.run(context.WithoutCancel(ctx), quit)
-	}()
+	s := &replayServer{cfg: cfg, store: store, log: log, c: c, pid: os.Getpid(), ctx: context.WithoutCancel(ctx)}
+	if cfg.endpoint != nil {
+		cfg.endpoint.HandleFunc("POST "+replayRoute, s.serve)
+		cfg.endpoint.HandleFunc("POST "+replayRoute+"/cancel", s.withdraw)
+	}
 	var once sync.Once
 	return func(result *error) {
 		once.Do(func() {
@@ -42,105 +45,133 @@ func serveReplays(ctx context.Context, cfg *Config, store *staging.Store, log *s
 			if result != nil && *result != nil {
 				reason = fmt.Errorf("the follow is stopping: %w", *result)
 			}
-			quit <- reason
-			<-done
+			s.mu.Lock()
+			s.stopping = reason
+			h := s.cur
+			s.mu.Unlock()
+			if h != nil {
+				h.cancel(reason)
+				<-h.answered
+			}
 		})
 	}
 }
 
-// replayServer is serveReplays' state, owned by its goroutine.
+// replayServer is serveReplays' state.
 type replayServer struct {
 	cfg   *Config
 	store *staging.Store
 	log   *slog.Logger
 	c     *counters
 	pid   int
-	cur   *heldReplay // the replay running, if any
+	ctx   context.Context
+
+	mu       sync.Mutex
+	cur      *heldReplay // the replay running, if any
+	stopping error       // set once the follow stops: requests refused
 }
 
 // heldReplay is one request taken.
 type heldReplay struct {
-	files     replayFiles
-	req       replayRequest
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
-	cancelled bool
-	done      chan struct{}
-	err       error // once done is closed
+	req      replayRequest
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	done     chan struct{} // the replay returned
+	answered chan struct{} // its last status was sent
+	changed  chan struct{} // the status changed since it was last sent
+	err      error         // once done is closed
 
-	mu    sync.Mutex
-	st    replayStatus
-	wrote time.Time
-	dirty bool
+	mu sync.Mutex
+	st replayStatus
 }
 
-func (s *replayServer) run(ctx context.Context, quit <-chan error) {
-	s.sweep(true)
-	t := time.NewTicker(checkpointPoll)
+// withdrawnBy is the cancel cause of a requester that withdrew its request.
+func withdrawnBy(pid int) error {
+	return fmt.Errorf("cancelled: the requester (pid %d) withdrew the request (interrupted, or it ended)", pid)
+}
+
+// serve takes one request and streams its status until it is answered.
+func (s *replayServer) serve(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	var req replayRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+		s.refuse(w, req, fmt.Errorf("the replay request is unreadable: %w", err))
+		return
+	}
+	rc, err := s.replayConfig(req)
+	if err != nil {
+		s.refuse(w, req, err)
+		return
+	}
+	s.mu.Lock()
+	switch {
+	case s.stopping != nil:
+		err = s.stopping
+	case s.cur != nil:
+		err = &ConfigError{Fields: []*FieldError{{Flag: "replay", Env: EnvName("replay"),
+			Msg: fmt.Sprintf("the follow is running replay %q for pid %d and runs one at a time: ask again when it has ended", s.cur.st.Alias, s.cur.req.PID)}}}
+	}
+	var h *heldReplay
+	if err == nil {
+		h, err = s.start(req, rc)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.refuse(w, req, err)
+		return
+	}
+	defer close(h.answered)
+	enc := json.NewEncoder(w)
+	flusher, _ := w.(http.Flusher)
+	send := func() {
+		h.mu.Lock()
+		h.st.Updated = time.Now()
+		st := h.st
+		st.Rows = maps.Clone(h.st.Rows)
+		h.mu.Unlock()
+		if enc.Encode(st) == nil && flusher != nil {
+			flusher.Flush()
+		}
+	}
+	send()
+	t := time.NewTicker(replayHeartbeat)
 	defer t.Stop()
+	gone := r.Context().Done()
 	for {
-		var finished <-chan struct{}
-		if s.cur != nil {
-			finished = s.cur.done
-		}
 		select {
-		case reason := <-quit:
-			if h := s.cur; h != nil {
-				h.cancel(reason)
-				<-h.done
-				s.finish()
-			}
+		case <-h.done:
+			s.finish(h)
+			send()
 			return
-		case <-finished:
-			s.finish()
+		case <-gone:
+			gone = nil
+			h.cancel(withdrawnBy(req.PID))
+		case <-h.changed:
+			send()
 		case <-t.C:
-			s.tick(ctx)
+			send()
 		}
 	}
 }
 
-// tick watches the running replay's lease, rewrites its status, and takes
-// the requests waiting.
-func (s *replayServer) tick(ctx context.Context) {
-	if h := s.cur; h != nil {
-		if _, err := os.Stat(h.files.running); !h.cancelled && (errors.Is(err, os.ErrNotExist) || !staging.ProcessAlive(h.req.PID)) {
-			h.cancelled = true
-			h.cancel(fmt.Errorf("cancelled: the requester (pid %d) withdrew the request (interrupted, or it ended)", h.req.PID))
-		}
-		h.writeStatus(false)
+// withdraw cancels the replay of the requester a request names.
+func (s *replayServer) withdraw(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		PID int `json:"pid"`
 	}
-	names, _ := filepath.Glob(filepath.Join(s.store.Dir(), replayFilePrefix+"*"+replayReqSuffix))
-	for _, name := range names {
-		files := replayFilesOf(s.store.Dir(), strings.TrimSuffix(strings.TrimPrefix(filepath.Base(name), replayFilePrefix), replayReqSuffix))
-		b, err := os.ReadFile(files.request)
-		if err != nil {
-			continue // withdrawn meanwhile
-		}
-		if err := os.Rename(files.request, files.running); err != nil {
-			continue // withdrawn meanwhile
-		}
-		var req replayRequest
-		if err := json.Unmarshal(b, &req); err != nil {
-			s.refuse(files, req, fmt.Errorf("the replay request %s is unreadable: %w", files.request, err))
-			continue
-		}
-		if !staging.ProcessAlive(req.PID) {
-			os.Remove(files.running) // nobody waits for it
-			continue
-		}
-		rc, err := s.replayConfig(req)
-		if err != nil {
-			s.refuse(files, req, err)
-			continue
-		}
-		if h := s.cur; h != nil {
-			s.refuse(files, req, &ConfigError{Fields: []*FieldError{{Flag: "replay", Env: EnvName("replay"),
-				Msg: fmt.Sprintf("the follow is running replay %q for pid %d and runs one at a time: ask again when it has ended", h.st.Alias, h.req.PID)}}})
-			continue
-		}
-		s.start(ctx, files, req, rc)
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
 	}
-	s.sweep(false)
+	s.mu.Lock()
+	h := s.cur
+	s.mu.Unlock()
+	if h == nil || h.req.PID != req.PID {
+		http.Error(w, "no replay of that requester runs", http.StatusNotFound)
+		return
+	}
+	h.cancel(withdrawnBy(req.PID))
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // replayConfig is the follow's configuration made the export --replay req
@@ -185,27 +216,25 @@ func (s *replayServer) replayConfig(req replayRequest) (*Config, error) {
 	return &rc, nil
 }
 
-// start runs the replay rc of req beside the head stream.
-func (s *replayServer) start(ctx context.Context, files replayFiles, req replayRequest, rc *Config) {
+// start runs the replay rc of req beside the head stream; s.mu is held.
+func (s *replayServer) start(req replayRequest, rc *Config) (*heldReplay, error) {
 	dec, err := newDecoder(rc)
 	if err != nil {
-		s.refuse(files, req, err)
-		return
+		return nil, err
 	}
 	alias := rc.Alias
 	if alias == "" {
 		alias = export.ReplayAlias(dec.Tables())
 	}
-	rctx, cancel := context.WithCancelCause(ctx)
-	h := &heldReplay{files: files, req: req, ctx: rctx, cancel: cancel, done: make(chan struct{}),
+	rctx, cancel := context.WithCancelCause(s.ctx)
+	h := &heldReplay{req: req, ctx: rctx, cancel: cancel, done: make(chan struct{}), answered: make(chan struct{}), changed: make(chan struct{}, 1),
 		st: replayStatus{PID: s.pid, Requester: req.PID, Alias: alias, Rows: map[string]uint64{}}}
 	for _, t := range rc.SelectedTables {
 		h.st.Rows[t] = 0
 	}
-	h.writeStatus(true)
 	s.cur = h
 	log := s.log.With("replay", alias, "requester", req.PID)
-	log.Info("replay requested through the staging directory: running it beside the head stream", "tables", strings.Join(rc.SelectedTables, ","))
+	log.Info("replay requested on the endpoint: running it beside the head stream", "tables", strings.Join(rc.SelectedTables, ","))
 	names := tableNamesOf(dec)
 	hooks := replayHooks{
 		connected: func(ctx context.Context, db *export.Session) error { return s.sameDatabase(ctx, db, req) },
@@ -234,6 +263,7 @@ func (s *replayServer) start(ctx context.Context, files replayFiles, req replayR
 		}()
 		_, h.err = replayTables(rctx, rc, s.store, log, s.c, hooks)
 	}()
+	return h, nil
 }
 
 // sameDatabase refuses a request whose --pg names another database than
@@ -255,10 +285,20 @@ func (s *replayServer) sameDatabase(ctx context.Context, db *export.Session, req
 }
 
 // finish answers the replay that ended.
-func (s *replayServer) finish() {
-	h := s.cur
+func (s *replayServer) finish(h *heldReplay) {
+	s.mu.Lock()
 	s.cur = nil
+	s.mu.Unlock()
 	log := s.log.With("replay", h.st.Alias, "requester", h.req.PID)
+	h.mu.Lock()
+	rangeSet := h.st.RangeSet
+	h.mu.Unlock()
+	// Stopped before it read its progress row: where a rerun resumes is
+	// the row's, if it has one.
+	rowLast, rowOK := uint64(0), false
+	if h.err != nil && h.ctx.Err() != nil && !rangeSet {
+		rowLast, rowOK = s.progressLast(h.st.Alias)
+	}
 	h.update(func(st *replayStatus) {
 		st.Done = true
 		switch {
@@ -267,6 +307,9 @@ func (s *replayServer) finish() {
 			last, ok := st.Last, st.LastValid
 			if !ok && st.RangeSet && st.Start > st.From {
 				last, ok = st.Start-1, true // where this run resumed
+			}
+			if !ok && !st.RangeSet {
+				last, ok = rowLast, rowOK
 			}
 			if ok {
 				st.Error = fmt.Sprintf("%v: the replay stopped after height %d; a rerun resumes from %d", context.Cause(h.ctx), last, last+1)
@@ -280,68 +323,39 @@ func (s *replayServer) finish() {
 			log.Warn("replay failed; the head stream goes on", "err", h.err, "exit", st.Exit)
 		}
 	})
-	h.writeStatus(true)
-	os.Remove(h.files.running)
+}
+
+// progressLast is the last height the progress row of the replay alias
+// holds, if it has one and is not complete.
+func (s *replayServer) progressLast(alias string) (uint64, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := connect(ctx, s.cfg)
+	if err != nil {
+		return 0, false
+	}
+	defer conn.Close(ctx)
+	p, ok, err := export.ReadReplayProgress(ctx, conn, s.cfg.Schema, alias)
+	if err != nil || !ok || p.Complete || !p.LastValid {
+		return 0, false
+	}
+	return p.Last, true
 }
 
 // refuse answers a request it does not run.
-func (s *replayServer) refuse(files replayFiles, req replayRequest, err error) {
+func (s *replayServer) refuse(w http.ResponseWriter, req replayRequest, err error) {
 	s.log.Warn("replay request refused", "requester", req.PID, "err", err)
-	b, _ := json.Marshal(replayStatus{PID: s.pid, Requester: req.PID, Done: true, Updated: time.Now(), Error: err.Error(), Exit: ExitCode(err)})
-	staging.WriteFileAtomic(files.status, b)
-	os.Remove(files.running)
-}
-
-// sweep removes the answers nobody waits for any more (their requester is
-// gone) and, when the server starts, the taken requests and answers of an
-// earlier holder of the directory, which ended without removing them.
-func (s *replayServer) sweep(first bool) {
-	dir := s.store.Dir()
-	if first {
-		for _, suffix := range []string{replayRunSuffix, replayStatusSuffix} {
-			old, _ := filepath.Glob(filepath.Join(dir, replayFilePrefix+"*"+suffix))
-			for _, f := range old {
-				os.Remove(f)
-			}
-		}
-		return
-	}
-	answers, _ := filepath.Glob(filepath.Join(dir, replayFilePrefix+"*"+replayStatusSuffix))
-	for _, f := range answers {
-		if s.cur != nil && f == s.cur.files.status {
-			continue
-		}
-		var st replayStatus
-		if b, err := os.ReadFile(f); err == nil && json.Unmarshal(b, &st) == nil && st.Done && !staging.ProcessAlive(st.Requester) {
-			os.Remove(f)
-		}
-	}
+	json.NewEncoder(w).Encode(replayStatus{PID: s.pid, Requester: req.PID, Done: true, Updated: time.Now(), Error: err.Error(), Exit: ExitCode(err)})
 }
 
 // update changes the replay's status under its lock.
 func (h *heldReplay) update(f func(*replayStatus)) {
 	h.mu.Lock()
 	f(&h.st)
-	h.dirty = true
 	h.mu.Unlock()
-}
-
-// writeStatus rewrites the status file when it changed, or when
-// replayHeartbeat has passed (force: now).
-func (h *heldReplay) writeStatus(force bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	now := time.Now()
-	if !force && !h.dirty && now.Sub(h.wrote) < replayHeartbeat {
-		return
-	}
-	h.st.Updated = now
-	b, err := json.Marshal(h.st)
-	if err != nil {
-		return
-	}
-	if staging.WriteFileAtomic(h.files.status, b) == nil {
-		h.wrote, h.dirty = now, false
+	select {
+	case h.changed <- struct{}{}:
+	default:
 	}
 }
 
