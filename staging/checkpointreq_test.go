@@ -62,10 +62,7 @@ func TestCheckpointRequest(t *testing.T) {
 	if err != nil || pid != os.Getpid() {
 		t.Fatalf("request: pid %d, %v", pid, err)
 	}
-	cp, err := Open(dest, Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp := openDirWith(t, dest, Options{ReadOnly: true})
 	rs, err := cp.Staged(0, 1000)
 	cp.Close()
 	if err != nil || len(rs) != 1 || rs[0].From != 1 || rs[0].To != 50 {

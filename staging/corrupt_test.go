@@ -61,14 +61,10 @@ func putBig(t *testing.T, s *Store, from, to uint64) {
 // part.
 func storeFile(t *testing.T, dir, part string) string {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), part) || strings.HasPrefix(e.Name(), part) {
-			out = append(out, e.Name())
+	for _, name := range names(t, dir) {
+		if strings.HasSuffix(name, part) || strings.HasPrefix(name, part) {
+			out = append(out, name)
 		}
 	}
 	sort.Strings(out)
@@ -500,10 +496,7 @@ func TestLedgerOfAnIntactStore(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(dir, Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = openDirWith(t, dir, Options{ReadOnly: true})
 	defer s.Close()
 	if err := s.Damage(); err != nil {
 		t.Fatalf("after a Delete: %v", err)
@@ -574,10 +567,7 @@ func TestBatchCountsAHeightOnce(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(dir, Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = openDirWith(t, dir, Options{ReadOnly: true})
 	defer s.Close()
 	l, ok, err := s.readLedger()
 	if err != nil || !ok || l.Records != 3 || l.High != 3 || s.Damage() != nil {

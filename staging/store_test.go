@@ -26,7 +26,14 @@ func testBlock(h uint64) chain.Block {
 // the caller closes it.
 func openDir(t *testing.T, dir string) *Store {
 	t.Helper()
-	s, err := Open(dir, Options{})
+	return openDirWith(t, dir, Options{})
+}
+
+// openDirWith opens the store in dir with opts or fails the test; the
+// caller closes it.
+func openDirWith(t *testing.T, dir string, opts Options) *Store {
+	t.Helper()
+	s, err := Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
