@@ -10,12 +10,7 @@ import (
 )
 
 func TestDeferIndexesFlag(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		env  string
-		want pipeline.IndexMode
-		err  string
-	}{
+	testValueFlag(t, "run", "BLOCKHAUL_DEFER_INDEXES", func(c *pipeline.Config) any { return c.DeferIndexes }, []valueFlagCase{
 		{want: pipeline.IndexesAuto},
 		{args: []string{"--defer-indexes"}, want: pipeline.IndexesAlways},
 		{args: []string{"--defer-indexes=never"}, want: pipeline.IndexesNever},
@@ -25,33 +20,7 @@ func TestDeferIndexesFlag(t *testing.T) {
 		{args: []string{"--defer-indexes=always"}, env: "never", want: pipeline.IndexesAlways},
 		{args: []string{"--defer-indexes=sometimes"}, err: `want auto, always or never, got "sometimes"`},
 		{env: "sometimes", err: "BLOCKHAUL_DEFER_INDEXES"},
-	} {
-		t.Run(strings.Join(tc.args, " ")+" env="+tc.env, func(t *testing.T) {
-			var env []string
-			if tc.env != "" {
-				env = []string{"BLOCKHAUL_DEFER_INDEXES=" + tc.env}
-			}
-			fs, cfg := newFlags("run")
-			err := fs.Parse(tc.args)
-			if err == nil {
-				if p, _ := applyEnv(fs, env); len(p) > 0 {
-					err = &pipeline.ConfigError{Fields: p}
-				}
-			}
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one containing %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if cfg.DeferIndexes != tc.want {
-				t.Fatalf("--defer-indexes is %q, want %q", cfg.DeferIndexes, tc.want)
-			}
-		})
-	}
+	})
 }
 
 // valueFlagCase is one way of setting a flag with a fixed set of values:
