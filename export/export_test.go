@@ -435,15 +435,7 @@ func corruptHeight(t *testing.T, s *staging.Store, h uint64) *staging.Store {
 }
 
 func indexNames(t *testing.T, e *env) []string {
-	rows, err := e.conn.Query(e.ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = 'chain x' AND indexname NOT LIKE '%pkey' ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return names
+	return pgtest.SecondaryIndexes(t, e.conn, "chain x")
 }
 
 func TestDeferAndRestoreIndexes(t *testing.T) {

@@ -15,7 +15,6 @@ import (
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // --indexes decides which secondary indexes exist once a fill completes,
@@ -65,15 +64,7 @@ func secondaryIndexes(t *testing.T, dsn, schema string) []string {
 	t.Helper()
 	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(context.Background(), `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND indexname NOT LIKE '%pkey' ORDER BY indexname`, schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return names
+	return pgtest.SecondaryIndexes(t, conn, schema)
 }
 
 // allCometBFTIndexes names every secondary index of the CometBFT tables

@@ -140,3 +140,18 @@ func ConnectTo(t testing.TB, dsn string) *pgx.Conn {
 	}
 	return conn
 }
+
+// SecondaryIndexes lists by name the indexes of schema that are not
+// primary keys.
+func SecondaryIndexes(t testing.TB, conn *pgx.Conn, schema string) []string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND indexname NOT LIKE '%pkey' ORDER BY indexname`, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
