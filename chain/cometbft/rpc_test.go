@@ -205,17 +205,6 @@ func readRPCExpected(t *testing.T, dir string) rpcExpected {
 	return exp
 }
 
-func tableColumn(t *testing.T, table chain.Table, name string) int {
-	t.Helper()
-	for i, c := range table.Columns {
-		if c.Name == name {
-			return i
-		}
-	}
-	t.Fatalf("table %s has no column %s", table.Name, name)
-	return -1
-}
-
 // The source fetches every recorded height, in spans, by batch or (when the
 // endpoint refuses batches) by single calls; each block is the node's
 // answers byte for byte and decodes to what the node reported.
@@ -269,9 +258,9 @@ func TestRPCSourceReplaysRecordedNode(t *testing.T) {
 
 			d := NewDecoder()
 			tables := d.Tables()
-			numTxs := tableColumn(t, tables[0], "num_txs")
-			hashCol := tableColumn(t, tables[0], "hash")
-			parentCol := tableColumn(t, tables[0], "parent_hash")
+			numTxs := chaintest.ColumnIndex(t, tables[0], "num_txs")
+			hashCol := chaintest.ColumnIndex(t, tables[0], "hash")
+			parentCol := chaintest.ColumnIndex(t, tables[0], "parent_hash")
 			for i, b := range blocks {
 				e := exp.Heights[i]
 				if b.Height != e.Height {

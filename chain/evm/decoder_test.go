@@ -169,17 +169,6 @@ var (
 	}
 )
 
-func colIndex(t *testing.T, table chain.Table, name string) int {
-	t.Helper()
-	for i, c := range table.Columns {
-		if c.Name == name {
-			return i
-		}
-	}
-	t.Fatalf("table %s has no column %s", table.Name, name)
-	return -1
-}
-
 // TestDecodeMatchesReference decodes records with the scanner and with
 // encoding/json and compares every column of every row.
 func TestDecodeMatchesReference(t *testing.T) {
@@ -197,7 +186,7 @@ func checkAgainstReference(t *testing.T, d *Decoder, h uint64, raw []byte) {
 	check := func(table int, row []any, cols []refCol, obj map[string]json.RawMessage, what string) {
 		t.Helper()
 		for _, c := range cols {
-			got := norm(row[colIndex(t, tables[table], c.col)])
+			got := norm(row[chaintest.ColumnIndex(t, tables[table], c.col)])
 			want := refValue(t, obj, c.key, c.kind)
 			if got != want {
 				t.Fatalf("block %d %s %s: decoded %s, reference %s", h, what, c.col, got, want)

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"os"
 	"testing"
+
+	"github.com/blockhaul/blockhaul/chain"
 )
 
 // HashOf is a deterministic 32-byte block hash for height h, so that a test
@@ -50,4 +52,17 @@ func RecordedResult(t testing.TB, path string) json.RawMessage {
 		t.Fatalf("%s: no result (%v)", path, err)
 	}
 	return env.Result
+}
+
+// ColumnIndex is the position of column name in table's rows; a table
+// without it fails the test.
+func ColumnIndex(t testing.TB, table chain.Table, name string) int {
+	t.Helper()
+	for i, c := range table.Columns {
+		if c.Name == name {
+			return i
+		}
+	}
+	t.Fatalf("table %s has no column %s", table.Name, name)
+	return -1
 }
