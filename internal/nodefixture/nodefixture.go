@@ -39,16 +39,8 @@ func Dir(name string) string {
 func Load(t testing.TB, name string) Fixture {
 	t.Helper()
 	dir := Dir(name)
-	f, err := os.Open(filepath.Join(dir, "records.ndjson.zst"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := zstd.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zr.Close()
+	zr, done := openZstd(t, filepath.Join(dir, "records.ndjson.zst"))
+	defer done()
 	sc := bufio.NewScanner(zr)
 	sc.Buffer(nil, 64<<20)
 	fx := Fixture{Dir: dir}
@@ -64,6 +56,21 @@ func Load(t testing.TB, name string) Fixture {
 	return fx
 }
 
+// openZstd opens the zstd file at path for reading; done closes it.
+func openZstd(t testing.TB, path string) (zr *zstd.Decoder, done func()) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err = zstd.NewReader(f)
+	if err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	return zr, func() { zr.Close(); f.Close() }
+}
+
 // Tip is the highest recorded height.
 func (fx Fixture) Tip() uint64 { return uint64(len(fx.Records)) }
 
@@ -72,16 +79,8 @@ func (fx Fixture) Tip() uint64 { return uint64(len(fx.Records)) }
 func (fx Fixture) Unpack(t testing.TB) string {
 	t.Helper()
 	home := t.TempDir()
-	f, err := os.Open(filepath.Join(fx.Dir, "home.tar.zst"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := zstd.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zr.Close()
+	zr, done := openZstd(t, filepath.Join(fx.Dir, "home.tar.zst"))
+	defer done()
 	tr := tar.NewReader(zr)
 	for {
 		hd, err := tr.Next()
