@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -74,16 +73,11 @@ func bestHeadBackfill(have, run HeadBackfillRun) HeadBackfillRun {
 // time (until every process has exited), the processes' CPU and peak RSS,
 // and the rows loaded.
 func headBackfillOnce(ctx context.Context, cfg *Config, bin string, headFrom uint64, one bool) (run HeadBackfillRun, err error) {
-	db, err := createDatabase(ctx, cfg.DatabaseURL, "headbackfill")
+	db, dir, cleanup, err := scratchRun(ctx, cfg, "headbackfill")
 	if err != nil {
 		return run, err
 	}
-	defer func() { err = errors.Join(err, db.drop(ctx)) }()
-	dir, err := os.MkdirTemp(cfg.WorkDir, "blockhaul-bench-headbackfill-")
-	if err != nil {
-		return run, fmt.Errorf("bench: %w", err)
-	}
-	defer os.RemoveAll(dir)
+	defer func() { err = errors.Join(err, cleanup()) }()
 	n := strconv.FormatUint(cfg.HeadBackfillBlocks, 10)
 	common := func(staging string) []string {
 		return []string{"--chain", "cometbft", "--staging", filepath.Join(dir, staging),

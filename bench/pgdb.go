@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
@@ -18,6 +20,24 @@ type scratchDB struct {
 	server string // URL of the server (its maintenance database)
 	name   string
 	url    string
+}
+
+// scratchRun creates, for one measurement named purpose, a scratch
+// database and a work directory; cleanup removes the directory and drops
+// the database, returning the drop's error.
+func scratchRun(ctx context.Context, cfg *Config, purpose string) (db *scratchDB, dir string, cleanup func() error, err error) {
+	db, err = createDatabase(ctx, cfg.DatabaseURL, purpose)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	dir, err = os.MkdirTemp(cfg.WorkDir, "blockhaul-bench-"+purpose+"-")
+	if err != nil {
+		return nil, "", nil, errors.Join(fmt.Errorf("bench: %w", err), db.drop(ctx))
+	}
+	return db, dir, func() error {
+		os.RemoveAll(dir)
+		return db.drop(ctx)
+	}, nil
 }
 
 func createDatabase(ctx context.Context, server, purpose string) (*scratchDB, error) {

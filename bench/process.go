@@ -93,16 +93,11 @@ func buildBlockhaul(ctx context.Context, dir string) (string, error) {
 }
 
 func runProcess(ctx context.Context, cfg *Config, bin string, n uint64) (run ProcessRun, err error) {
-	db, err := createDatabase(ctx, cfg.DatabaseURL, "run")
+	db, dir, cleanup, err := scratchRun(ctx, cfg, "run")
 	if err != nil {
 		return run, err
 	}
-	defer func() { err = errors.Join(err, db.drop(ctx)) }()
-	dir, err := os.MkdirTemp(cfg.WorkDir, "blockhaul-bench-run-")
-	if err != nil {
-		return run, fmt.Errorf("bench: %w", err)
-	}
-	defer os.RemoveAll(dir)
+	defer func() { err = errors.Join(err, cleanup()) }()
 	cmd := exec.CommandContext(ctx, bin, "run",
 		"--chain", "cometbft",
 		"--from", "1", "--to", strconv.FormatUint(n, 10),
