@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/internal/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // TestDigestIsOrderFreeAndSeesOneChangedValue checks the suite's own
@@ -15,10 +14,7 @@ func TestDigestIsOrderFreeAndSeesOneChangedValue(t *testing.T) {
 	ctx := context.Background()
 	fill := func(order string) string {
 		dsn := pgtest.NewDatabase(t)
-		c, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := pgtest.ConnectTo(t, dsn)
 		defer c.Close(ctx)
 		if _, err := c.Exec(ctx, `CREATE SCHEMA s;
 CREATE TABLE s.blocks (height bigint PRIMARY KEY, hash bytea);
@@ -35,10 +31,7 @@ INSERT INTO s.blocks SELECT h, sha256(h::text::bytea) FROM generate_series(1, 3)
 	if d := diffDigests(da, db, nil); len(d) > 0 {
 		t.Fatalf("same rows in another order differ: %v", d)
 	}
-	c, err := pgx.Connect(ctx, b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := pgtest.ConnectTo(t, b)
 	defer c.Close(ctx)
 	if _, err := c.Exec(ctx, `UPDATE s.blocks SET hash = '\x00' WHERE height = 2`); err != nil {
 		t.Fatal(err)

@@ -17,7 +17,6 @@ import (
 	"github.com/blockhaul/blockhaul/internal/crashpoint"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/monitor"
-	"github.com/jackc/pgx/v5"
 )
 
 // scrapeSum adds up every sample of a metric (all its label sets) on
@@ -52,10 +51,7 @@ func TestRunRidesOutTerminatedBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	dsn := pgtest.NewDatabase(t)
-	admin, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := pgtest.ConnectTo(t, dsn)
 	defer admin.Close(context.Background())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -107,10 +103,7 @@ func TestRunRidesOutTerminatedBackend(t *testing.T) {
 // naming the cause.
 func TestRunWithoutRetriesFailsNamingTheCause(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
-	admin, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := pgtest.ConnectTo(t, dsn)
 	defer admin.Close(context.Background())
 	var hits atomic.Int64
 	restore := crashpoint.Set(func(ctx context.Context, p crashpoint.Point) error {
@@ -125,7 +118,7 @@ func TestRunWithoutRetriesFailsNamingTheCause(t *testing.T) {
 	cfg := testConfig(CmdRun, dsn, filepath.Join(t.TempDir(), "s"), nil, 1, 600)
 	cfg.Source = newCounting(1000)
 	cfg.PGRetries = 0
-	_, err = Run(context.Background(), cfg, io.Discard, quiet)
+	_, err := Run(context.Background(), cfg, io.Discard, quiet)
 	if ExitCode(err) != ExitFailed || !strings.Contains(err.Error(), "retries are off") || !strings.Contains(err.Error(), "terminating connection") {
 		t.Fatalf("exit %d: %v", ExitCode(err), err)
 	}

@@ -22,10 +22,7 @@ func run(t *testing.T, cfg Config) error {
 // schemas lists the non-system schemas of dsn.
 func schemas(t *testing.T, dsn string) []string {
 	t.Helper()
-	c, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := pgtest.ConnectTo(t, dsn)
 	defer c.Close(context.Background())
 	rows, err := c.Query(context.Background(), `SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg_%' AND nspname NOT IN ('information_schema', 'public') ORDER BY 1`)
 	if err != nil {

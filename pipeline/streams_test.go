@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/internal/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // TestExportStreamsMatchOneStream: export --export-streams 3 of a staged
@@ -31,10 +30,7 @@ func TestExportStreamsMatchOneStream(t *testing.T) {
 	if a, b := fingerprint(t, one), fingerprint(t, three); a != b {
 		t.Fatalf("3 streams:\n%s\none stream:\n%s", b, a)
 	}
-	conn, err := pgx.Connect(context.Background(), three)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, three)
 	defer conn.Close(context.Background())
 	var st string
 	var last int64

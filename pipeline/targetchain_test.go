@@ -27,10 +27,7 @@ import (
 func targetState(t *testing.T, dsn, schema string) string {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(ctx)
 	var tables []string
 	rows, err := conn.Query(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name", schema)
@@ -224,10 +221,7 @@ func TestEveryWriterRefusesAnotherChainAndLeavesBothStores(t *testing.T) {
 func dropChainTable(t *testing.T, dsn, schema string) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "DROP TABLE "+pgx.Identifier{schema, "blockhaul_chain"}.Sanitize()); err != nil {
 		t.Fatal(err)
@@ -237,10 +231,7 @@ func dropChainTable(t *testing.T, dsn, schema string) {
 func chainRecord(t *testing.T, dsn, schema string) export.ChainRecord {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(ctx)
 	rec, ok, err := export.ReadChainRecord(ctx, conn, schema)
 	if err != nil || !ok {

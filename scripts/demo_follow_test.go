@@ -13,7 +13,6 @@ import (
 
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/internal/testbin"
-	"github.com/jackc/pgx/v5"
 )
 
 // TestDemoFollow runs make demo-follow's script on a short chain: follow
@@ -28,10 +27,7 @@ func TestDemoFollow(t *testing.T) {
 	base := pgtest.BaseURL()
 	db := fmt.Sprintf("bh_demo_follow_test_%d", time.Now().UnixNano())
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, base)
 	defer conn.Close(ctx)
 	t.Cleanup(func() { conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)") })
 

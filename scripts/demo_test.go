@@ -53,10 +53,7 @@ func TestDemoPrepare(t *testing.T) {
 		kv += " password=" + pc.Password
 	}
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := pgtest.ConnectTo(t, base)
 	defer conn.Close(ctx)
 	suffix := time.Now().UnixNano()
 	demo, foreign := fmt.Sprintf("bh_demo_test_%d", suffix), fmt.Sprintf("bh_demo_foreign_%d", suffix)

@@ -39,10 +39,7 @@ func runArgs(cmd, dsn, staging string, from, to int) []string {
 
 func connect(t *testing.T, dsn string) *pgx.Conn {
 	t.Helper()
-	c, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := pgtest.ConnectTo(t, dsn)
 	t.Cleanup(func() { c.Close(context.Background()) })
 	return c
 }
