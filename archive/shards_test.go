@@ -10,7 +10,21 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/staging"
+	"gocloud.dev/blob"
 )
+
+// localBucket opens a snapshot location in a new temporary directory; it
+// is closed when the test ends.
+func localBucket(t *testing.T) (*blob.Bucket, string) {
+	t.Helper()
+	loc := filepath.Join(t.TempDir(), "snapshots")
+	bucket, err := OpenBucket(context.Background(), loc, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bucket.Close() })
+	return bucket, loc
+}
 
 // TestRestoreShardsMergesEveryShard: three shards' snapshots under one
 // location, written in the order 2, 0, 1, restore and merge into one store
@@ -18,12 +32,7 @@ import (
 func TestRestoreShardsMergesEveryShard(t *testing.T) {
 	f := families()[0]
 	ctx := context.Background()
-	loc := filepath.Join(t.TempDir(), "snapshots")
-	bucket, err := OpenBucket(ctx, loc, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bucket.Close()
+	bucket, loc := localBucket(t)
 	shards := []Shard{{0, true, 1, 99}, {1, true, 100, 199}, {2, true, 200, 250}}
 	for _, i := range []int{2, 0, 1} {
 		s := stage(t, filepath.Join(t.TempDir(), "s"), f, shards[i].From, shards[i].To)
@@ -60,12 +69,7 @@ func TestRestoreShardsMergesEveryShard(t *testing.T) {
 func TestRestoreShardsNamesWhatIsMissing(t *testing.T) {
 	f := families()[0]
 	ctx := context.Background()
-	loc := filepath.Join(t.TempDir(), "snapshots")
-	bucket, err := OpenBucket(ctx, loc, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bucket.Close()
+	bucket, loc := localBucket(t)
 	for i, r := range [][2]uint64{{1, 99}, {300, 350}} {
 		s := stage(t, filepath.Join(t.TempDir(), "s"), f, r[0], r[1])
 		if _, err := Snapshot(ctx, s, ShardBucket(bucket, i), loc); err != nil {
@@ -74,7 +78,7 @@ func TestRestoreShardsNamesWhatIsMissing(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "merged")
 	shards := []Shard{{0, true, 1, 99}, {1, true, 100, 199}, {2, true, 200, 299}}
-	_, err = RestoreShards(ctx, bucket, loc, dir, shards, 0, slog.New(slog.DiscardHandler))
+	_, err := RestoreShards(ctx, bucket, loc, dir, shards, 0, slog.New(slog.DiscardHandler))
 	var me *ShardsMissingError
 	if !errors.As(err, &me) {
 		t.Fatalf("got %v, want a *ShardsMissingError", err)
