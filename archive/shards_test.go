@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/staging"
 	"gocloud.dev/blob"
 )
@@ -49,10 +50,7 @@ func TestRestoreShardsMergesEveryShard(t *testing.T) {
 	if r.Merged != 250 || len(r.Shards) != 3 {
 		t.Errorf("merged %d blocks from %d shards, want 250 from 3", r.Merged, len(r.Shards))
 	}
-	s, err := staging.Open(dir, staging.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stagingtest.Open(t, dir, staging.Options{ReadOnly: true})
 	rs, err := s.Staged(0, 1<<40)
 	s.Close()
 	if err != nil || len(rs) != 1 || rs[0].From != 1 || rs[0].To != 250 {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/staging"
 )
 
@@ -86,10 +87,7 @@ func TestSnapshotWhileWritingRestoresAndVerifies(t *testing.T) {
 		if rr.Verify.Problems() != 0 || len(reps[i].Staged) != 1 || reps[i].Staged[0].From != 1 {
 			t.Fatalf("restored from %s: %s, manifest staged %v", d, summary(rr.Verify), reps[i].Staged)
 		}
-		got, err := staging.Open(dir, staging.Options{ReadOnly: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := stagingtest.Open(t, dir, staging.Options{ReadOnly: true})
 		rs, err := got.Staged(0, 1<<40)
 		got.Close()
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/chain/evm"
 	"github.com/blockhaul/blockhaul/chain/evmsynth"
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/staging"
 )
 
@@ -44,10 +45,7 @@ func families() []family {
 // in dir.
 func stage(t *testing.T, dir string, f family, from, to uint64) *staging.Store {
 	t.Helper()
-	s, err := staging.Open(dir, staging.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stagingtest.Open(t, dir, staging.Options{})
 	t.Cleanup(func() { s.Close() })
 	if err := s.Bind(f.fam, f.chainID); err != nil {
 		t.Fatal(err)
@@ -203,10 +201,7 @@ func TestVerifyFindsGapsBreaksAndWrongHashes(t *testing.T) {
 func TestVerifyDamagedBlobFile(t *testing.T) {
 	f := families()[0]
 	dir := t.TempDir()
-	s, err := staging.Open(dir, staging.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stagingtest.Open(t, dir, staging.Options{})
 	if err := s.Bind(f.fam, f.chainID); err != nil {
 		t.Fatal(err)
 	}
@@ -237,10 +232,7 @@ func TestVerifyDamagedBlobFile(t *testing.T) {
 	if err := os.WriteFile(blobs[0], data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err = staging.Open(dir, staging.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = stagingtest.Open(t, dir, staging.Options{ReadOnly: true})
 	defer s.Close()
 	r, err := Verify(s, VerifyConfig{})
 	if err != nil {

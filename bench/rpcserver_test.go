@@ -15,6 +15,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/chain/evm"
 	"github.com/blockhaul/blockhaul/chain/evmsynth"
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
 )
@@ -179,10 +180,7 @@ func TestFetchThroughServerStagesTheSyntheticChain(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer src.(interface{ Close() }).Close()
-			store, err := staging.Open(t.TempDir(), staging.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			store := stagingtest.Open(t, t.TempDir(), staging.Options{})
 			defer store.Close()
 			st, err := loader.Fetch(context.Background(), src, store, 1, 40, loader.Config{Workers: 4, Span: 8}, nil)
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/internal/chaintest"
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
@@ -66,10 +67,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
-	store, err := staging.Open(t.TempDir(), staging.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := stagingtest.Open(t, t.TempDir(), staging.Options{})
 	t.Cleanup(func() { store.Close() })
 	if err := store.Bind(chain.FamilyCometBFT, "test"); err != nil {
 		t.Fatal(err)
@@ -426,10 +424,7 @@ func corruptHeight(t *testing.T, s *staging.Store, h uint64) *staging.Store {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	reopened, err := staging.Open(dir, staging.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reopened := stagingtest.Open(t, dir, staging.Options{})
 	t.Cleanup(func() { reopened.Close() })
 	return reopened
 }

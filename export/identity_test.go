@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
 )
@@ -19,10 +20,7 @@ import (
 // blocks.
 func otherStore(t *testing.T, chainID string, from, to uint64) *staging.Store {
 	t.Helper()
-	s, err := staging.Open(t.TempDir(), staging.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stagingtest.Open(t, t.TempDir(), staging.Options{})
 	t.Cleanup(func() { s.Close() })
 	if err := s.Bind(chain.FamilyCometBFT, chainID); err != nil {
 		t.Fatal(err)

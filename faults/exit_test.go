@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -137,10 +138,7 @@ func replaceWithOtherChain(t *testing.T, dir string, h uint64) {
 	if err != nil || len(blocks) != 1 {
 		t.Fatalf("synthetic block %d: %v", h, err)
 	}
-	st, err := staging.Open(filepath.Clean(dir), staging.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := stagingtest.Open(t, filepath.Clean(dir), staging.Options{})
 	defer st.Close()
 	if err := st.Delete(h, h); err != nil {
 		t.Fatal(err)

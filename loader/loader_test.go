@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/blockhaul/blockhaul/internal/chaintest"
 	"reflect"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/blockhaul/blockhaul/internal/chaintest"
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/internal/fault"
@@ -65,10 +67,7 @@ func (f *fakeSource) Fetch(ctx context.Context, from, to uint64) ([]chain.Block,
 }
 
 func openStore(t *testing.T) *staging.Store {
-	s, err := staging.Open(t.TempDir(), staging.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stagingtest.Open(t, t.TempDir(), staging.Options{})
 	t.Cleanup(func() { s.Close() })
 	return s
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
 	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/staging"
 )
 
@@ -736,10 +737,7 @@ func TestSnapshotAndRestoreCommands(t *testing.T) {
 	if _, err := cmd(CmdRestore, stg, dest); ExitCode(err) != ExitConfig || !errorsAs(err, &notEmpty) {
 		t.Errorf("restore over a store: exit %d, %v", ExitCode(err), err)
 	}
-	s, err := staging.Open(restored, staging.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stagingtest.Open(t, restored, staging.Options{ReadOnly: true})
 	defer s.Close()
 	if rs, err := s.Staged(0, 1<<40); err != nil || len(rs) != 1 || rs[0] != (staging.Range{From: 1, To: 120}) {
 		t.Fatalf("restored store holds %v (%v), want 1-120", rs, err)

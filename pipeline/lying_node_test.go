@@ -18,6 +18,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/staging"
 )
 
@@ -83,10 +84,7 @@ func TestRunLyingNodeFailsNamingBlockEndpointAndHashes(t *testing.T) {
 			t.Errorf("error %q does not name %q", msg, want)
 		}
 	}
-	store, err := staging.Open(cfg.Staging, staging.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := stagingtest.Open(t, cfg.Staging, staging.Options{})
 	defer store.Close()
 	for _, h := range []uint64{16, 40} {
 		if b, err := store.Get(h); err == nil {
@@ -108,10 +106,7 @@ func TestRunLyingNodeRetriedOnAnotherEndpoint(t *testing.T) {
 	if _, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
-	store, err := staging.Open(cfg.Staging, staging.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := stagingtest.Open(t, cfg.Staging, staging.Options{})
 	defer store.Close()
 	for _, h := range []uint64{16, 40} {
 		b, err := store.Get(h)
@@ -147,10 +142,7 @@ func TestExportNamesTheWrongBlockAndARefetchRepairsIt(t *testing.T) {
 	if _, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatalf("run after the break: %v", err)
 	}
-	store, err := staging.Open(cfg.Staging, staging.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := stagingtest.Open(t, cfg.Staging, staging.Options{})
 	defer store.Close()
 	b, err := store.Get(16)
 	if err != nil {
@@ -174,10 +166,7 @@ func stageRecorded(t *testing.T, cfg Config, node *cometReplay, to uint64, mutat
 	if err := json.Unmarshal(node.status, &st); err != nil {
 		t.Fatal(err)
 	}
-	store, err := staging.Open(cfg.Staging, staging.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := stagingtest.Open(t, cfg.Staging, staging.Options{})
 	if err := store.Bind(chain.FamilyCometBFT, st.NodeInfo.Network); err != nil {
 		t.Fatal(err)
 	}
@@ -246,10 +235,7 @@ func TestExportRemovesBothBlocksOfAnUnlinkedPairAndARefetchRepairsThem(t *testin
 	})
 
 	exportBreaks(t, cfg, "blocks 15 and 16 each hash correctly but do not link")
-	store, err := staging.Open(cfg.Staging, staging.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := stagingtest.Open(t, cfg.Staging, staging.Options{})
 	for _, h := range []uint64{15, 16} {
 		if _, err := store.Get(h); !errors.Is(err, staging.ErrNotFound) {
 			t.Errorf("block %d still staged after the break (err %v)", h, err)
@@ -261,10 +247,7 @@ func TestExportRemovesBothBlocksOfAnUnlinkedPairAndARefetchRepairsThem(t *testin
 	if _, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatalf("run after the break: %v", err)
 	}
-	store, err = staging.Open(cfg.Staging, staging.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store = stagingtest.Open(t, cfg.Staging, staging.Options{})
 	defer store.Close()
 	for _, h := range []uint64{15, 16} {
 		b, err := store.Get(h)

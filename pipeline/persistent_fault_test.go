@@ -18,6 +18,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/staging"
 )
 
@@ -169,10 +170,7 @@ func TestRunRetriesTransientParentMismatch(t *testing.T) {
 
 func openStaged(t *testing.T, dir string) *staging.Store {
 	t.Helper()
-	s, err := staging.Open(dir, staging.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stagingtest.Open(t, dir, staging.Options{ReadOnly: true})
 	t.Cleanup(func() { s.Close() })
 	return s
 }

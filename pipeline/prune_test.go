@@ -9,6 +9,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/staging"
 )
 
@@ -100,10 +101,7 @@ func runPrune(stg string, below uint64, force, dry bool) (string, error) {
 // stagedIn is what the store in stg holds.
 func stagedIn(t *testing.T, stg string) []staging.Range {
 	t.Helper()
-	s, err := staging.Open(stg, staging.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stagingtest.Open(t, stg, staging.Options{ReadOnly: true})
 	defer s.Close()
 	rs, err := s.Staged(0, 1<<40)
 	if err != nil {

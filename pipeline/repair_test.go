@@ -17,6 +17,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/internal/storetest"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/cockroachdb/pebble/v2"
@@ -83,10 +84,7 @@ func (quietPebble) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)
 // staged hash (what a lying node left before staging verified).
 func replaceRaw(t *testing.T, dir string, h, from uint64) {
 	t.Helper()
-	s, err := staging.Open(dir, staging.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stagingtest.Open(t, dir, staging.Options{})
 	defer s.Close()
 	orig, err := s.Get(h)
 	if err != nil {
@@ -133,10 +131,7 @@ func TestRepairCorruptAndMissingRecords(t *testing.T) {
 			flipRecords(t, stg, flipped)
 			replaceRaw(t, stg, 700, 900)
 			replaceRaw(t, stg, 701, 1200)
-			s, err := staging.Open(stg, staging.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := stagingtest.Open(t, stg, staging.Options{})
 			if err := s.Delete(400, 420); err != nil {
 				t.Fatal(err)
 			}

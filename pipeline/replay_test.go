@@ -16,6 +16,7 @@ import (
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/internal/crashpoint"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/staging"
 )
 
@@ -117,10 +118,7 @@ func TestReplayBesideFollow(t *testing.T) {
 		t.Fatalf("follow ended before fetching: %v", followErr)
 	}
 
-	store, err := staging.Open(stg, staging.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := stagingtest.Open(t, stg, staging.Options{ReadOnly: true})
 	defer store.Close()
 	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(ctx)

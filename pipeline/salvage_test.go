@@ -16,6 +16,7 @@ import (
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/internal/storetest"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
@@ -53,10 +54,7 @@ func salvageFixture(t *testing.T, chainName string, to uint64, mirror bool) (stg
 	t.Helper()
 	stg = archiveFixture(t, chainName, to)
 	if mirror {
-		s, err := staging.Open(stg, staging.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := stagingtest.Open(t, stg, staging.Options{})
 		for _, target := range []string{"pg-a/public/head", "pg-b/public/backfill-1-100"} {
 			if err := s.SetMirror(target, staging.Checkpoint{From: 1, Height: to / 2, Hash: []byte{1, 2, 3}, Updated: time.Unix(1700000000, 0).UTC()}); err != nil {
 				t.Fatal(err)

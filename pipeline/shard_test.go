@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/staging"
 )
 
@@ -199,10 +200,7 @@ func TestShardedFetchStagesItsSliceOnly(t *testing.T) {
 			}
 			continue
 		}
-		st, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := stagingtest.Open(t, cfg.Staging, staging.Options{ReadOnly: true})
 		got, err := st.Staged(0, 1000)
 		st.Close()
 		if err != nil || !reflect.DeepEqual(got, want[i:i+1]) {
@@ -214,10 +212,7 @@ func TestShardedFetchStagesItsSliceOnly(t *testing.T) {
 			t.Fatalf("merge shard %d: %v", i, err)
 		}
 	}
-	st, err := staging.Open(merged, staging.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := stagingtest.Open(t, merged, staging.Options{ReadOnly: true})
 	defer st.Close()
 	if got, err := st.Staged(0, 1000); err != nil || !reflect.DeepEqual(got, []staging.Range{{From: from, To: to}}) {
 		t.Fatalf("merged store holds %v (err %v), want %d-%d", got, err, from, to)

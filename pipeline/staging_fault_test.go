@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/staging"
 )
 
@@ -40,10 +41,7 @@ func TestExitCodeOfStagingFaults(t *testing.T) {
 // heights as plain gaps.
 func TestStatusSaysTheStoreIsDamaged(t *testing.T) {
 	dir := t.TempDir()
-	st, err := staging.Open(dir, staging.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := stagingtest.Open(t, dir, staging.Options{})
 	if err := st.Bind(chain.FamilyCometBFT, "test-1"); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
 )
@@ -74,10 +75,7 @@ func stagingState(t *testing.T, dir string) string {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return "none"
 	}
-	s, err := staging.Open(dir, staging.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stagingtest.Open(t, dir, staging.Options{ReadOnly: true})
 	defer s.Close()
 	id, bound := s.Identity()
 	lo, hi, any, err := s.Bounds()
@@ -151,10 +149,7 @@ func TestEveryWriterRefusesAnotherChainAndLeavesBothStores(t *testing.T) {
 				mustRunCfg(t, m)
 			}
 			otherHash := func() []byte {
-				s, err := staging.Open(other, staging.Options{ReadOnly: true})
-				if err != nil {
-					t.Fatal(err)
-				}
+				s := stagingtest.Open(t, other, staging.Options{ReadOnly: true})
 				defer s.Close()
 				h, _, err := s.Header(rec.Height)
 				if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/internal/nodefixture"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
 )
@@ -89,10 +90,7 @@ func stage(t testing.TB, src loader.Source, to uint64) *staging.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	store, err := staging.Open(t.TempDir(), staging.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := stagingtest.Open(t, t.TempDir(), staging.Options{})
 	t.Cleanup(func() { store.Close() })
 	if _, err := loader.Fetch(ctx, src, store, 1, to, loader.Config{Verify: cometbft.VerifyBlock}, nil); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/internal/nodefixture"
+	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
 )
@@ -29,10 +30,7 @@ func dbmOpenWritable(dir, name string) (dbm.DB, error) {
 // returns how many heights it staged and its error.
 func fetchInto(t *testing.T, src loader.Source, from, to uint64) (int, error) {
 	t.Helper()
-	st, err := staging.Open(t.TempDir(), staging.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := stagingtest.Open(t, t.TempDir(), staging.Options{})
 	defer st.Close()
 	_, ferr := loader.Fetch(context.Background(), src, st, from, to, loader.Config{Verify: cometbft.VerifyBlock}, nil)
 	missing, err := st.Missing(from, to)
