@@ -90,13 +90,8 @@ func mergeTableName(t chain.Table) string { return "blockhaul_merge_" + t.Name }
 func commitBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chain.Table, cp *copier, chk *chainCheck, b batch, last, merge bool) error {
 	qs := chain.QuoteIdent(cfg.Schema)
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if err := chk.confirm(ctx, tx, cfg.Schema, b); err != nil {
+		if err := startBatchTx(ctx, tx, chk, cfg.Schema, b, cfg.SyncCommit, last); err != nil {
 			return err
-		}
-		if !cfg.SyncCommit && !last {
-			if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
-				return err
-			}
 		}
 		if !merge {
 			if _, err := cp.sendAll(ctx, tx, tables, b.rows); err != nil {
@@ -113,6 +108,21 @@ func commitBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chai
 		}
 		return saveAndCommit(ctx, tx, cfg, b)
 	})
+}
+
+// startBatchTx begins a batch's transaction: its blocks confirmed against
+// the target's chain, then synchronous_commit off for every batch but the
+// last unless syncCommit.
+func startBatchTx(ctx context.Context, tx pgx.Tx, chk *chainCheck, schema string, b batch, syncCommit, last bool) error {
+	if err := chk.confirm(ctx, tx, schema, b); err != nil {
+		return err
+	}
+	if !syncCommit && !last {
+		if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // saveAndCommit ends a batch's transaction once its rows are written: the

@@ -395,13 +395,8 @@ func replayChunk(ctx context.Context, conn *pgx.Conn, store *staging.Store, dec 
 func commitReplayChunk(ctx context.Context, conn *pgx.Conn, cfg *ReplayConfig, tables []chain.Table, cp *copier, chk *chainCheck, a *anchor, b batch, last bool) error {
 	qs := chain.QuoteIdent(cfg.Schema)
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if err := chk.confirm(ctx, tx, cfg.Schema, b); err != nil {
+		if err := startBatchTx(ctx, tx, chk, cfg.Schema, b, cfg.SyncCommit, last); err != nil {
 			return err
-		}
-		if !cfg.SyncCommit && !last {
-			if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
-				return err
-			}
 		}
 		if a != nil {
 			if err := checkAnchor(ctx, tx, a, b); err != nil {
