@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/internal/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 func run(t *testing.T, cfg Config) error {
@@ -24,15 +23,7 @@ func schemas(t *testing.T, dsn string) []string {
 	t.Helper()
 	c := pgtest.ConnectTo(t, dsn)
 	defer c.Close(context.Background())
-	rows, err := c.Query(context.Background(), `SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg_%' AND nspname NOT IN ('information_schema', 'public') ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return pgtest.Strings(t, c, `SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg_%' AND nspname NOT IN ('information_schema', 'public') ORDER BY 1`)
 }
 
 // TestJobRefusedForAnotherChainsStagingLeavesNothing: run, export and

@@ -145,13 +145,20 @@ func ConnectTo(t testing.TB, dsn string) *pgx.Conn {
 // primary keys.
 func SecondaryIndexes(t testing.TB, conn *pgx.Conn, schema string) []string {
 	t.Helper()
-	rows, err := conn.Query(context.Background(), `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND indexname NOT LIKE '%pkey' ORDER BY indexname`, schema)
+	return Strings(t, conn, `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND indexname NOT LIKE '%pkey' ORDER BY indexname`, schema)
+}
+
+// Strings runs a query of one text column and returns its rows, or fails
+// the test.
+func Strings(t testing.TB, conn *pgx.Conn, sql string, args ...any) []string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), sql, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		t.Fatal(err)
 	}
-	return names
+	return out
 }
