@@ -1,7 +1,8 @@
 package staging
 
 import (
-	"os"
+	"errors"
+	iofs "io/fs"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -49,14 +50,20 @@ func dirUsage(fs vfs.FS, dir string) (Usage, error) {
 		p := fs.PathJoin(dir, name)
 		fi, err := fs.Stat(p)
 		if err != nil {
-			if os.IsNotExist(err) {
-				continue // removed since the listing (Pebble deletes obsolete files in the background)
+			if errors.Is(err, iofs.ErrNotExist) {
+				// Removed since the listing: Pebble deletes obsolete files
+				// in the background (its stat error is wrapped, which
+				// os.IsNotExist does not look through).
+				continue
 			}
 			return u, err
 		}
 		switch {
 		case fi.IsDir():
 			sub, err := dirUsage(fs, p)
+			if errors.Is(err, iofs.ErrNotExist) {
+				continue
+			}
 			if err != nil {
 				return u, err
 			}
