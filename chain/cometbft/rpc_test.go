@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,13 +40,12 @@ type replayNode struct {
 	tamper func(method string, h uint64, result json.RawMessage) json.RawMessage
 
 	requests, batches atomic.Int64
-	mu                sync.Mutex
-	calls             map[string]int // method → calls answered
+	calls             rpcserve.MethodCalls // answered
 }
 
 func newReplayNode(t *testing.T, dir string) *replayNode {
 	t.Helper()
-	n := &replayNode{results: map[string]json.RawMessage{}, lowest: ^uint64(0), calls: map[string]int{}}
+	n := &replayNode{results: map[string]json.RawMessage{}, lowest: ^uint64(0)}
 	n.status = chaintest.RecordedResult(t, filepath.Join(dir, "status.json"))
 	var st statusResult
 	if err := json.Unmarshal(n.status, &st); err != nil {
@@ -82,9 +80,7 @@ func (n *replayNode) start(t *testing.T) *httptest.Server {
 }
 
 func (n *replayNode) called(method string) int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.calls[method]
+	return n.calls.Of(method)
 }
 
 type replayRequest struct {
@@ -113,11 +109,8 @@ func (n *replayNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // answer appends the response to one request, as the node would send it.
 func (n *replayNode) answer(out []byte, req replayRequest) []byte {
-	n.mu.Lock()
-	n.calls[req.Method]++
-	n.mu.Unlock()
-	out = append(out, `{"jsonrpc":"2.0","id":`...)
-	out = append(out, req.ID...)
+	n.calls.Add(req.Method)
+	out = rpcserve.OpenAnswer(out, req.ID)
 	fail := func(code int, msg, data string) []byte {
 		out = fmt.Appendf(out, `,"error":{"code":%d,"message":%q`, code, msg)
 		if data != "" {

@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,8 +41,7 @@ type gethReplay struct {
 	tamper func(method, param string, result json.RawMessage) json.RawMessage
 
 	requests atomic.Int64
-	mu       sync.Mutex
-	calls    map[string]int // method → calls
+	calls    rpcserve.MethodCalls // answered
 }
 
 func newGethReplay(t *testing.T) *gethReplay {
@@ -54,7 +52,6 @@ func newGethReplay(t *testing.T) *gethReplay {
 		blocks:      map[uint64]json.RawMessage{},
 		receipts:    map[uint64]json.RawMessage{},
 		txReceipts:  map[string]json.RawMessage{},
-		calls:       map[string]int{},
 	}
 	for h := uint64(0); ; h++ {
 		if _, err := os.Stat(filepath.Join(gethReplayDir, fmt.Sprintf("block_%d.json", h))); err != nil {
@@ -97,9 +94,7 @@ func (g *gethReplay) start(t *testing.T) *httptest.Server {
 }
 
 func (g *gethReplay) called(method string) int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.calls[method]
+	return g.calls.Of(method)
 }
 
 type gethRequest struct {
@@ -114,11 +109,8 @@ func (g *gethReplay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *gethReplay) answer(out []byte, req gethRequest) []byte {
-	g.mu.Lock()
-	g.calls[req.Method]++
-	g.mu.Unlock()
-	out = append(out, `{"jsonrpc":"2.0","id":`...)
-	out = append(out, req.ID...)
+	g.calls.Add(req.Method)
+	out = rpcserve.OpenAnswer(out, req.ID)
 	fail := func(code int, msg string) []byte {
 		return fmt.Appendf(out, `,"error":{"code":%d,"message":%q}}`, code, msg)
 	}

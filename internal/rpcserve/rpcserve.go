@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // ParamHeight reads the height of a call: {"height": "5"|5} or ["5"|5|"0x5", …].
@@ -114,4 +115,36 @@ func Serve[C any](w http.ResponseWriter, r *http.Request, answer func(out []byte
 		return
 	}
 	w.Write(answer(nil, c))
+}
+
+// MethodCalls counts the calls a server answered, by method. Its zero
+// value is ready; it is safe for concurrent use.
+type MethodCalls struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// Add counts one call of method.
+func (c *MethodCalls) Add(method string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[method]++
+}
+
+// Of is how many calls of method were counted.
+func (c *MethodCalls) Of(method string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[method]
+}
+
+// OpenAnswer appends the start of the response to the call id,
+// `{"jsonrpc":"2.0","id":<id>`; the caller appends the result or error
+// member and the closing brace.
+func OpenAnswer(out []byte, id json.RawMessage) []byte {
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	return append(out, id...)
 }
