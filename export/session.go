@@ -85,8 +85,11 @@ func Dial(ctx context.Context, dial func(ctx context.Context) (*pgx.Conn, error)
 		case err == nil:
 			s.conn = conn
 			return s, nil
-		case ctx.Err() != nil || !errors.As(err, &pe):
-			return nil, fmt.Errorf("export: connect: %w (no server answered, so it is not retried: check the host and port)", err)
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("export: connect: %w", err)
+		case !errors.As(err, &pe):
+			// Failed, not Transient: nothing around it retries it either.
+			return nil, fault.Errorf(fault.Failed, "export: connect: %w (no server answered, so it is not retried: check the host and port)", err)
 		}
 	}
 	if err := s.Do(ctx, "connect", func(context.Context, *pgx.Conn) error { return nil }); err != nil {

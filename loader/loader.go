@@ -34,6 +34,11 @@ type Config struct {
 	// BaseBackoff and MaxBackoff bound the exponential backoff (full
 	// jitter) between retries. Defaults 200ms and 10s.
 	BaseBackoff, MaxBackoff time.Duration
+	// DownAfter bounds an outage: a fetch whose source serves no span for
+	// this long, every span failing, ends with a *DownError. Until then a
+	// span's failures while the source serves nothing do not spend its
+	// budget (see spanJob). Default 2m.
+	DownAfter time.Duration
 	// BatchBytes is the compressed size at which the writer commits a
 	// staging batch. Default 8 MiB.
 	BatchBytes int
@@ -58,6 +63,10 @@ type Config struct {
 	// bounded distance ahead of export. An error stops the fetch.
 	Gate func(ctx context.Context, to uint64) error
 }
+
+// DefaultDownAfter is Config.DownAfter's default: a node restarting comes
+// back within it.
+const DefaultDownAfter = 2 * time.Minute
 
 // CommitStats describes one staging commit.
 type CommitStats struct {
@@ -84,6 +93,9 @@ func (c *Config) EnsureDefaults() {
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = 10 * time.Second
 	}
+	if c.DownAfter == 0 {
+		c.DownAfter = DefaultDownAfter
+	}
 	if c.BatchBytes == 0 {
 		c.BatchBytes = 8 << 20
 	}
@@ -103,6 +115,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRetries < 0 {
 		errs = append(errs, fmt.Errorf("loader: max retries must not be negative, got %d", c.MaxRetries))
+	}
+	if c.DownAfter < 0 {
+		errs = append(errs, fmt.Errorf("loader: down-after must not be negative, got %s", c.DownAfter))
 	}
 	return errors.Join(errs...)
 }
@@ -223,6 +238,7 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 	})
 	var retries countingRetries
 	q := newRetryQueue()
+	health := newSourceHealth(start)
 	var workers sync.WaitGroup
 	for w := 0; w < cfg.Workers; w++ {
 		workers.Add(1)
@@ -250,12 +266,12 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 						return gctx.Err()
 					}
 				}
-				blocks, err := fetchSpan(gctx, src, &j, &cfg)
+				blocks, err := fetchSpan(gctx, src, &j, &cfg, health)
 				if err != nil {
 					if gctx.Err() != nil {
 						return gctx.Err()
 					}
-					if again, ferr := j.failed(err, &cfg); ferr != nil {
+					if again, ferr := j.failed(err, &cfg, health); ferr != nil {
 						return ferr
 					} else if again != nil {
 						retries.n.Add(1)
@@ -269,6 +285,7 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 					continue
 				}
 				q.finished()
+				health.ok()
 				if cfg.OnFetched != nil {
 					cfg.OnFetched(len(blocks))
 				}
@@ -355,9 +372,9 @@ func write(ctx context.Context, store *staging.Store, fetched <-chan fetchedSpan
 }
 
 // fetchSpan makes one attempt at j's span (waiting first until its
-// backoff ends) and checks that the source returned exactly the blocks
+// backoff ends, and noting whether the source is down as it starts) and checks that the source returned exactly the blocks
 // asked for. Retrying is the worker's: see spanJob.failed.
-func fetchSpan(ctx context.Context, src Source, j *spanJob, cfg *Config) ([]chain.Block, error) {
+func fetchSpan(ctx context.Context, src Source, j *spanJob, cfg *Config, health *sourceHealth) ([]chain.Block, error) {
 	if d := time.Until(j.notBefore); d > 0 {
 		t := time.NewTimer(d)
 		select {
@@ -367,6 +384,7 @@ func fetchSpan(ctx context.Context, src Source, j *spanJob, cfg *Config) ([]chai
 			return nil, ctx.Err()
 		}
 	}
+	j.inOutage = j.inOutage || health.isDown()
 	blocks, err := src.Fetch(ctx, j.span.From, j.span.To)
 	if err == nil {
 		err = check(j.span, blocks, cfg.Verify)

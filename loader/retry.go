@@ -2,6 +2,7 @@ package loader
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -16,23 +17,49 @@ import (
 // failed verification, or a request whose own retries (the RPC client's
 // budget) were spent — goes back to the queue after a backoff, and the
 // other spans go on meanwhile. The job fails only when the same heights
-// keep failing: each height of a span has one budget of MaxRetries+1
-// failures. A failure that names its height (an unsound block, a bad
-// answer: HeightError) costs that height 1; one that does not costs the
-// whole span 1, or half the budget for a request that spent a retry budget
-// of its own, its attempts made already (so an endpoint answering 500 for
-// good ends the job after two of its budgets, 12 attempts, never the 36 of
-// one loop inside another). Random faults, spread over a span's heights,
-// do not add up: a node that answers a fifth of its requests wrongly is
-// ridden out at any length, one that answers one height wrongly every time
-// is not.
+// keep failing, or when the source stays down past Config.DownAfter.
+//
+// Each height of a span has one budget of MaxRetries+1 failures. A failure
+// that names its height (an unsound block, a bad answer: HeightError)
+// costs that height 1; one that does not costs the whole span 1, or half
+// the budget for a request that spent a retry budget of its own, its
+// attempts made already (so an endpoint answering 500 for one span ends the
+// job after two of its budgets, 12 attempts, never the 36 of one loop
+// inside another). Random faults, spread over a span's heights, do not add
+// up: a node that answers a fifth of its requests wrongly is ridden out at
+// any length, one that answers one height wrongly every time is not.
+//
+// A span whose whole-span budget runs out after an attempt started or
+// failed while the source was down (other spans failing too, none served:
+// see sourceHealth) is not failing on its own: its
+// whole-span budget starts again, and the fetch ends only once the source
+// has served nothing for DownAfter (a *DownError).
 type spanJob struct {
 	span      staging.Range
 	whole     int            // failures charged to the whole span
 	heights   map[uint64]int // failures charged to one height
 	attempts  int            // attempts made, a spent request's counted as made
+	inOutage  bool           // an attempt charged to the current budget started or failed while the source was down
+	outages   int            // budgets started again for an outage
 	notBefore time.Time      // the backoff before the next attempt
 }
+
+// DownError ends a fetch whose source served no span for DownAfter, down
+// (see sourceHealth): the endpoint stayed down past the bound. Err is the
+// last failure.
+type DownError struct {
+	For, Bound time.Duration
+	Err        error
+}
+
+func (e *DownError) Error() string {
+	return fmt.Sprintf("the source served no span for %s, past its bound of %s (--rpc-down-after), every span failing; last: %v",
+		e.For.Round(time.Second), e.Bound, e.Err)
+}
+func (e *DownError) Unwrap() error { return e.Err }
+
+// Fault marks the error failed (exit 1): the bound of an outage is spent.
+func (e *DownError) Fault() fault.Class { return fault.Failed }
 
 // HeightError is implemented by errors about one height of a span (an
 // answer for that height that failed a check): the loader charges the
@@ -44,22 +71,29 @@ type HeightError interface {
 
 // cost is the budget the span has spent: its whole-span failures and those
 // of its worst height.
-func (j *spanJob) cost() int {
+func (j *spanJob) cost() int { return j.whole + j.worst() }
+
+// worst is the failures charged to the span's worst height.
+func (j *spanJob) worst() int {
 	worst := 0
 	for _, n := range j.heights {
 		worst = max(worst, n)
 	}
-	return j.whole + worst
+	return worst
 }
 
 // failed decides what a failed attempt at j leads to: the same span again
 // later (again), or the fetch's error (ferr) when the fault is not worth
-// retrying or the span's budget is spent.
-func (j *spanJob) failed(err error, cfg *Config) (again *spanJob, ferr error) {
+// retrying, the span's budget is spent, or the source has been down for
+// longer than cfg.DownAfter.
+func (j *spanJob) failed(err error, cfg *Config, src *sourceHealth) (again *spanJob, ferr error) {
 	budget := cfg.MaxRetries + 1
 	spent, wasSpent := fault.Attempts(err)
 	if !fault.Retryable(err) && !wasSpent {
 		return nil, &FetchError{Range: j.span, Err: err}
+	}
+	if src.failed(j.span) {
+		j.inOutage = true
 	}
 	var he HeightError
 	switch {
@@ -76,15 +110,72 @@ func (j *spanJob) failed(err error, cfg *Config) (again *spanJob, ferr error) {
 		j.whole++
 		j.attempts++
 	}
+	now := time.Now()
 	if j.cost() >= budget {
+		if j.worst() < budget && j.inOutage {
+			if quiet := src.quiet(); quiet >= cfg.DownAfter {
+				return nil, &FetchError{Range: j.span, Err: &DownError{For: quiet, Bound: cfg.DownAfter, Err: err}}
+			}
+			// The source was down, not this span: wait for it.
+			j.whole, j.inOutage = 0, false
+			j.outages++
+			next := *j
+			next.notBefore = now.Add(backoff(cfg.BaseBackoff, cfg.MaxBackoff, budget+j.outages))
+			return &next, nil
+		}
 		if !wasSpent || j.attempts > spent {
 			err = fault.Spent(err, j.attempts)
 		}
 		return nil, &FetchError{Range: j.span, Err: err}
 	}
 	next := *j
-	next.notBefore = time.Now().Add(backoff(cfg.BaseBackoff, cfg.MaxBackoff, j.cost()-1))
+	next.notBefore = now.Add(backoff(cfg.BaseBackoff, cfg.MaxBackoff, j.cost()-1+j.outages))
 	return &next, nil
+}
+
+// sourceHealth is what the workers know of the source as a whole, to tell
+// a span that keeps failing from a source that serves nothing: the source
+// is down while two spans or more have failed since it last served one. It
+// is safe for concurrent use.
+type sourceHealth struct {
+	mu      sync.Mutex
+	okAt    time.Time           // the last span fetched; the fetch's start before any
+	failing map[uint64]struct{} // spans failed since then, by first height
+}
+
+func newSourceHealth(start time.Time) *sourceHealth {
+	return &sourceHealth{okAt: start, failing: map[uint64]struct{}{}}
+}
+
+// ok records a span fetched.
+func (h *sourceHealth) ok() {
+	h.mu.Lock()
+	h.okAt = time.Now()
+	clear(h.failing)
+	h.mu.Unlock()
+}
+
+// failed records a failed attempt at r, and reports whether the source is
+// down now.
+func (h *sourceHealth) failed(r staging.Range) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failing[r.From] = struct{}{}
+	return len(h.failing) >= 2
+}
+
+// isDown reports whether the source is down now.
+func (h *sourceHealth) isDown() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.failing) >= 2
+}
+
+// quiet is how long the source has served nothing.
+func (h *sourceHealth) quiet() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return time.Since(h.okAt)
 }
 
 // retryQueue holds the spans waiting for another attempt, and knows when

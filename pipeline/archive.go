@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math"
 	"os"
@@ -174,7 +175,7 @@ func checksumOf(ctx context.Context, dsn, flag string, ccfg archive.ChecksumConf
 // holds, and prints the report. Problems found are a *archive.DataError
 // (exit 4). The chain family is the store's own, not --chain.
 func Verify(ctx context.Context, cfg Config, out io.Writer) error {
-	if err := needStore(cfg.Staging); err != nil {
+	if err := needStore("staging", cfg.Staging); err != nil {
 		return err
 	}
 	var r archive.VerifyReport
@@ -263,26 +264,38 @@ func heldCheckpoint(ctx context.Context, dir string) (store *staging.Store, pid 
 	}, nil
 }
 
-// needStore refuses a --staging that holds no store: a missing directory,
-// or an empty one (a job refused before it staged anything), as bad input.
-func needStore(dir string) error {
-	msg := ""
-	if _, err := os.Stat(dir); err != nil {
-		msg = fmt.Sprintf("no staging directory: %v", err)
-	} else if !staging.HasStore(dir) {
-		msg = fmt.Sprintf("%s holds no staging store: nothing staged there", dir)
-	}
-	if msg == "" {
+// needDir refuses a staging directory a command reads (--staging,
+// --merge-from) that is not there, naming its flag: a configuration error
+// (exit 2) from every command alike.
+func needDir(flag, dir string) error {
+	_, err := os.Stat(dir)
+	switch {
+	case err == nil:
 		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		return &ConfigError{Fields: []*FieldError{{Flag: flag, Env: EnvName(flag), Msg: fmt.Sprintf("no staging directory: %v", err)}}}
 	}
-	return &ConfigError{Fields: []*FieldError{{Flag: "staging", Env: EnvName("staging"), Msg: msg}}}
+	return &ConfigError{Fields: []*FieldError{{Flag: flag, Env: EnvName(flag), Msg: err.Error()}}}
+}
+
+// needStore refuses a staging directory (flag's) that holds no store: a
+// missing directory, or an empty one (a job refused before it staged
+// anything), as bad input.
+func needStore(flag, dir string) error {
+	if err := needDir(flag, dir); err != nil {
+		return err
+	}
+	if !staging.HasStore(dir) {
+		return &ConfigError{Fields: []*FieldError{{Flag: flag, Env: EnvName(flag), Msg: fmt.Sprintf("%s holds no staging store: nothing staged there", dir)}}}
+	}
+	return nil
 }
 
 // Prune deletes the staged blocks below --below once every target mirrored
 // in the store has exported them (--force: regardless), then compacts;
 // --dry-run says what it would delete and deletes nothing.
 func Prune(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error {
-	if err := needStore(cfg.Staging); err != nil {
+	if err := needStore("staging", cfg.Staging); err != nil {
 		return err
 	}
 	store, err := staging.Open(cfg.Staging, staging.Options{Logger: log})
@@ -312,7 +325,7 @@ const snapshotWait = 2 * time.Minute
 // gocloud.dev/blob URL), with a manifest of every file's SHA-256.
 func Snapshot(ctx context.Context, cfg Config, out io.Writer) error {
 	dest := cfg.Args[0]
-	if err := needStore(cfg.Staging); err != nil {
+	if err := needStore("staging", cfg.Staging); err != nil {
 		return err
 	}
 	bucket, err := archive.OpenBucket(ctx, dest, true)
@@ -524,8 +537,8 @@ func stagedChain(dir string) (id staging.Identity, ok bool, hi uint64, staged bo
 // one first, and verifies again. Anything left wrong is a
 // *archive.DataError (exit 4). The chain family is the store's own.
 func Repair(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error {
-	if _, err := os.Stat(cfg.Staging); err != nil {
-		return &ConfigError{Fields: []*FieldError{{Flag: "staging", Env: EnvName("staging"), Msg: fmt.Sprintf("no staging directory: %v", err)}}}
+	if err := needDir("staging", cfg.Staging); err != nil {
+		return err
 	}
 	id, ok, hi, staged, err := stagedChain(cfg.Staging)
 	if err != nil {

@@ -97,6 +97,7 @@ type Config struct {
 	BatchBlocks  int           // --batch-blocks
 	RPS          float64       // --rps per endpoint
 	RPCTimeout   time.Duration // --rpc-timeout
+	RPCDownAfter time.Duration // --rpc-down-after: how long a fetch waits out a source that serves nothing
 	SyncCommit   bool          // --sync-commit
 
 	// ExportStreams: export and run split the range, and follow its
@@ -269,6 +270,7 @@ func DefaultConfig() Config {
 		PGRetries:           export.DefaultRetries,
 		PGRetryMaxWait:      export.DefaultMaxWait,
 		RPCTimeout:          30 * time.Second,
+		RPCDownAfter:        loader.DefaultDownAfter,
 		PollInterval:        2 * time.Second,
 		ReorgWindow:         64,
 		SyntheticReorgDepth: 3,
@@ -430,6 +432,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RPCTimeout <= 0 {
 		bad("rpc-timeout", "must be positive, got %s", c.RPCTimeout)
+	}
+	if c.RPCDownAfter <= 0 {
+		bad("rpc-down-after", "must be positive, got %s", c.RPCDownAfter)
 	}
 	if c.BackfillFromSet && c.Command != CmdFollow {
 		bad("backfill-from", "only follow runs a backfill beside the head stream; for a backfill alone: run --from %d --to H", c.BackfillFrom)

@@ -276,9 +276,9 @@ func followHead(ctx context.Context, cfg *Config, store *staging.Store, src load
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			// A signal while idle ends follow cleanly: without --to it has
-			// no range to complete.
-			sum.Complete = !cfg.ToSet
+			// A signal stops follow as it stops any job: exit 3, whether
+			// it was caught up or not (it exited 0 when idle, 3 when
+			// busy). Without --to it has no range to complete.
 			return nil
 		case <-t.C:
 		}

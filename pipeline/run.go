@@ -354,6 +354,7 @@ func loaderConfig(cfg *Config, log *slog.Logger, c *counters) loader.Config {
 		Verify:    newVerifier(cfg),
 		Workers:   cfg.FetchWorkers,
 		Span:      cfg.FetchSpan,
+		DownAfter: cfg.RPCDownAfter,
 		Logger:    log,
 		OnPlan:    m.FetchPlanned,
 		OnFetched: m.Fetched,
@@ -845,6 +846,9 @@ func openExportJobChecked(ctx context.Context, cfg *Config, tip func() uint64, l
 // by separate processes become one store that export can read.
 func Merge(cfg Config, out io.Writer) (Summary, error) {
 	sum := Summary{Command: CmdMerge, From: cfg.From, To: cfg.To}
+	if err := needStore("merge-from", cfg.MergeFrom); err != nil {
+		return sum, err
+	}
 	src, err := staging.Open(cfg.MergeFrom, staging.Options{ReadOnly: true})
 	if err != nil {
 		return sum, err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
@@ -15,11 +14,14 @@ import (
 )
 
 // Status prints what staging holds (chain, staged ranges, gaps, mirrored
-// checkpoints) and, when --pg is given, the checkpoints PostgreSQL holds.
+// checkpoints) and, when --pg is given, the checkpoints PostgreSQL holds. A
+// --staging directory that is not there is refused as verify refuses it
+// (exit 2).
 func Status(ctx context.Context, cfg Config, out io.Writer) error {
-	if _, err := os.Stat(cfg.Staging); err != nil {
-		fmt.Fprintf(out, "staging %s: none (%v)\n", cfg.Staging, err)
-	} else if err := stagingStatus(&cfg, out); err != nil {
+	if err := needDir("staging", cfg.Staging); err != nil {
+		return err
+	}
+	if err := stagingStatus(&cfg, out); err != nil {
 		return err
 	}
 	if cfg.PG == "" {

@@ -156,13 +156,13 @@ func (cl *commandLine) bind(j *jobCommand, rest, words []string, environ []strin
 			cl.warnings = append(cl.warnings, fmt.Sprintf("--%s has no effect on %s (its flags: blockhaul help %s)", f.Name, cl.cmd, cl.cmd))
 		}
 	})
-	pgOnCommandLine := fs.Changed("pg")
+	pgOnCommandLine := given(fs, "pg")
 	p, w := applyEnv(fs, environ)
 	cl.problems = append(cl.problems, p...)
 	cl.warnings = append(cl.warnings, w...)
 	jp := shardIndexFromJob(fs, environ)
 	cl.problems = append(cl.problems, jp...)
-	cl.cfg.ShardIndexSet = fs.Changed("shard-index") || len(jp) > 0 // a bad index is reported once
+	cl.cfg.ShardIndexSet = given(fs, "shard-index") || len(jp) > 0 // a bad index is reported once
 	if pgOnCommandLine && dsnHasPassword(cl.cfg.PG) {
 		cl.warnings = append(cl.warnings, "--pg holds a password, which every local user can read in the process list: "+
 			"set the DSN in BLOCKHAUL_PG, or the password in PGPASSWORD or a PGPASSFILE")
@@ -170,6 +170,14 @@ func (cl *commandLine) bind(j *jobCommand, rest, words []string, environ []strin
 	if cl.cfg.Staging == "" {
 		cl.problems = append(cl.problems, flagProblem("staging", "is empty; give a directory (default %s)", pipeline.DefaultConfig().Staging))
 	}
+}
+
+// given reports whether the command's flag name was set, on the command line
+// or from its variable. A flag the command does not use never is: its value
+// is ignored (see lenientValue).
+func given(fs *pflag.FlagSet, name string) bool {
+	f := fs.Lookup(name)
+	return f != nil && f.Changed && !f.Hidden
 }
 
 // cause is the reason a flag value was refused, without pflag's wrapping
@@ -258,10 +266,11 @@ func optionalValueFlag(fs *pflag.FlagSet, arg string) *pflag.Flag {
 	return f
 }
 
-// applyEnv sets every flag not given on the command line from its
-// environment variable (or an alias, see pipeline.EnvAliases). Every value
-// that does not parse is a problem naming both; every other BLOCKHAUL_*
-// variable is a warning naming the closest real one.
+// applyEnv sets every flag of the command not given on the command line
+// from its environment variable (or an alias, see pipeline.EnvAliases).
+// Every value that does not parse is a problem naming both; the variable of
+// a flag the command does not use is ignored, unread; every other
+// BLOCKHAUL_* variable is a warning naming the closest real one.
 func applyEnv(fs *pflag.FlagSet, environ []string) (problems []*pipeline.FieldError, warnings []string) {
 	env := map[string]string{}
 	for _, kv := range environ {
@@ -274,7 +283,9 @@ func applyEnv(fs *pflag.FlagSet, environ []string) (problems []*pipeline.FieldEr
 		name := pipeline.EnvName(f.Name)
 		names := append([]string{name}, pipeline.EnvAliases[f.Name]...)
 		known = append(known, names...)
-		if f.Changed {
+		if f.Changed || f.Hidden {
+			// Given on the command line; or not this command's flag, whose
+			// variable is ignored (a Job's pods share their environment).
 			return
 		}
 		var from, v string
@@ -431,7 +442,7 @@ func (l *rpcList) Set(v string) error {
 // neither the flag nor BLOCKHAUL_SHARD_INDEX set the index. Without
 // --shards the variable is ignored: it is in every Indexed Job's pods.
 func shardIndexFromJob(fs *pflag.FlagSet, environ []string) []*pipeline.FieldError {
-	if !fs.Changed("shards") || fs.Changed("shard-index") {
+	if !given(fs, "shards") || given(fs, "shard-index") {
 		return nil
 	}
 	for _, kv := range environ {

@@ -64,14 +64,21 @@ type jobCommand struct {
 }
 
 // lenientValue is a flag's value that, while its command collects, records
-// a value that does not parse and lets the parse go on.
+// a value that does not parse and lets the parse go on. The value of a
+// flag its command does not use is never set: such a flag is warned about
+// and ignored (its value neither parsed nor checked), as its environment
+// variable is.
 type lenientValue struct {
 	pflag.Value
-	name string
-	job  *jobCommand
+	name   string
+	job    *jobCommand
+	unused bool
 }
 
 func (v *lenientValue) Set(s string) error {
+	if v.unused {
+		return nil
+	}
 	err := v.Value.Set(s)
 	if err != nil && v.job.collecting {
 		v.job.valueProblems = append(v.job.valueProblems, flagProblem(v.name, "%q: %v", redactValue(v.name, s), cause(err)))
@@ -110,7 +117,7 @@ func newRoot(run func(j *jobCommand, args []string) error) (*cobra.Command, map[
 		j.values = defineFlags(fs, j.cfg, j.proc)
 		fs.VisitAll(func(f *pflag.Flag) {
 			f.Hidden = !usedBy(f, name)
-			f.Value = &lenientValue{Value: f.Value, name: f.Name, job: j}
+			f.Value = &lenientValue{Value: f.Value, name: f.Name, job: j, unused: f.Hidden}
 			if say, ok := f.Annotations[annSays+name]; ok {
 				f.Usage = say[0]
 				if len(say) > 1 {

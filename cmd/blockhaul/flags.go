@@ -18,7 +18,8 @@ import (
 // commands that use it, and what shell completion offers as its value.
 // Every command accepts every flag (scripts and Kubernetes manifests share
 // flag sets between commands); a command's help and completion show only
-// those it uses, and a flag it does not use draws a warning.
+// those it uses, and a flag it does not use draws a warning and is ignored
+// (its value is never set; see lenientValue), as its variable is.
 
 // Help groups, in the order a command's help lists them.
 const (
@@ -204,6 +205,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 		in(groupSource, []string{cmdRun, cmdFetch, cmdRepair}))
 	def(d, fs.Float64Var, &cfg.RPS, "rps", 0, "requests per second per RPC endpoint (0: unlimited)", in(groupSource, sourcing))
 	def(d, fs.DurationVar, &cfg.RPCTimeout, "rpc-timeout", dc.RPCTimeout, "timeout of one RPC request", in(groupSource, sourcing))
+	def(d, fs.DurationVar, &cfg.RPCDownAfter, "rpc-down-after", dc.RPCDownAfter, "a fetch whose source serves nothing, every span failing, waits this long for it before it fails (a span failing on its own fails after its retries)", in(groupSource, sourcing))
 	def(d, fs.Int64Var, &cfg.SyntheticSeed, "synthetic-seed", dc.SyntheticSeed, "seed of the synthetic chain", in(groupSource, sourcing))
 	def(d, fs.Uint64Var, &cfg.SyntheticTip, "synthetic-tip", 0, "tip height of the synthetic chain (0: --to plus --confirmations when --to is given, else 10000)", in(groupSource, sourcing))
 	def(d, fs.Float64Var, &cfg.SyntheticTxs, "synthetic-txs", 0, "mean transactions per synthetic block (0: the family's mainnet-like default: cometbft 4.5, evm 150 with 400 logs)", in(groupSource, sourcing))

@@ -46,11 +46,11 @@ func run(args []string) int {
 	}
 	cfg := cl.cfg
 	cfg.Command = cl.cmd
-	cfg.ToSet = cl.fs.Changed("to")
-	cfg.FromSet = cl.fs.Changed("from")
-	cfg.BackfillFromSet = cl.fs.Changed("backfill-from")
-	cfg.BelowSet = cl.fs.Changed("below")
-	cfg.ChainSet = cl.fs.Changed("chain")
+	cfg.ToSet = given(cl.fs, "to")
+	cfg.FromSet = given(cl.fs, "from")
+	cfg.BackfillFromSet = given(cl.fs, "backfill-from")
+	cfg.BelowSet = given(cl.fs, "below")
+	cfg.ChainSet = given(cl.fs, "chain")
 	cfg.EnsureDefaults()
 	problems := cl.problems
 	var ce *pipeline.ConfigError
@@ -60,9 +60,7 @@ func run(args []string) int {
 		problems = append(problems, &pipeline.FieldError{Msg: err.Error()})
 	}
 	if len(problems) > 0 {
-		for _, w := range cl.warnings {
-			fmt.Fprintln(os.Stderr, "blockhaul: warning:", w)
-		}
+		warn(cl.warnings, nil)
 		fmt.Fprintln(os.Stderr, "blockhaul:", &pipeline.ConfigError{Fields: problems})
 		return pipeline.ExitConfig
 	}
@@ -75,8 +73,10 @@ func run(args []string) int {
 	cfg.MemoryLimitPerStream = setMemoryLimit(*cl.memLimit, cfg.Family)
 	con := monitor.NewConsole(os.Stderr)
 	log := newLogger(cfg, con)
-	for _, w := range cl.warnings {
-		log.Warn(w)
+	if cfg.LogFormat == "json" {
+		warn(cl.warnings, log)
+	} else {
+		warn(cl.warnings, nil)
 	}
 	cfg.Monitor = monitor.New(monitor.Options{Logger: log, Out: con, Interval: cfg.Progress})
 
@@ -106,6 +106,19 @@ func run(args []string) int {
 }
 
 func cmd(cfg *pipeline.Config) string { return cfg.Command }
+
+// warn says what was given that the command ignores (a flag it does not
+// use, an unknown variable) as its problems are said, one per line, whether
+// or not it runs; to log instead when set (--log-format=json).
+func warn(warnings []string, log *slog.Logger) {
+	for _, w := range warnings {
+		if log != nil {
+			log.Warn(w)
+		} else {
+			fmt.Fprintln(os.Stderr, "blockhaul: warning:", w)
+		}
+	}
+}
 
 func newLogger(cfg *pipeline.Config, w io.Writer) *slog.Logger {
 	var lv slog.Level

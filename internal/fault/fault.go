@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"syscall"
 )
@@ -126,8 +127,9 @@ func Errorf(c Class, format string, args ...any) error {
 
 // Of returns err's class: the outermost mark in its chain; unmarked, the
 // class of what the standard library reports (a cancelled context is
-// Interrupted; a network timeout, a reset or refused connection, a broken
-// pipe or a body cut short is Transient); otherwise Failed. A context
+// Interrupted; a path the process may not use — permission denied — is
+// Config; a network timeout, a reset or refused connection, a broken pipe
+// or a body cut short is Transient); otherwise Failed. A context
 // deadline is not Transient: it is the caller's own bound (an attempt's
 // own timeout is marked Transient by the code that set it).
 func Of(err error) Class {
@@ -143,6 +145,9 @@ func Of(err error) Class {
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return Failed
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		return Config
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {

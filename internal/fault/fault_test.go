@@ -35,6 +35,7 @@ func TestOfReadsTheOutermostMark(t *testing.T) {
 		{"cut body", io.ErrUnexpectedEOF, Transient, 1},
 		{"unsound", Mark(errors.New("hash"), Unsound), Unsound, 4},
 		{"plain", errors.New("boom"), Failed, 1},
+		{"permission denied", fmt.Errorf("staging: open: %w", &os.PathError{Op: "mkdir", Path: "/x", Err: syscall.EACCES}), Config, 2},
 		{"spent transient", Spent(timeout, 6), Failed, 1},
 		{"spent unsound", Spent(Mark(errors.New("hash"), Unsound), 6), Data, 4},
 	} {
