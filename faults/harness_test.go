@@ -351,10 +351,18 @@ FROM pg_indexes WHERE schemaname = $1`, schema).Scan(&idx); err != nil {
 // is the block the schema holds at that height.
 func chainRecordInChain(t *testing.T, conn *pgx.Conn, schema string) string {
 	t.Helper()
+	ctx := context.Background()
 	s := pgx.Identifier{schema}.Sanitize()
+	// The blocks' height column: CometBFT's height, EVM's number.
+	var height string
+	if err := conn.QueryRow(ctx, `SELECT column_name FROM information_schema.columns
+WHERE table_schema = $1 AND table_name = 'blocks' AND column_name IN ('height', 'number')`, schema).Scan(&height); err != nil {
+		t.Fatalf("chain record of %s: the blocks' height column: %v", schema, err)
+	}
 	var held bool
-	if err := conn.QueryRow(context.Background(), fmt.Sprintf(
-		`SELECT EXISTS (SELECT 1 FROM %[1]s.blockhaul_chain c JOIN %[1]s.blocks b ON b.height = c.height AND b.hash = c.hash)`, s)).Scan(&held); err != nil {
+	if err := conn.QueryRow(ctx, fmt.Sprintf(
+		`SELECT EXISTS (SELECT 1 FROM %[1]s.blockhaul_chain c JOIN %[1]s.blocks b ON b.%[2]s = c.height AND b.hash = c.hash)`,
+		s, pgx.Identifier{height}.Sanitize())).Scan(&held); err != nil {
 		t.Fatalf("chain record of %s: %v", schema, err)
 	}
 	if held {
