@@ -200,8 +200,12 @@ func (s Summary) WriteText(w io.Writer) {
 	}
 	e := s.Export
 	if e.Blocks > 0 || e.Batches > 0 {
-		p("  export:  %d blocks, %d rows in %s (%.0f blocks/s, %.0f rows/s), %d batches, %d merged after conflicts\n",
-			e.Blocks, e.TotalRows, seconds(e.Duration), e.BlocksPerS, e.RowsPerS, e.Batches, e.Conflicts)
+		batches := "batches"
+		if e.Batches == 1 {
+			batches = "batch"
+		}
+		p("  export:  %d blocks, %d rows in %s (%.0f blocks/s, %.0f rows/s), %d %s, %d merged after conflicts\n",
+			e.Blocks, e.TotalRows, seconds(e.Duration), e.BlocksPerS, e.RowsPerS, e.Batches, batches, e.Conflicts)
 		width := 0
 		for _, t := range e.Rows {
 			width = max(width, len(t.Table))

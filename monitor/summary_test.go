@@ -143,3 +143,13 @@ func TestSummaryOfAReplay(t *testing.T) {
 		t.Errorf("replay summary claims a checkpoint:\n%s", text)
 	}
 }
+
+func TestSummaryOfOneBatch(t *testing.T) {
+	s := Summary{Command: "export", Complete: true}
+	s.Export.Blocks, s.Export.TotalRows, s.Export.Batches = 50, 200, 1
+	var out bytes.Buffer
+	s.WriteText(&out)
+	if text := out.String(); !strings.Contains(text, ", 1 batch, 0 merged after conflicts\n") {
+		t.Errorf("summary of one batch:\n%s", text)
+	}
+}
