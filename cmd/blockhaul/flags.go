@@ -202,7 +202,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 		in(groupSource, sourcing, onPG, []string{cmdExport}).oneOf(family.Names()...))
 	defValue(d, &rpcList{urls: &cfg.RPC}, "rpc", "RPC endpoint URL(s), comma separated; without --rpc or --node-home, the synthetic chain", in(groupSource, sourcing))
 	def(d, fs.StringVar, &cfg.NodeHome, "node-home", "", "a stopped CometBFT node's home directory (config/, data/): read its blocks and results from its own databases, read-only, instead of its RPC (not with --rpc; see docs/sources.md)",
-		in(groupSource, []string{cmdRun, cmdFetch, cmdRepair}))
+		in(groupSource, sourcing)) // follow takes it to refuse it: ignored, follow would read the synthetic chain
 	def(d, fs.Float64Var, &cfg.RPS, "rps", 0, "requests per second per RPC endpoint (0: unlimited)", in(groupSource, sourcing))
 	def(d, fs.DurationVar, &cfg.RPCTimeout, "rpc-timeout", dc.RPCTimeout, "timeout of one RPC request", in(groupSource, sourcing))
 	def(d, fs.DurationVar, &cfg.RPCDownAfter, "rpc-down-after", dc.RPCDownAfter, "a fetch whose source serves nothing, every span failing, waits this long for it before it fails (a span failing on its own fails after its retries)", in(groupSource, sourcing))
