@@ -15,7 +15,15 @@ import (
 // Build builds cmd/blockhaul into dir and returns the binary's path.
 func Build(dir string) (string, error) {
 	bin := filepath.Join(dir, "blockhaul")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/blockhaul/blockhaul/cmd/blockhaul").CombinedOutput()
+	// Built from its directory, not by import path: go stamps the commit
+	// into a binary only when it builds the main package by directory.
+	src, err := exec.Command("go", "list", "-f", "{{.Dir}}", "github.com/blockhaul/blockhaul/cmd/blockhaul").Output()
+	if err != nil {
+		return "", fmt.Errorf("build blockhaul: find its directory: %w", err)
+	}
+	build := exec.Command("go", "build", "-buildvcs=auto", "-o", bin, ".")
+	build.Dir = strings.TrimSpace(string(src))
+	out, err := build.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("build blockhaul: %w\n%s", err, out)
 	}
