@@ -317,7 +317,7 @@ func readBatches(ctx context.Context, store *staging.Store, dec Decoder, cfg *Co
 				if err != nil {
 					return err
 				}
-				return &GapError{Height: next}
+				return gap(store, next)
 			}
 			to = min(to, last)
 		}
@@ -347,6 +347,16 @@ func readBatches(ctx context.Context, store *staging.Store, dec Decoder, cfg *Co
 	return nil
 }
 
+// gap is the error for height h missing from staging: the damage that
+// removed it, when this process removed it as unreadable (another stream's
+// read, a moment before), or else a *GapError.
+func gap(store *staging.Store, h uint64) error {
+	if err := store.DroppedAt(h); err != nil {
+		return fmt.Errorf("export: height %d was removed from staging as unreadable: %w", h, err)
+	}
+	return &GapError{Height: h}
+}
+
 // readBatch reads and decodes [from, to], ending early once the batch holds
 // maxRows rows.
 func readBatch(store *staging.Store, dec Decoder, from, to uint64, maxRows int, prev []byte, prevSrc string, rows *chain.Rows) (batch, error) {
@@ -361,7 +371,7 @@ func readBatch(store *staging.Store, dec Decoder, from, to uint64, maxRows int, 
 	for it.Next() {
 		blk := it.Block()
 		if blk.Height != want {
-			return batch{}, &GapError{Height: want}
+			return batch{}, gap(store, want)
 		}
 		if prev != nil && !bytes.Equal(blk.ParentHash, prev) {
 			ce := &ContinuityError{Height: blk.Height, ParentHash: blk.ParentHash, PrevHash: prev, Source: prevSrc}
@@ -393,7 +403,7 @@ func readBatch(store *staging.Store, dec Decoder, from, to uint64, maxRows int, 
 		return batch{}, err
 	}
 	if want != to+1 {
-		return batch{}, &GapError{Height: want}
+		return batch{}, gap(store, want)
 	}
 	return batch{from: from, to: to, firstHash: first, lastHash: prev, rows: rows}, nil
 }

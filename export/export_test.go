@@ -396,6 +396,32 @@ func TestCorruptRecordIsDroppedAndNamed(t *testing.T) {
 	}
 }
 
+// A height another reader removed as unreadable a moment before (another
+// export stream, reading the rest of a damaged file) is reported as that
+// damage, status 4, not as a height never fetched (before: "height 15 is
+// not staged", exit 1, when the other stream's read came first).
+func TestHeightRemovedByAnotherReaderIsDamage(t *testing.T) {
+	e := newEnv(t)
+	e.stage(1, 20, items)
+	e.store = corruptHeight(t, e.store, 15)
+	it, err := e.store.Scan(15, 15) // the other stream's read
+	if err != nil {
+		t.Fatal(err)
+	}
+	for it.Next() {
+	}
+	it.Close()
+	if m, _ := e.store.Missing(1, 20); len(m) != 1 || m[0] != (staging.Range{From: 15, To: 15}) {
+		t.Fatalf("the other reader did not remove 15: missing %v", m)
+	}
+	_, err = e.run("k", 1, 20, 5)
+	var cs *staging.CorruptStoreError
+	var gap *GapError
+	if !errors.As(err, &cs) || errors.As(err, &gap) || !strings.Contains(err.Error(), "height 15 was removed from staging as unreadable") {
+		t.Fatalf("err = %v, want the damage that removed 15, not a gap", err)
+	}
+}
+
 // corruptHeight flips the last byte of the staged value at h by reopening
 // the store's directory with Pebble directly (key 'b' + big-endian height).
 func corruptHeight(t *testing.T, s *staging.Store, h uint64) *staging.Store {

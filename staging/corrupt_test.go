@@ -242,6 +242,14 @@ func TestTruncatedBlobFile(t *testing.T) {
 	if m, _ := s.Mirrors(); m["t"].Height != 5 {
 		t.Fatalf("mirrors after the damage: %v", m)
 	}
+	// A reader that then finds 150 missing learns why; 201 was never lost.
+	var dropped *CorruptStoreError
+	if err := s.DroppedAt(150); !errors.As(err, &dropped) || dropped != ce {
+		t.Fatalf("DroppedAt(150) = %v, want the damage that removed 1-200", err)
+	}
+	if err := s.DroppedAt(201); err != nil {
+		t.Fatalf("DroppedAt(201) = %v, want nil: 201 was not removed", err)
+	}
 	// Exactly what was named is missing; everything else reads.
 	if missing, err := s.Missing(1, 220); err != nil || len(missing) != 1 || missing[0] != (Range{From: 1, To: 200}) {
 		t.Fatalf("missing after the damage was named: %v, %v; want 1-200", missing, err)

@@ -109,6 +109,9 @@ type Store struct {
 	ledgerOff bool       // Open could not count the records: keep the ledger as it is
 	durable   ledger
 	damage    *CorruptStoreError
+
+	droppedMu sync.Mutex           // guards dropped
+	dropped   []*CorruptStoreError // unreadable runs this process removed; see DroppedAt
 }
 
 // Open opens (creating if needed) the staging store in dir.

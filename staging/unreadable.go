@@ -114,6 +114,11 @@ func (s *Store) dropUnreadable(h uint64, cause error) error {
 		}
 	}
 	out.Other, out.Unchecked = s.otherDamage(h, run)
+	// Said before the records go: a reader of another stream that finds
+	// them gone asks DroppedAt why.
+	s.droppedMu.Lock()
+	s.dropped = append(s.dropped, out)
+	s.droppedMu.Unlock()
 	for _, r := range append([]Range{run}, out.Other...) {
 		if err := s.Delete(r.From, r.To); err != nil {
 			return errors.Join(out, fmt.Errorf("staging: remove unreadable records %s: %w", r, err))
@@ -122,6 +127,24 @@ func (s *Store) dropUnreadable(h uint64, cause error) error {
 	out.Dropped = true
 	s.opts.Logger.Warn("staging: removed unreadable records; fetch them again", "dir", s.dir, "heights", out.heights(), "file", out.File, "err", cause)
 	return out
+}
+
+// DroppedAt returns the damage for which this process removed the record
+// of h as unreadable (a *CorruptStoreError), or nil. A reader that finds h
+// missing reports that cause: the height was staged and lost to a damaged
+// file, not never fetched (another export stream's read may have removed
+// it along with the rest of the file's damage).
+func (s *Store) DroppedAt(h uint64) error {
+	s.droppedMu.Lock()
+	defer s.droppedMu.Unlock()
+	for _, e := range s.dropped {
+		for _, r := range append([]Range{*e.Heights}, e.Other...) {
+			if r.From <= h && h <= r.To {
+				return e
+			}
+		}
+	}
+	return nil
 }
 
 // maxFileProbe bounds the heights otherDamage reads: a store whose damaged
