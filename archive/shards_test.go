@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/staging"
+	"github.com/blockhaul/blockhaul/staging/stagingtest"
 	"gocloud.dev/blob"
 )
 

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/staging"
+	"github.com/blockhaul/blockhaul/staging/stagingtest"
 )
 
 // TestSnapshotWhileWritingRestoresAndVerifies takes a snapshot while

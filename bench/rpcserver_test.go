@@ -15,9 +15,9 @@ import (
 	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/chain/evm"
 	"github.com/blockhaul/blockhaul/chain/evmsynth"
-	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
+	"github.com/blockhaul/blockhaul/staging/stagingtest"
 )
 
 func newTestServer(t *testing.T, fam chain.Family, from, to uint64) *RPCServer {

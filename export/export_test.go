@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/blockhaul/blockhaul/internal/chaintest"
-	"github.com/blockhaul/blockhaul/internal/stagingtest"
+	"github.com/blockhaul/blockhaul/chain/chaintest"
+	"github.com/blockhaul/blockhaul/staging/stagingtest"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/internal/pgtest"

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain"
-	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/staging"
+	"github.com/blockhaul/blockhaul/staging/stagingtest"
 	"github.com/jackc/pgx/v5"
 )
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
-	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/staging"
+	"github.com/blockhaul/blockhaul/staging/stagingtest"
 	"github.com/cockroachdb/pebble/v2"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blockhaul/blockhaul/internal/chaintest"
-	"github.com/blockhaul/blockhaul/internal/stagingtest"
+	"github.com/blockhaul/blockhaul/chain/chaintest"
+	"github.com/blockhaul/blockhaul/staging/stagingtest"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/internal/fault"

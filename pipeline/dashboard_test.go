@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
+	"github.com/blockhaul/blockhaul/internal/rpctest"
 	"github.com/blockhaul/blockhaul/monitor"
 )
 

@@ -17,9 +17,9 @@ import (
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
-	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
-	"github.com/blockhaul/blockhaul/internal/stagingtest"
+	"github.com/blockhaul/blockhaul/internal/rpctest"
 	"github.com/blockhaul/blockhaul/staging"
+	"github.com/blockhaul/blockhaul/staging/stagingtest"
 )
 
 // recordedHash is the real hash of block h of the recorded node-0.38 chain.

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blockhaul/blockhaul/chain/chaintest"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
-	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
-	"github.com/blockhaul/blockhaul/internal/chaintest"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
+	"github.com/blockhaul/blockhaul/internal/rpctest"
 )
 
 // cometReplay answers CometBFT JSON-RPC calls from a recorded node folder

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/staging"
+	"github.com/blockhaul/blockhaul/staging/stagingtest"
 )
 
 // TestShardRange: the slices of every shard are disjoint, chunk-aligned,

@@ -14,11 +14,11 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain/evm"
 	"github.com/blockhaul/blockhaul/chain/evmsynth"
-	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
-	"github.com/blockhaul/blockhaul/internal/stagingtest"
+	"github.com/blockhaul/blockhaul/internal/rpctest"
 	"github.com/blockhaul/blockhaul/staging"
+	"github.com/blockhaul/blockhaul/staging/stagingtest"
 	"github.com/jackc/pgx/v5"
 )
 

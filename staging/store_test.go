@@ -7,7 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/blockhaul/blockhaul/internal/chaintest"
+	"github.com/blockhaul/blockhaul/chain/chaintest"
 	"reflect"
 	"sort"
 	"testing"

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
-	"github.com/blockhaul/blockhaul/internal/chaintest"
+	"github.com/blockhaul/blockhaul/chain/chaintest"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 

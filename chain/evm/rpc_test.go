@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/chaintest"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
-	"github.com/blockhaul/blockhaul/internal/chaintest"
 	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/internal/rpcserve"
 )

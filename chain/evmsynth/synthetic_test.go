@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/chaintest"
 	"github.com/blockhaul/blockhaul/chain/evm"
-	"github.com/blockhaul/blockhaul/internal/chaintest"
 )
 
 // Compile-time check that Synthetic has the shape loader.Source needs,

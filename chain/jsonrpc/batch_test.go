@@ -13,8 +13,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
 	"github.com/blockhaul/blockhaul/internal/fault"
+	"github.com/blockhaul/blockhaul/internal/rpctest"
 )
 
 // numbered builds n calls whose params are [i], results kept raw.

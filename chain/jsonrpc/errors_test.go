@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
 	"github.com/blockhaul/blockhaul/internal/fault"
+	"github.com/blockhaul/blockhaul/internal/rpctest"
 )
 
 func TestRetryable(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
 	"github.com/blockhaul/blockhaul/internal/fault"
+	"github.com/blockhaul/blockhaul/internal/rpctest"
 )
 
 // arrivals records when each request reached the server, in request order.

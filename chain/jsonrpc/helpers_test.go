@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
+	"github.com/blockhaul/blockhaul/internal/rpctest"
 	"github.com/blockhaul/blockhaul/internal/syncbuf"
 )
 

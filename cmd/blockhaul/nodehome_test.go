@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blockhaul/blockhaul/chain/chaintest"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/internal/nodefixture"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
@@ -35,7 +36,7 @@ func TestRunNodeHomeEqualsRPC(t *testing.T) {
 	home := fx.Unpack(t)
 	to := fx.Tip()
 	node := fx.Serve(t)
-	orderBy := pgtest.OrderBy(t, cometbft.NewDecoder().Tables())
+	orderBy := chaintest.OrderBy(t, cometbft.NewDecoder().Tables())
 
 	dsnRPC := pgtest.NewDatabase(t)
 	args := nodeHomeArgs("run", home, dsnRPC, filepath.Join(t.TempDir(), "rpc"), 1, to)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blockhaul/blockhaul/chain/jsonrpc/rpctest"
+	"github.com/blockhaul/blockhaul/internal/rpctest"
 )
 
 // node answers block calls of both families with a small block whose

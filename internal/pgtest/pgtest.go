@@ -11,11 +11,9 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/blockhaul/blockhaul/chain"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -99,20 +97,6 @@ func Fingerprint(t testing.TB, dsn, schema string, orderBy map[string]string) ma
 			s = *sum
 		}
 		out[table] = fmt.Sprintf("%d rows %s", n, s)
-	}
-	return out
-}
-
-// OrderBy returns the ORDER BY of Fingerprint for tables: each table's
-// primary key. A table without one fails the test.
-func OrderBy(t testing.TB, tables []chain.Table) map[string]string {
-	t.Helper()
-	out := make(map[string]string, len(tables))
-	for _, tb := range tables {
-		if len(tb.PrimaryKey) == 0 {
-			t.Fatalf("pgtest: table %s has no primary key to order by", tb.Name)
-		}
-		out[tb.Name] = strings.Join(tb.PrimaryKey, ", ")
 	}
 	return out
 }

@@ -8,14 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blockhaul/blockhaul/chain/chaintest"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/internal/nodefixture"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
-	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
+	"github.com/blockhaul/blockhaul/staging/stagingtest"
 )
 
 func openHome(t testing.TB, home string) *Source {
@@ -138,7 +139,7 @@ func TestStagedAndExportedEqualRPC(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			dec := cometbft.NewDecoder()
-			orderBy := pgtest.OrderBy(t, dec.Tables())
+			orderBy := chaintest.OrderBy(t, dec.Tables())
 			var prints []map[string]string
 			for _, store := range []*staging.Store{fromHome, fromRPC} {
 				dsn := pgtest.NewDatabase(t)

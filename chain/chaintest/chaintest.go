@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain"
@@ -65,4 +66,18 @@ func ColumnIndex(t testing.TB, table chain.Table, name string) int {
 	}
 	t.Fatalf("table %s has no column %s", table.Name, name)
 	return -1
+}
+
+// OrderBy returns the ORDER BY of pgtest.Fingerprint for tables: each table's
+// primary key. A table without one fails the test.
+func OrderBy(t testing.TB, tables []chain.Table) map[string]string {
+	t.Helper()
+	out := make(map[string]string, len(tables))
+	for _, tb := range tables {
+		if len(tb.PrimaryKey) == 0 {
+			t.Fatalf("chaintest: table %s has no primary key to order by", tb.Name)
+		}
+		out[tb.Name] = strings.Join(tb.PrimaryKey, ", ")
+	}
+	return out
 }

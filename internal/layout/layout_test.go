@@ -1,0 +1,100 @@
+package layout
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/blockhaul/blockhaul/"
+
+// TestNoImportRunsUpward: every import between the module's packages
+// stays in its room or goes down a floor. Test files are not held to it: a
+// test may drive its package from above (nodehome's tests stage and export
+// what it reads), as the top of the building does.
+func TestNoImportRunsUpward(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root: %v", err)
+	}
+	fset := token.NewFileSet()
+	files, edges := 0, 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, err := filepath.Rel(root, filepath.Dir(path))
+		if err != nil {
+			return err
+		}
+		pkg := filepath.ToSlash(rel)
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		files++
+		from := Room(pkg)
+		if from == "" {
+			t.Errorf("%s: folder %s has no floor in layout.Floors", path, pkg)
+			return nil
+		}
+		for _, imp := range f.Imports {
+			p, err := strconv.Unquote(imp.Path.Value)
+			if err != nil || !strings.HasPrefix(p, module) {
+				continue
+			}
+			edges++
+			target := strings.TrimPrefix(p, module)
+			to := Room(target)
+			switch {
+			case to == "":
+				t.Errorf("%s imports %s, which has no floor in layout.Floors", path, target)
+			case to != from && Floors[to] >= Floors[from]:
+				t.Errorf("%s (%s, floor %d) imports %s (%s, floor %d): upward or sideways", path, from, Floors[from], target, to, Floors[to])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 || edges < 50 {
+		t.Fatalf("read %d files with %d imports inside the module: not the whole tree", files, edges)
+	}
+	t.Logf("%d files, %d imports inside the module", files, edges)
+}
+
+func TestRoom(t *testing.T) {
+	for pkg, want := range map[string]string{
+		"chain":               "chain",
+		"chain/cometbft":      "chain",
+		"bench":               "bench",
+		"bench/results":       "bench/results",
+		"bench/cmd/bench":     "bench",
+		"internal/pgtest":     "internal",
+		"chainx":              "",
+		"cmd/blockhaul":       "cmd",
+		"staging/stagingtest": "staging",
+	} {
+		if got := Room(pkg); got != want {
+			t.Errorf("Room(%q) = %q, want %q", pkg, got, want)
+		}
+	}
+}
