@@ -4,7 +4,7 @@ BIN     := bin/blockhaul
 PG_URL   = $$(scripts/pg-ensure.sh)
 DEMO_TO ?= 20000
 
-.PHONY: build test demo demo-follow bench test-nodes vet clean faults static image image-check faults-short
+.PHONY: build test demo demo-follow bench test-nodes vet clean faults static image image-check faults-short protoset
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/blockhaul
@@ -62,6 +62,11 @@ demo-follow: build
 
 bench: build
 	@url=$(PG_URL) && DATABASE_URL="$$url" $(GO) run ./bench/cmd/bench -out bench/results
+
+# The built-in Cosmos SDK + ibc-go descriptor set (docs/messages.md): compiled
+# from the modules' published .proto files, fetched through the Go module proxy.
+protoset:
+	cd scripts/protoset && $(GO) run . -out ../../chain/cometbft/protodec/builtin.binpb.zst
 
 test-nodes: build
 	scripts/test-nodes.sh

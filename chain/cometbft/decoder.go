@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/cometbft/protodec"
 )
 
 // Decoder turns raw CometBFT records (see MarshalRecord) into rows of the
@@ -66,6 +67,12 @@ type DecoderOptions struct {
 	// EventEncoding overrides the per-block decision of how attributes are
 	// written; the zero value decides from the data.
 	EventEncoding EventEncoding
+	// Messages are the message types decoded into messages.decoded; nil
+	// is the built-in set (the Cosmos SDK's and ibc-go's messages).
+	Messages *protodec.Set
+	// Bech32Prefix is the chain's account address prefix (--bech32-prefix),
+	// for the signers column; "" learns it from the chain's own addresses.
+	Bech32Prefix string
 }
 
 // NewDecoder returns a Decoder that decides attribute encodings from the
@@ -112,6 +119,7 @@ func (d *Decoder) Decode(height uint64, raw []byte, rows *chain.Rows) error {
 	if err := st.check(height); err != nil {
 		return &DecodeError{Height: height, Err: err}
 	}
+	st.msgs, st.prefix = d.opts.Messages, d.opts.Bech32Prefix
 	lens := rows.Lens()
 	if err := st.emit(height, rows, d.opts.EventEncoding); err != nil {
 		rows.Truncate(lens)
@@ -188,7 +196,9 @@ type decodeState struct {
 	paramsStart, paramsEnd   int  // block_results.consensus_param_updates, as a span of the record
 	paramsOK                 bool // consensus_param_updates is present and not null
 	sdk                      sdkTx
-	msgSigners               [][]byte
+	msgSigners               []string
+	msgs                     *protodec.Set // the message types; nil: the built-in set
+	prefix                   string        // the operator's bech32 prefix, or ""
 	scratch, scratch2, clean []byte
 }
 
@@ -234,7 +244,7 @@ func (st *decodeState) release() {
 	scratch, scratch2, clean := st.scratch[:0], st.scratch2[:0], st.clean[:0]
 	hashes := st.txHashes[:cap(st.txHashes)]
 	clear(hashes) // they are the caller's rows' memory
-	// sdk and msgSigners point into the caller's rows: cleared, not kept.
+	// sdk points into the caller's rows: cleared, not kept.
 	sdk := st.sdk
 	sdk.release()
 	signers := st.msgSigners[:cap(st.msgSigners)]

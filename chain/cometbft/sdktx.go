@@ -1,13 +1,13 @@
 package cometbft
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"math/big"
 	"slices"
 	"strings"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/cometbft/protodec"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"golang.org/x/crypto/ripemd160" //nolint:staticcheck // see ValidatorAddress
@@ -75,15 +75,26 @@ func (t *sdkTx) reset() {
 	*t = sdkTx{msgs: t.msgs[:0], fee: t.fee[:0], signers: t.signers[:0]}
 }
 
-// signerOnly names the signer field of common messages that are not
-// decoded to JSON, for the signers column.
-var signerOnly = map[string]*pbMsgDesc{
-	"/ibc.core.client.v1.MsgUpdateClient":     {signer: 3},
-	"/ibc.core.channel.v1.MsgRecvPacket":      {signer: 4},
-	"/ibc.core.channel.v1.MsgAcknowledgement": {signer: 5},
-	"/ibc.core.channel.v1.MsgTimeout":         {signer: 5},
-	"/cosmwasm.wasm.v1.MsgExecuteContract":    {signer: 1},
-	"/cosmos.authz.v1beta1.MsgExec":           {signer: 1},
+// signerOnly names the signer field of common messages the built-in
+// descriptors do not know, for the signers column (CosmWasm's are not part
+// of the SDK or ibc-go).
+var signerOnly = map[string]protowire.Number{
+	"/cosmwasm.wasm.v1.MsgExecuteContract":     1,
+	"/cosmwasm.wasm.v1.MsgInstantiateContract": 1,
+	"/cosmwasm.wasm.v1.MsgStoreCode":           1,
+	"/cosmwasm.wasm.v1.MsgMigrateContract":     1,
+}
+
+// fieldBytes is the last length-delimited field num of message b, or nil.
+func fieldBytes(b []byte, num protowire.Number) []byte {
+	var out []byte
+	r := pbReader{b: b}
+	for f, ok := r.next(); ok; f, ok = r.next() {
+		if f.num == num && f.wire == protowire.BytesType {
+			out = f.bytes
+		}
+	}
+	return out
 }
 
 // release empties t and drops every reference into tx bytes.
@@ -328,6 +339,7 @@ func (st *decodeState) emitSDK(rows *chain.Rows, row []any, i int, tx []byte, hv
 	}
 	st.msgSigners = st.msgSigners[:0]
 	prefix, learned := "", false // learned: from a decoded message's signer, which outranks a guess
+	set := st.msgSet()
 	txIndex := boxInt32(int32(i))
 	for j, m := range t.msgs {
 		mr := rows.Row(tableMessages)
@@ -341,28 +353,27 @@ func (st *decodeState) emitSDK(rows *chain.Rows, row []any, i int, tx []byte, hv
 		if m.value == nil {
 			mr[mValue] = []byte{}
 		}
-		d := msgDescs[string(m.typeURL)]
-		if d == nil {
-			d = signerOnly[string(m.typeURL)]
-		} else {
-			start := len(msgJS)
-			var ok bool
-			if msgJS, ok = appendMsgJSON(msgJS, d, m.value); ok {
-				mr[mDecoded] = msgJS[start:len(msgJS):len(msgJS)]
+		var signer string
+		u, _ := mr[mTypeURL].(string)
+		if set.Known(u) {
+			js, s, err := set.AppendJSON(msgJS, u, m.value)
+			if err == nil {
+				mr[mDecoded] = js[len(msgJS):len(js):len(js)]
+				msgJS, signer = js, s
 			}
+		} else if f := signerOnly[u]; f != 0 {
+			signer = string(fieldBytes(m.value, f))
 		}
-		if d == nil {
+		if signer == "" {
 			continue
 		}
-		if s := msgSigner(d, m.value); len(s) > 0 {
-			if !learned {
-				if p := bech32Prefix(s); p != "" {
-					prefix, learned = p, true
-				}
+		if !learned {
+			if p := bech32Prefix([]byte(signer)); p != "" {
+				prefix, learned = p, true
 			}
-			if !slices.ContainsFunc(st.msgSigners, func(x []byte) bool { return bytes.Equal(x, s) }) {
-				st.msgSigners = append(st.msgSigners, s)
-			}
+		}
+		if !slices.Contains(st.msgSigners, signer) {
+			st.msgSigners = append(st.msgSigners, signer)
 		}
 	}
 	if !learned {
@@ -399,7 +410,7 @@ func (st *decodeState) emitSDK(rows *chain.Rows, row []any, i int, tx []byte, hv
 		if a := AccountAddress(s.keyType, s.key); a != nil && prefix != "" {
 			addr = Bech32Encode(prefix, a)
 		} else if j < len(st.msgSigners) {
-			addr = st.cleanString(st.msgSigners[j])
+			addr = st.msgSigners[j]
 		} else if withNull == nil {
 			withNull = make([]*string, 0, len(t.signers))
 			for k := range signers {
@@ -441,6 +452,14 @@ func (st *decodeState) emitSDK(rows *chain.Rows, row []any, i int, tx []byte, hv
 	return msgJS
 }
 
+// msgSet is the message types the decoder was given, else the built-in set.
+func (st *decodeState) msgSet() *protodec.Set {
+	if st.msgs != nil {
+		return st.msgs
+	}
+	return protodec.MustBuiltin()
+}
+
 // cleanString is b as a Go string fit for a text column.
 func (st *decodeState) cleanString(b []byte) string {
 	if len(b) == 0 {
@@ -464,10 +483,16 @@ func (st *decodeState) internText(b []byte) any {
 
 var typeURLBoxed = func() map[string]any {
 	m := map[string]any{}
-	for u := range msgDescs {
-		m[u] = u
-	}
 	for _, u := range []string{
+		"/cosmos.bank.v1beta1.MsgSend", "/cosmos.bank.v1beta1.MsgMultiSend",
+		"/cosmos.staking.v1beta1.MsgDelegate", "/cosmos.staking.v1beta1.MsgUndelegate",
+		"/cosmos.staking.v1beta1.MsgBeginRedelegate", "/cosmos.staking.v1beta1.MsgCancelUnbondingDelegation",
+		"/cosmos.staking.v1beta1.MsgCreateValidator", "/cosmos.staking.v1beta1.MsgEditValidator",
+		"/cosmos.distribution.v1beta1.MsgWithdrawDelegatorReward", "/cosmos.distribution.v1beta1.MsgWithdrawValidatorCommission",
+		"/cosmos.distribution.v1beta1.MsgSetWithdrawAddress", "/cosmos.distribution.v1beta1.MsgFundCommunityPool",
+		"/cosmos.gov.v1beta1.MsgVote", "/cosmos.gov.v1.MsgVote", "/cosmos.gov.v1beta1.MsgDeposit", "/cosmos.gov.v1.MsgDeposit",
+		"/cosmos.gov.v1beta1.MsgSubmitProposal", "/cosmos.gov.v1.MsgSubmitProposal", "/cosmos.gov.v1.MsgVoteWeighted",
+		"/ibc.applications.transfer.v1.MsgTransfer",
 		"/ibc.core.client.v1.MsgUpdateClient", "/ibc.core.channel.v1.MsgRecvPacket",
 		"/ibc.core.channel.v1.MsgAcknowledgement", "/ibc.core.channel.v1.MsgTimeout",
 		"/cosmwasm.wasm.v1.MsgExecuteContract", "/cosmos.authz.v1beta1.MsgExec",

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/cometbft/protodec"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -246,8 +247,9 @@ func FuzzSDKTx(f *testing.F) {
 			}
 		}
 		// Every described type against the same bytes, too.
-		for _, desc := range msgDescs {
-			if js, ok := appendMsgJSON(nil, desc, tx); ok && !json.Valid(js) {
+		set := protodec.MustBuiltin()
+		for u := range typeURLBoxed {
+			if js, _, err := set.AppendJSON(nil, u, tx); err == nil && !json.Valid(js) {
 				t.Fatalf("decoded %q", js)
 			}
 		}
@@ -377,16 +379,14 @@ func BenchmarkSDKWire(b *testing.B) {
 	fx := sdkFixtures(b)
 	var t sdkTx
 	var js []byte
+	set := protodec.MustBuiltin()
 	for i := 0; b.Loop(); i++ {
 		f := fx[i%len(fx)]
 		if !readSDKTx(f.Tx, &t) {
 			b.Fatalf("%s: not read as an SDK tx", f.Name)
 		}
 		for _, m := range t.msgs {
-			if d := msgDescs[string(m.typeURL)]; d != nil {
-				js, _ = appendMsgJSON(js[:0], d, m.value)
-				msgSigner(d, m.value)
-			}
+			js, _, _ = set.AppendJSON(js[:0], string(m.typeURL), m.value)
 		}
 	}
 }

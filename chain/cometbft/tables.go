@@ -285,9 +285,10 @@ var tables = []chain.Table{
 	{
 		// The messages of each Cosmos SDK tx (TxBody.messages), in order.
 		// value is the Any's bytes as the tx holds them; decoded is their
-		// JSON for the message types msgjson.go describes (bank, staking,
-		// distribution, gov, IBC transfer), NULL for any other type and for
-		// bytes that do not read as their type.
+		// protojson JSON (protodec) for every type the descriptors know:
+		// the Cosmos SDK's and ibc-go's built in, plus --proto and
+		// --proto-descriptors; NULL for any other type and for bytes that
+		// do not read as their type (docs/messages.md).
 		Name: "messages",
 		Columns: []chain.Column{
 			{Name: "height", Type: "bigint"},
