@@ -42,11 +42,14 @@ const (
 	SectionStreams  = "streams"  // export with 1, 2, 4 streams of one staged range, beside the baseline
 	// SectionHeadBackfill: the head and a backfill in one process vs two.
 	SectionHeadBackfill = "headbackfill"
+	// SectionLimit: the whole export (1 and 2 streams) against PostgreSQL's
+	// restore of the same end state, both families.
+	SectionLimit = "limit"
 )
 
 // AllSections is the default selection, in the order of the report (the
 // process section runs first; see Run).
-var AllSections = []string{SectionCometBFT, SectionEVM, SectionStreams, SectionFetch, SectionProcess, SectionHeadBackfill}
+var AllSections = []string{SectionCometBFT, SectionEVM, SectionLimit, SectionStreams, SectionFetch, SectionProcess, SectionHeadBackfill}
 
 // Config configures a benchmark run. Zero fields take the defaults named in
 // their comments (EnsureDefaults); the defaults keep a whole run under about
@@ -110,6 +113,14 @@ type Config struct {
 	// CometBFT blocks: the head stream exports its upper half, the
 	// backfill the lower. Default 20,000.
 	HeadBackfillBlocks uint64
+
+	// LimitCometBFTBlocks and LimitEVMBlocks are the ranges of the limit
+	// section: exported whole with 1 and 2 streams and restored by
+	// PostgreSQL. Defaults 60,000 and 6,000.
+	LimitCometBFTBlocks, LimitEVMBlocks uint64
+	// IndexWorkers is the limit section's exports' --index-workers. 0:
+	// the command's default.
+	IndexWorkers int
 
 	// StateInterval is the period of the pg_stat_activity samples of the
 	// streams section's backends. Default 100ms.
@@ -187,6 +198,12 @@ func (c *Config) EnsureDefaults() {
 	if c.HeadBackfillBlocks == 0 {
 		c.HeadBackfillBlocks = 20_000
 	}
+	if c.LimitCometBFTBlocks == 0 {
+		c.LimitCometBFTBlocks = 60_000
+	}
+	if c.LimitEVMBlocks == 0 {
+		c.LimitEVMBlocks = 6_000
+	}
 	if c.StateInterval == 0 {
 		c.StateInterval = 100 * time.Millisecond
 	}
@@ -242,6 +259,9 @@ func (c *Config) Validate() error {
 			bad("stream counts must be between 1 and 64, got %v", c.StreamCounts)
 			break
 		}
+	}
+	if c.IndexWorkers < 0 {
+		bad("index workers must be positive, got %d", c.IndexWorkers)
 	}
 	if c.HeadBackfillBlocks == 1 {
 		bad("head and backfill blocks must be at least 2, got %d", c.HeadBackfillBlocks)
@@ -300,6 +320,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return res, err
 		}
 		res.Densities = append(res.Densities, dr)
+	}
+	if cfg.runs(SectionLimit) {
+		for _, d := range densities(&cfg) {
+			lr, err := runLimit(ctx, &cfg, limitDensity(&cfg, d))
+			if err != nil {
+				return res, err
+			}
+			res.Limits = append(res.Limits, lr)
+		}
 	}
 	if cfg.runs(SectionStreams) {
 		if res.Streams, err = runStreams(ctx, &cfg); err != nil {

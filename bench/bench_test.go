@@ -19,18 +19,20 @@ import (
 // blocks each.
 func smallConfig(t testing.TB) Config {
 	return Config{
-		DatabaseURL:        pgtest.BaseURL(),
-		CometBFTBlocks:     300,
-		EVMBlocks:          30,
-		BatchBlocks:        100,
-		FetchBlocks:        300,
-		FetchWorkers:       4,
-		FetchSpan:          8,
-		FetchSource:        RPCSource(chain.FamilyCometBFT, 4),
-		RangeSizes:         []uint64{200, 400, 600},
-		StateInterval:      5 * time.Millisecond,
-		HeadBackfillBlocks: 400,
-		WorkDir:            t.TempDir(),
+		DatabaseURL:         pgtest.BaseURL(),
+		CometBFTBlocks:      300,
+		EVMBlocks:           30,
+		BatchBlocks:         100,
+		FetchBlocks:         300,
+		FetchWorkers:        4,
+		FetchSpan:           8,
+		FetchSource:         RPCSource(chain.FamilyCometBFT, 4),
+		RangeSizes:          []uint64{200, 400, 600},
+		StateInterval:       5 * time.Millisecond,
+		HeadBackfillBlocks:  400,
+		LimitCometBFTBlocks: 200,
+		LimitEVMBlocks:      20,
+		WorkDir:             t.TempDir(),
 	}
 }
 
@@ -108,6 +110,7 @@ func TestRunSmall(t *testing.T) {
 		}
 	}
 	checkStreams(t, res)
+	checkLimits(t, res)
 	if h := res.HeadBackfill; h == nil {
 		t.Error("no head and backfill section")
 	} else {
@@ -123,8 +126,8 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("head and backfill: %+v", h)
 		}
 	}
-	if len(res.Targets) != 11 {
-		t.Errorf("targets: %d, want 11", len(res.Targets))
+	if len(res.Targets) != 14 {
+		t.Errorf("targets: %d, want 14", len(res.Targets))
 	}
 	for _, tg := range res.Targets {
 		if !tg.Measured {
@@ -150,13 +153,48 @@ func TestRunSmall(t *testing.T) {
 		}
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "latest.md"))
-	for _, want := range []string{"blockhaul µs/row", "### The head and a backfill: one process vs two", "### Export streams", "| export, 4 streams |", "Projection for a 16-core database server running 16 streams"} {
+	for _, want := range []string{"blockhaul µs/row", "### The head and a backfill: one process vs two", "### Export streams", "| export, 4 streams |", "### Whole export vs PostgreSQL's restore, like for like", "| cometbft | **", "Projection for a 16-core database server running 16 streams"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("latest.md lacks %q:\n%s", want, md)
 		}
 	}
 	if !strings.Contains(string(md), "(latest-throughput-cometbft.svg)") || !strings.Contains(string(md), "(latest-scaling.svg)") {
 		t.Errorf("latest.md does not link the latest plots:\n%s", md)
+	}
+}
+
+// checkLimits checks the limit section of a small run: both families,
+// every load with the same rows, phases that add up, the post-data builds
+// of every secondary index and key, and the ratios of the times.
+func checkLimits(t *testing.T, res Result) {
+	t.Helper()
+	if len(res.Limits) != 2 {
+		t.Fatalf("limit section: %d families, want 2", len(res.Limits))
+	}
+	for _, l := range res.Limits {
+		want := map[string]uint64{"cometbft": 200, "evm": 20}[l.Chain]
+		if l.Blocks != want || l.Rows <= l.Blocks || l.Export.Rows != l.Rows || l.Export2.Rows != l.Rows || l.Limit.Rows != l.Rows {
+			t.Errorf("%s: %d blocks (want %d), rows %d: export %d, 2 streams %d, limit %d", l.Chain, l.Blocks, want, l.Rows, l.Export.Rows, l.Export2.Rows, l.Limit.Rows)
+		}
+		for name, r := range map[string]PhaseRun{"export": l.Export, "export, 2 streams": l.Export2, "limit": l.Limit} {
+			if len(r.AllSeconds) != 2 || r.Seconds != slices.Min(r.AllSeconds) || r.Fill <= 0 || r.Analyze <= 0 || r.Indexes <= 0 ||
+				r.Fill+r.Indexes+r.Analyze > r.Seconds*1.0001 {
+				t.Errorf("%s, %s: %+v", l.Chain, name, r)
+			}
+		}
+		keys := 0
+		for _, b := range l.Limit.Builds {
+			if strings.HasSuffix(b.Name, "_pkey") {
+				keys++
+			}
+		}
+		if keys == 0 || len(l.Limit.Builds)-keys != len(l.Export.Builds) || len(l.Export.Builds) == 0 {
+			t.Errorf("%s: the limit built %d keys and %d indexes, export %d indexes", l.Chain, keys, len(l.Limit.Builds)-keys, len(l.Export.Builds))
+		}
+		if math.Abs(l.Ratio-l.Limit.Seconds/l.Export.Seconds) > 1e-9 || math.Abs(l.FillRatio-l.Limit.Fill/l.Export.Fill) > 1e-9 ||
+			math.Abs(l.TwoOverOne-l.Export.Seconds/l.Export2.Seconds) > 1e-9 {
+			t.Errorf("%s: ratios %v, %v, %v", l.Chain, l.Ratio, l.FillRatio, l.TwoOverOne)
+		}
 	}
 }
 

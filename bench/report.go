@@ -87,6 +87,9 @@ func Markdown(r Result, images string) string {
 		}
 	}
 
+	if len(r.Limits) > 0 {
+		writeLimits(&b, r)
+	}
 	if st := r.Streams; st != nil {
 		writeStreams(&b, r, st)
 	}
@@ -256,4 +259,49 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// writeLimits renders the limit section: the whole export against
+// PostgreSQL's restore of the same end state, phase by phase, and the
+// slowest builds of each.
+func writeLimits(b *strings.Builder, r Result) {
+	b.WriteString("\n### Whole export vs PostgreSQL's restore, like for like\n\n")
+	b.WriteString("Export is `blockhaul export` in this process (secondary indexes deferred, the fill, the deferred builds, ANALYZE of the tables filled) with 1 and 2 streams, each into a fresh database. The limit is the same end state the way PostgreSQL restores it: the export's rows dumped with binary COPY (untimed), the tables recreated as pg_dump's pre-data section has them (no key, no index), every file COPYed back in one transaction, the post-data section (primary keys, then every secondary index) built on one connection with the server's settings, as pg_restore does, and ANALYZE of every table.")
+	if r.Settings.Rounds > 1 {
+		fmt.Fprintf(b, " Each load ran %d times, the order rotating; the fastest counts.", r.Settings.Rounds)
+	}
+	b.WriteString(" Seconds: whole (fill + indexes + ANALYZE). Export's fill has its primary keys in place; its index phase is the rest of its time.\n\n")
+	b.WriteString("| chain | blocks | rows | load | seconds | fill | indexes | ANALYZE |\n|---|---:|---:|---|---:|---:|---:|---:|\n")
+	for _, l := range r.Limits {
+		for i, x := range []struct {
+			name string
+			run  PhaseRun
+		}{{"export, 1 stream", l.Export}, {"export, 2 streams", l.Export2}, {"limit (restore)", l.Limit}} {
+			chain, blocks, rows := "", "", ""
+			if i == 0 {
+				chain, blocks, rows = l.Chain, fmtNum(float64(l.Blocks)), fmtNum(float64(l.Rows))
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", chain, blocks, rows, x.name, fmtNum(x.run.Seconds), fmtNum(x.run.Fill), fmtNum(x.run.Indexes), fmtNum(x.run.Analyze))
+		}
+	}
+	b.WriteString("\n| chain | export / limit, like for like | fill only | 2 streams / 1 stream |\n|---|---:|---:|---:|\n")
+	for _, l := range r.Limits {
+		fmt.Fprintf(b, "| %s | **%s** | %s | **%s** |\n", l.Chain, fmtNum(l.Ratio), fmtNum(l.FillRatio), fmtNum(l.TwoOverOne))
+	}
+	b.WriteString("\nThe slowest builds, in seconds (export's run at once, up to its index workers; the limit's one after another):\n\n")
+	for _, l := range r.Limits {
+		for _, x := range []struct {
+			name string
+			run  PhaseRun
+		}{{"export, 1 stream", l.Export}, {"limit", l.Limit}} {
+			var parts []string
+			for i, bd := range sortedBuilds(x.run.Builds) {
+				if i == 4 {
+					break
+				}
+				parts = append(parts, fmt.Sprintf("%s %s", bd.Name, fmtNum(bd.Seconds)))
+			}
+			fmt.Fprintf(b, "- %s, %s: %s\n", l.Chain, x.name, strings.Join(parts, ", "))
+		}
+	}
 }
