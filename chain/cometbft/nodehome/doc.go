@@ -5,11 +5,16 @@
 // Each height's record is built the way the node's RPC builds its /block and
 // /block_results answers (rpc/core/blocks.go of CometBFT 0.38: the block
 // store's block and block meta, the state store's finalize-block response),
-// with CometBFT's own types and JSON encoding (libs/json), then framed the
-// way the JSON-RPC server frames a result (encoding/json of a RawMessage:
-// compacted, HTML-escaped). The record is therefore the one the RPC source
-// would stage from the same node, byte for byte, and everything downstream
-// (verification, decoding, export) is unchanged.
+// read with CometBFT's own stores and types, then written as the node's
+// JSON-RPC server writes a result: its JSON encoding (libs/json, with
+// jsonpb for the abci types) framed as encoding/json frames a RawMessage
+// (compacted, HTML-escaped). The writing is done by encode.go's hand-written
+// encoders, which are most of the source's speed and are held to libs/json
+// by the tests (every recorded height, generated values, a fuzz target); a
+// value they do not write (evidence, validator or consensus parameter
+// updates) is written by libs/json itself. The record is therefore the one
+// the RPC source would stage from the same node, byte for byte, and
+// everything downstream (verification, decoding, export) is unchanged.
 //
 // Versions: a home written by CometBFT 0.38 gives the answers of a 0.38
 // node, including for heights whose results were stored as the legacy

@@ -232,18 +232,11 @@ func (s *Source) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, err
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		raw, err := s.Record(h)
+		b, err := s.block(h)
 		if err != nil {
 			return nil, err
 		}
-		hash, parent, got, err := cometbft.BlockIdentity(raw)
-		if err != nil {
-			return nil, &CorruptError{Path: s.blockPath, Height: h, Err: err}
-		}
-		if got != h {
-			return nil, &CorruptError{Path: s.blockPath, Height: h, Err: fmt.Errorf("block header height is %d", got)}
-		}
-		out = append(out, chain.Block{Height: h, Hash: hash, ParentHash: parent, Raw: raw})
+		out = append(out, b)
 	}
 	return out, nil
 }
@@ -252,19 +245,54 @@ func (s *Source) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, err
 // results the node's RPC would have answered, joined by
 // cometbft.MarshalRecord.
 func (s *Source) Record(h uint64) ([]byte, error) {
-	block, err := s.blockResult(h)
-	if err != nil {
-		return nil, err
-	}
-	results, err := s.resultsResult(h)
-	if err != nil {
-		return nil, err
-	}
-	return cometbft.MarshalRecord(block, results), nil
+	b, err := s.block(h)
+	return b.Raw, err
 }
 
-// blockResult is the result of /block?height=h (rpc/core Block).
-func (s *Source) blockResult(h uint64) (out json.RawMessage, err error) {
+// block returns height h's record with its identity. The hash and parent
+// hash are the block meta's and header's, the values its record is written
+// from (the loader recomputes the hash from the record and compares).
+func (s *Source) block(h uint64) (chain.Block, error) {
+	block, err := s.loadBlock(h)
+	if err != nil {
+		return chain.Block{}, err
+	}
+	results, err := s.loadResults(h)
+	if err != nil {
+		return chain.Block{}, err
+	}
+	if got := block.Block.Height; got != int64(h) {
+		return chain.Block{}, &CorruptError{Path: s.blockPath, Height: h, Err: fmt.Errorf("block header height is %d", got)}
+	}
+	if len(block.BlockID.Hash) == 0 {
+		return chain.Block{}, &CorruptError{Path: s.blockPath, Height: h, Err: errors.New("block meta has no block hash")}
+	}
+	var parent []byte
+	if p := block.Block.LastBlockID.Hash; len(p) > 0 {
+		parent = p
+	}
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
+	if sc.block, err = appendBlock(sc.block[:0], block); err != nil {
+		return chain.Block{}, err
+	}
+	if sc.results, err = appendResults(sc.results[:0], results); err != nil {
+		return chain.Block{}, err
+	}
+	return chain.Block{Height: h, Hash: block.BlockID.Hash, ParentHash: parent,
+		Raw: cometbft.MarshalRecord(sc.block, sc.results)}, nil
+}
+
+// scratch holds the two results of a record while they are written;
+// MarshalRecord copies them into the record, which is allocated once, at
+// its size.
+type scratch struct{ block, results []byte }
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// loadBlock reads what /block?height=h answers (rpc/core Block): the block
+// meta's block id and the block.
+func (s *Source) loadBlock(h uint64) (out *ctypes.ResultBlock, err error) {
 	defer s.recoverCorrupt(s.blockPath, h, &err)
 	meta := s.blocks.LoadBlockMeta(int64(h))
 	if meta == nil {
@@ -277,12 +305,13 @@ func (s *Source) blockResult(h uint64) (out json.RawMessage, err error) {
 	if block == nil {
 		return nil, &CorruptError{Path: s.blockPath, Height: h, Err: errors.New("block meta without its block parts")}
 	}
-	return rpcResult(&ctypes.ResultBlock{BlockID: meta.BlockID, Block: block})
+	return &ctypes.ResultBlock{BlockID: meta.BlockID, Block: block}, nil
 }
 
-// resultsResult is the result of /block_results?height=h: rpc/core
-// BlockResults of 0.38, or of 0.37 for a 0.37 node's home.
-func (s *Source) resultsResult(h uint64) (json.RawMessage, error) {
+// loadResults reads what /block_results?height=h answers: rpc/core
+// BlockResults of 0.38 (*ctypes.ResultBlockResults), or of 0.37 for a 0.37
+// node's home (*resultBlockResults037).
+func (s *Source) loadResults(h uint64) (any, error) {
 	if s.discard {
 		return nil, &UnavailableError{Home: s.home, Height: h,
 			Reason: "config.toml sets discard_abci_responses = true: the node keeps no block results"}
@@ -299,7 +328,7 @@ func (s *Source) resultsResult(h uint64) (json.RawMessage, error) {
 		if err := legacy.Unmarshal(buf); err != nil {
 			return nil, &CorruptError{Path: s.statePath, Height: h, Err: fmt.Errorf("legacy ABCI responses: %w", err)}
 		}
-		return rpcResult(legacyResults(int64(h), &legacy))
+		return legacyResults(int64(h), &legacy), nil
 	}
 	res, err := s.state.LoadFinalizeBlockResponse(int64(h))
 	if err != nil {
@@ -309,14 +338,42 @@ func (s *Source) resultsResult(h uint64) (json.RawMessage, error) {
 		}
 		return nil, &CorruptError{Path: s.statePath, Height: h, Err: err}
 	}
-	return rpcResult(&ctypes.ResultBlockResults{
+	return &ctypes.ResultBlockResults{
 		Height:                int64(h),
 		TxsResults:            res.TxResults,
 		FinalizeBlockEvents:   res.Events,
 		ValidatorUpdates:      res.ValidatorUpdates,
 		ConsensusParamUpdates: res.ConsensusParamUpdates,
 		AppHash:               res.AppHash,
-	})
+	}, nil
+}
+
+// appendBlock appends the /block result r as the node's RPC writes it:
+// by appendBlockResult, or libs/json for what that does not write.
+func appendBlock(dst []byte, r *ctypes.ResultBlock) ([]byte, error) {
+	if b, ok := appendBlockResult(dst, r.BlockID, r.Block); ok {
+		return b, nil
+	}
+	b, err := rpcResult(r)
+	return append(dst, b...), err
+}
+
+// appendResults appends the /block_results result r (a loadResults
+// value) as the node's RPC writes it: by appendBlockResults or
+// appendLegacyResults, or libs/json for what those do not write.
+func appendResults(dst []byte, r any) ([]byte, error) {
+	switch r := r.(type) {
+	case *ctypes.ResultBlockResults:
+		if b, ok := appendBlockResults(dst, r); ok {
+			return b, nil
+		}
+	case *resultBlockResults037:
+		if b, ok := appendLegacyResults(dst, r); ok {
+			return b, nil
+		}
+	}
+	b, err := rpcResult(r)
+	return append(dst, b...), err
 }
 
 func (s *Source) noResults(h uint64) error {
@@ -332,7 +389,8 @@ func (s *Source) noResults(h uint64) error {
 // ASCII letters, digits, / and _), and everything else through an
 // encoding/json Encoder, which writes compact JSON with HTML escaping and
 // compacts and escapes what a json.Marshaler (jsonpb's ExecTxResult)
-// returns. The byte-for-byte tests against the node's RPC hold it.
+// returns. The byte-for-byte tests against the node's RPC hold it. It
+// writes what encode.go's encoders leave, and is their reference in tests.
 func rpcResult(v any) (json.RawMessage, error) {
 	b, err := cmtjson.Marshal(v)
 	if err != nil {
