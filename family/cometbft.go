@@ -32,7 +32,7 @@ var CometBFT = register(&Family{
 		cometbft.EventEncodingAuto.String(), cometbft.EventEncodingBase64.String(), cometbft.EventEncodingText.String()}},
 
 	NewDecoder: func(o DecoderOptions) export.Decoder {
-		return cometbft.NewDecoderOptions(cometbft.DecoderOptions{EventEncoding: o.EventEncoding})
+		return cometbft.NewDecoderOptions(cometbft.DecoderOptions{EventEncoding: o.EventEncoding, Messages: o.Messages, Bech32Prefix: o.Bech32Prefix})
 	},
 	// The header's data_hash is checked with the header: header and full
 	// verification are the same.

@@ -24,6 +24,7 @@
 package family
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -32,6 +33,7 @@ import (
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/cometbft/protodec"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/loader"
@@ -108,6 +110,30 @@ type NodeCall struct {
 type DecoderOptions struct {
 	// EventEncoding is how CometBFT event attributes are read (--event-encoding).
 	EventEncoding EventEncoding
+	// Messages are the Cosmos message types CometBFT's messages.decoded
+	// is decoded with (--proto, --proto-descriptors; LoadMessageTypes);
+	// nil is the built-in set of the Cosmos SDK and ibc-go.
+	Messages *MessageTypes
+	// Bech32Prefix is the chain's account address prefix for CometBFT's
+	// transactions.signers (--bech32-prefix); "" learns it from the chain.
+	Bech32Prefix string
+}
+
+// MessageTypes is CometBFT's set of Cosmos message types, compiled from
+// proto files (docs/messages.md), named here so that a Config holds it
+// without importing the family.
+type MessageTypes = protodec.Set
+
+// ErrProtoCompile is wrapped by LoadMessageTypes' error for .proto files
+// that do not compile (--proto).
+var ErrProtoCompile = protodec.ErrCompile
+
+// LoadMessageTypes compiles the .proto files under protoDirs and links the
+// descriptor sets in descriptorSets over the built-in set; an error names
+// the directory or file and wraps protodec.ErrCompile or
+// protodec.ErrDescriptorSet.
+func LoadMessageTypes(ctx context.Context, protoDirs, descriptorSets []string) (*MessageTypes, error) {
+	return protodec.Load(ctx, protodec.Options{ProtoDirs: protoDirs, DescriptorSets: descriptorSets})
 }
 
 // EventEncoding is CometBFT's decoder option --event-encoding (auto,

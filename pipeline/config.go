@@ -5,6 +5,7 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -131,7 +132,18 @@ type Config struct {
 	IndexWorkers    int             // --index-workers: deferred indexes built at once
 
 	EventEncoding family.EventEncoding // --event-encoding: cometbft attributes auto, base64 or text
-	VerifyBlocks  chain.Verification   // --verify-blocks: what is recomputed of a block before it is staged
+	// Cosmos messages (cometbft's messages.decoded; docs/messages.md):
+	// directories of .proto files and compiled descriptor sets added to the
+	// built-in Cosmos SDK and IBC types, and the chain's bech32 account
+	// prefix for transactions.signers ("" learns it from the chain).
+	Proto            []string // --proto
+	ProtoDescriptors []string // --proto-descriptors
+	Bech32Prefix     string   // --bech32-prefix
+	// messages is what Validate compiled of Proto and ProtoDescriptors;
+	// nil: the built-in set.
+	messages *family.MessageTypes
+
+	VerifyBlocks chain.Verification // --verify-blocks: what is recomputed of a block before it is staged
 
 	Tables string   // --tables: the tables run, export and follow write (see export.ParseTables); empty: all
 	Replay []string // --replay: export writes these tables again in place from staging (pipeline/replay.go)
@@ -339,6 +351,20 @@ func (c *Config) Validate() error {
 	case IndexesAuto, IndexesAlways, IndexesNever, "":
 	default:
 		bad("defer-indexes", "want auto, always or never, got %q", c.DeferIndexes)
+	}
+	if (len(c.Proto) > 0 || len(c.ProtoDescriptors) > 0) && c.messages == nil {
+		m, err := family.LoadMessageTypes(context.Background(), c.Proto, c.ProtoDescriptors)
+		switch {
+		case err == nil:
+			c.messages = m
+		case len(c.Proto) > 0 && errors.Is(err, family.ErrProtoCompile):
+			bad("proto", "%v", err)
+		default:
+			bad("proto-descriptors", "%v", err)
+		}
+	}
+	if p := c.Bech32Prefix; p != "" && !validBech32Prefix(p) {
+		bad("bech32-prefix", "want the lowercase human-readable part of the chain's addresses (cosmos, osmo, crc), got %q", p)
 	}
 	if dec, err := newDecoder(c); err == nil {
 		if err := c.Indexes.Check(dec.Tables()); err != nil {
@@ -626,4 +652,19 @@ func (m *IndexMode) Set(v string) error {
 		return fmt.Errorf("want auto, always or never, got %q", v)
 	}
 	return nil
+}
+
+// validBech32Prefix reports whether p can be the human-readable part of a
+// bech32 address as chains write it: lowercase ASCII letters and digits,
+// 1 to 83 of them.
+func validBech32Prefix(p string) bool {
+	if len(p) < 1 || len(p) > 83 {
+		return false
+	}
+	for _, c := range p {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }

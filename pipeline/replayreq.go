@@ -58,6 +58,10 @@ type replayRequest struct {
 	Chain         string   `json:"chain"`
 	Schema        string   `json:"schema"`
 	EventEncoding string   `json:"event_encoding"`
+	// The message decoding (--proto, --proto-descriptors, --bech32-prefix).
+	Proto            []string `json:"proto,omitempty"`
+	ProtoDescriptors []string `json:"proto_descriptors,omitempty"`
+	Bech32Prefix     string   `json:"bech32_prefix,omitempty"`
 	// Database is databaseIdentity of the requester's --pg: the holder
 	// runs the replay on its own connection, to the same database only.
 	Database string `json:"database"`
@@ -153,7 +157,8 @@ func requestReplay(ctx context.Context, cfg *Config, held *staging.InUseError, o
 	req := replayRequest{PID: os.Getpid(), Tables: cfg.SelectedTables, Alias: cfg.Alias,
 		From: cfg.From, To: cfg.To, FromSet: cfg.FromSet, ToSet: cfg.ToSet,
 		BatchBlocks: cfg.BatchBlocks, SyncCommit: cfg.SyncCommit,
-		Chain: cfg.Chain, Schema: cfg.Schema, EventEncoding: cfg.EventEncoding.String(), Database: dbID}
+		Chain: cfg.Chain, Schema: cfg.Schema, EventEncoding: cfg.EventEncoding.String(), Database: dbID,
+		Proto: cfg.Proto, ProtoDescriptors: cfg.ProtoDescriptors, Bech32Prefix: cfg.Bech32Prefix}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return sum, err

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -192,6 +193,10 @@ func (s *replayServer) replayConfig(req replayRequest) (*Config, error) {
 	}
 	if req.EventEncoding != s.cfg.EventEncoding.String() {
 		bad("event-encoding", "is %s; %s decodes events as %s, and a replay through it decodes them as the head stream does", req.EventEncoding, who, s.cfg.EventEncoding)
+	}
+	if !slices.Equal(req.Proto, s.cfg.Proto) || !slices.Equal(req.ProtoDescriptors, s.cfg.ProtoDescriptors) || req.Bech32Prefix != s.cfg.Bech32Prefix {
+		bad("proto", "is --proto %q --proto-descriptors %q --bech32-prefix %q; %s decodes messages with --proto %q --proto-descriptors %q --bech32-prefix %q, and a replay through it decodes them as the head stream does (restart the follow with the new files)",
+			req.Proto, req.ProtoDescriptors, req.Bech32Prefix, who, s.cfg.Proto, s.cfg.ProtoDescriptors, s.cfg.Bech32Prefix)
 	}
 	if req.BatchBlocks <= 0 || req.BatchBlocks > MaxBatchBlocks {
 		bad("batch-blocks", "want 1 to %d blocks, got %d", MaxBatchBlocks, req.BatchBlocks)

@@ -269,6 +269,12 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.IntVar, &cfg.IndexWorkers, "index-workers", dc.IndexWorkers, "deferred indexes built at once when a fill completes, each on a connection of its own (1: one after another)", in(groupDatabase, exporting))
 	defValue(d, &cfg.EventEncoding, "event-encoding", "cometbft: how event attributes are written: auto (decided per block from the data), base64 or text",
 		in(groupDatabase, exporting, []string{cmdVerify}).oneOf(flagValues("event-encoding")...))
+	def(d, fs.StringArrayVar, &cfg.Proto, "proto", nil, "cometbft: a directory of the chain's .proto files (repeatable): every message type they define is decoded into messages.decoded, beside the built-in Cosmos SDK and IBC types (docs/messages.md)",
+		in(groupExport, exporting, []string{cmdVerify}))
+	def(d, fs.StringArrayVar, &cfg.ProtoDescriptors, "proto-descriptors", nil, "cometbft: a compiled FileDescriptorSet of the chain's messages (repeatable; protoc --descriptor_set_out, buf build -o), as --proto",
+		in(groupExport, exporting, []string{cmdVerify}))
+	def(d, fs.StringVar, &cfg.Bech32Prefix, "bech32-prefix", "", "cometbft: the chain's account address prefix (cosmos, osmo, crc) for transactions.signers; default: learnt from the chain's own addresses in each block",
+		in(groupExport, exporting, []string{cmdVerify}))
 	def(d, fs.StringVar, &cfg.Tables, "tables", "", "the tables to write, comma separated (blocks,transactions), or all but those given with a leading - (-logs); default all", in(groupExport, exporting).tableList())
 	def(d, fs.StringSliceVar, &cfg.Replay, "replay", nil, "export: write these tables again in place from staging, over the heights the checkpoints cover (or --from/--to within them), beside a running follow", in(groupExport, []string{cmdExport}).tableList())
 
