@@ -4,21 +4,16 @@ package archive
 
 import (
 	"context"
-	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/blockhaul/blockhaul/internal/testserver"
 )
 
-// Azurite's well-known development account (the emulator's documented
-// default, not a secret).
 const (
-	azuriteAccount = "devstoreaccount1"
-	azuriteKey     = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+	azuriteAccount = testserver.AzuriteAccount
+	azuriteKey     = testserver.AzuriteKey
 )
 
 // TestSnapshotThroughAzurite snapshots to and restores from the Azure Blob
@@ -33,23 +28,9 @@ const (
 // saying so, and fails under CI=true. When the variable is set, the server must start and the round
 // trip pass.
 func TestSnapshotThroughAzurite(t *testing.T) {
-	bin := testserver.Binary(t, "BLOCKHAUL_TEST_AZURITE", "Azurite", "scripts/azurite.sh")
-	host := startAzurite(t, bin)
-	t.Setenv("AZURE_STORAGE_ACCOUNT", azuriteAccount)
-	t.Setenv("AZURE_STORAGE_KEY", azuriteKey)
+	host := testserver.StartAzurite(t, testserver.Azurite(t))
+	base := testserver.AzuriteContainer(t, host, "snapshots")
 	ctx := context.Background()
-	cred, err := azblob.NewSharedKeyCredential(azuriteAccount, azuriteKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := azblob.NewClientWithSharedKeyCredential("http://"+host+"/"+azuriteAccount, cred, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.CreateContainer(ctx, "snapshots", nil); err != nil {
-		t.Fatalf("create the container: %v", err)
-	}
-	base := "azblob://snapshots?protocol=http&localemu=true&domain=" + host
 	url := base + "&prefix=chain-a/"
 	bucket := roundTrip(t, url, families()[0], "Azurite")
 	refusesTampered(t, bucket, url, base, "chain-a/", "Azurite")
@@ -66,18 +47,4 @@ func TestSnapshotThroughAzurite(t *testing.T) {
 	if _, err := wrong.ServiceClient().NewContainerClient("snapshots").GetProperties(ctx, nil); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Fatalf("Azurite, asked with the wrong key: %v; want 403", err)
 	}
-}
-
-// startAzurite runs azurite-blob on a free port of 127.0.0.1 with its data
-// in a temporary directory, and returns host:port once it says it listens.
-// It is stopped when the test ends.
-func startAzurite(t *testing.T, bin string) string {
-	t.Helper()
-	port := testserver.FreePorts(t, 1)[0]
-	cmd := exec.Command(bin, "--blobHost", "127.0.0.1", "--blobPort", fmt.Sprint(port),
-		"--location", t.TempDir(), "--skipApiVersionCheck", "--disableProductStyleUrl", "--silent")
-	// Azurite closes its server on an interrupt, which waits for the
-	// clients' idle keep-alive connections: a few seconds, then kill.
-	testserver.Start(t, cmd, "azurite", "successfully listens on", 60*time.Second, 3*time.Second)
-	return fmt.Sprintf("127.0.0.1:%d", port)
 }

@@ -42,6 +42,7 @@ var CometBFT = register(&Family{
 		}
 		return cometbft.VerifyBlock
 	},
+	RecordIdentity: cometbft.BlockIdentity,
 	Sources: map[SourceKind]func(SourceOptions) (loader.Source, error){
 		SourceRPC: func(o SourceOptions) (loader.Source, error) {
 			return cometbft.NewRPCSource(cometbft.RPCConfig{Client: o.Client, Verify: o.Verify})

@@ -41,6 +41,7 @@ var EVM = register(&Family{
 		}
 		return evm.VerifyBlock
 	},
+	RecordIdentity: evm.BlockIdentity,
 	Sources: map[SourceKind]func(SourceOptions) (loader.Source, error){
 		SourceRPC: func(o SourceOptions) (loader.Source, error) {
 			return evm.NewRPCSource(evm.RPCConfig{Client: o.Client, Logger: o.Logger, Verify: o.Verify})

@@ -31,6 +31,7 @@ import (
 	"strings"
 
 	"github.com/blockhaul/blockhaul/archive"
+	"github.com/blockhaul/blockhaul/archive/chunked"
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/cometbft/protodec"
@@ -75,6 +76,10 @@ type Family struct {
 	// Verifier returns the function that recomputes a raw record's block
 	// hash (returning it) at level v, nil when v recomputes nothing.
 	Verifier func(v chain.Verification) func(raw []byte) ([]byte, error)
+	// RecordIdentity reads the block hash, parent hash and height of a raw
+	// record as the family's RPC source does (a source that reads stored
+	// records, such as an archive, names its blocks with it).
+	RecordIdentity func(raw []byte) (hash, parent []byte, height uint64, err error)
 	// Sources builds the family's sources, by kind.
 	Sources map[SourceKind]func(SourceOptions) (loader.Source, error)
 	// Node is how the family's nodes serve its records over JSON-RPC.
@@ -153,6 +158,9 @@ const (
 	// SourceNodeHome reads a stopped node's own databases, read-only, from
 	// its home directory (--node-home).
 	SourceNodeHome SourceKind = "node-home"
+	// SourceArchive reads a published chunk archive (--archive; see
+	// archive/chunked and docs/format/archive.md).
+	SourceArchive SourceKind = "archive"
 )
 
 // SourceOptions configure a source; each kind reads its own fields.
@@ -173,6 +181,10 @@ type SourceOptions struct {
 	// required). The source opens its databases read-only and holds them
 	// until it is closed.
 	NodeHome string
+
+	// Archive is the URL of a published archive (SourceArchive; required):
+	// a directory, a blob URL or http(s)://.
+	Archive string
 }
 
 // SyntheticOptions configure a family's synthetic chain; zero fields take
@@ -223,6 +235,17 @@ func kindList(kinds []SourceKind) string {
 	return strings.Join(s, ", ")
 }
 
+// archiveSource builds f's source of a published archive: the records are
+// named with f's own RecordIdentity and verified by the loader like any
+// source's.
+func (f *Family) archiveSource(o SourceOptions) (loader.Source, error) {
+	s, err := chunked.New(chunked.SourceConfig{URL: o.Archive, Family: f.ID, FamilyName: f.Name, Identity: f.RecordIdentity, Logger: o.Logger})
+	if err != nil {
+		return nil, err // not a nil *Source in a non-nil interface
+	}
+	return s, nil
+}
+
 // Tables returns the family's tables, in the order its decoder fills them.
 func (f *Family) Tables() []chain.Table { return f.NewDecoder(DecoderOptions{}).Tables() }
 
@@ -237,6 +260,12 @@ func register(f *Family) *Family {
 		if g.ID == f.ID || slices.ContainsFunc(append([]string{f.Name}, f.Aliases...), g.names) {
 			panic(fmt.Sprintf("family: %s registered twice (ID %d)", f.Name, f.ID))
 		}
+	}
+	// A published archive holds a family's raw records as staged: every
+	// family that can name its records (RecordIdentity) can be read from
+	// one.
+	if f.RecordIdentity != nil && f.Sources[SourceArchive] == nil {
+		f.Sources[SourceArchive] = f.archiveSource
 	}
 	registry = append(registry, f)
 	slices.SortFunc(registry, func(a, b *Family) int { return int(a.ID) - int(b.ID) })

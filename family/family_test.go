@@ -97,7 +97,7 @@ func TestNodeHomeSource(t *testing.T) {
 		t.Fatalf("node-home source: cometbft %v, evm %v; want true, false", CometBFT.Has(SourceNodeHome), EVM.Has(SourceNodeHome))
 	}
 	_, err := EVM.Source(SourceNodeHome, SourceOptions{NodeHome: t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), "evm: no node-home source") || !strings.Contains(err.Error(), "it has rpc, synthetic") {
+	if err == nil || !strings.Contains(err.Error(), "evm: no node-home source") || !strings.Contains(err.Error(), "it has archive, rpc, synthetic") {
 		t.Fatalf("evm node-home source: %v", err)
 	}
 	if src, err := CometBFT.Source(SourceNodeHome, SourceOptions{}); err == nil || src != nil {

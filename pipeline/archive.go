@@ -55,7 +55,7 @@ func (c *Config) validateArchive() []*FieldError {
 		if c.Chunk == 0 {
 			bad("chunk", "must be positive")
 		}
-	case CmdSnapshot, CmdRestore:
+	case CmdSnapshot, CmdRestore, CmdPublish:
 		if len(c.Args) != 1 {
 			what := "DEST (a directory or a file://, s3://… URL)"
 			if c.Command == CmdRestore {

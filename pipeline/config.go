@@ -44,11 +44,12 @@ const (
 	CmdRepair   = "repair"
 	CmdSnapshot = "snapshot"
 	CmdRestore  = "restore"
+	CmdPublish  = "publish"
 	CmdEstimate = "estimate"
 )
 
 // Commands are the commands Run knows, in the order the usage lists them.
-var Commands = []string{CmdRun, CmdFetch, CmdExport, CmdFollow, CmdMerge, CmdStatus, CmdChecksum, CmdVerify, CmdRepair, CmdPrune, CmdSnapshot, CmdRestore, CmdEstimate}
+var Commands = []string{CmdRun, CmdFetch, CmdExport, CmdFollow, CmdMerge, CmdStatus, CmdChecksum, CmdVerify, CmdRepair, CmdPrune, CmdSnapshot, CmdRestore, CmdPublish, CmdEstimate}
 
 // Config is everything one blockhaul invocation needs. Field comments name
 // the flag that sets each field.
@@ -63,7 +64,10 @@ type Config struct {
 	RPC    []string // --rpc: endpoints; empty means the synthetic chain
 	// NodeHome is --node-home: a stopped node's home directory, whose own
 	// databases are read instead of its RPC (family.SourceNodeHome).
-	NodeHome        string
+	NodeHome string
+	// Archive is --archive: a published chunk archive read instead of a
+	// node (family.SourceArchive; archive/chunked).
+	Archive         string
 	SyntheticSeed   int64   // --synthetic-seed
 	SyntheticTip    uint64  // --synthetic-tip: the synthetic chain's tip height (0: --to, else DefaultSyntheticTip)
 	SyntheticTxs    float64 // --synthetic-txs: mean transactions per block (0: the family's default)
@@ -174,7 +178,8 @@ type Config struct {
 	BelowSet      bool     // whether --below was given
 	Force         bool     // --force: prune even when a target has not exported below --below
 	DryRun        bool     // --dry-run: prune: say what would be deleted, delete nothing
-	Args          []string // positional arguments: snapshot DEST, restore SRC
+	Args          []string // positional arguments: snapshot DEST, restore SRC, publish DEST
+	ChunkBlocks   uint64   // --chunk-blocks: publish: blocks a chunk (0: the archive's, else chunked.DefaultChunkBlocks)
 
 	// Source, if set, replaces the source the flags describe (tests, bench).
 	Source loader.Source
@@ -337,7 +342,7 @@ func (c *Config) Validate() error {
 		fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: fmt.Sprintf(format, args...)})
 	}
 	switch {
-	case c.Command == CmdChecksum || c.Command == CmdVerify || c.Command == CmdRepair || c.Command == CmdPrune || c.Command == CmdSnapshot || c.Command == CmdRestore || c.Command == CmdEstimate:
+	case c.Command == CmdChecksum || c.Command == CmdVerify || c.Command == CmdRepair || c.Command == CmdPrune || c.Command == CmdSnapshot || c.Command == CmdRestore || c.Command == CmdPublish || c.Command == CmdEstimate:
 		fs = append(fs, c.validateArchive()...)
 	case !slices.Contains(Commands, c.Command):
 		fs = append(fs, &FieldError{Msg: fmt.Sprintf("unknown command %q (want one of %s)", c.Command, strings.Join(Commands, ", "))})
@@ -394,6 +399,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	fs = append(fs, c.validateNodeHome(fam)...)
+	fs = append(fs, c.validateArchiveSource(fam)...)
 	if c.HTTPAddr != "" {
 		if err := validListenAddr(c.HTTPAddr); err != nil {
 			bad("http", "%q: %v", c.HTTPAddr, err)

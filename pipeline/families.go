@@ -64,8 +64,10 @@ func newBareSource(cfg *Config, tip func() uint64, log *slog.Logger) (loader.Sou
 	if len(cfg.RPC) > 0 {
 		return newRPCSource(fam, cfg, log)
 	}
-	if cfg.NodeHome != "" {
-		return fam.Source(family.SourceNodeHome, family.SourceOptions{NodeHome: cfg.NodeHome, Logger: log})
+	if cfg.NodeHome != "" || cfg.Archive != "" {
+		kind, opts := cfg.sourceFirst()
+		opts.Logger = log
+		return fam.Source(kind, opts)
 	}
 	return fam.Source(family.SourceSynthetic, family.SourceOptions{Synthetic: family.SyntheticOptions{
 		Seed: cfg.SyntheticSeed, Tip: tip, TxPerBlock: cfg.SyntheticTxs, Steady: cfg.SyntheticSteady,

@@ -33,7 +33,8 @@ func (c *Config) validateNodeHome(fam *family.Family) []*FieldError {
 	return fs
 }
 
-// openNodeHome opens --node-home before the staging store is opened and
+// openNodeHome opens --node-home (or --archive: sourceFirst) before the
+// staging store is opened and
 // makes it the job's source (cfg.Source; the caller closes it). What the
 // home cannot give is refused before the store exists or anything is
 // staged: not a node home, a backend the source does not read, databases a
@@ -47,7 +48,8 @@ func openNodeHome(ctx context.Context, cfg *Config) (loader.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	src, err := fam.Source(family.SourceNodeHome, family.SourceOptions{NodeHome: cfg.NodeHome})
+	kind, opts := cfg.sourceFirst()
+	src, err := fam.Source(kind, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -108,7 +108,7 @@ func checkStagedChain(cfg *Config, store *staging.Store, log *slog.Logger) error
 // Generating one block asks no node; RPC sources are not asked here, so
 // that a covered range stays a no-op that contacts nothing.
 func checkSyntheticMatches(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger) error {
-	if len(cfg.RPC) > 0 || cfg.NodeHome != "" || cfg.Source != nil {
+	if len(cfg.RPC) > 0 || cfg.NodeHome != "" || cfg.Archive != "" || cfg.Source != nil {
 		return nil
 	}
 	src, err := newSource(cfg, tip, log)

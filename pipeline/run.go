@@ -94,6 +94,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 		return Summary{Command: cfg.Command}, Snapshot(ctx, cfg, out)
 	case CmdRestore:
 		return Summary{Command: cfg.Command}, Restore(ctx, cfg, out, log)
+	case CmdPublish:
+		return Summary{Command: cfg.Command}, Publish(ctx, cfg, out, log)
 	case CmdEstimate:
 		return Summary{Command: cfg.Command}, Estimate(ctx, cfg, out)
 	}
@@ -123,7 +125,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 
 // runJob runs fetch, export, run or follow.
 func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summary, error) {
-	if cfg.NodeHome != "" && cfg.Source == nil {
+	if (cfg.NodeHome != "" || cfg.Archive != "") && cfg.Source == nil {
 		src, err := openNodeHome(ctx, &cfg)
 		if err != nil {
 			return Summary{Command: cfg.Command, From: cfg.From, To: cfg.To}, err

@@ -92,7 +92,7 @@ func (c *Config) validateShards() []*FieldError {
 	case c.ShardIndex < 0 || c.ShardIndex >= c.Shards:
 		bad("shard-index", "want 0 to %d (below --shards %d), got %d", c.Shards-1, c.Shards, c.ShardIndex)
 	}
-	if c.Command != CmdFetch && c.Command != CmdSnapshot {
+	if c.Command != CmdFetch && c.Command != CmdSnapshot && c.Command != CmdPublish {
 		// run would export each slice in its own process: the seam below a
 		// slice is checked only if the neighbouring shard happened to commit
 		// first, and concurrent writers would drop and build the deferred

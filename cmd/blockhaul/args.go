@@ -139,8 +139,8 @@ func (cl *commandLine) bind(j *jobCommand, rest, words []string, environ []strin
 	fs := j.cmd.Flags()
 	cl.fs = fs
 	var positional []string
-	if cl.cmd == pipeline.CmdSnapshot || cl.cmd == pipeline.CmdRestore {
-		// snapshot DEST, restore SRC: the plain words are the argument
+	if cl.cmd == pipeline.CmdSnapshot || cl.cmd == pipeline.CmdRestore || cl.cmd == pipeline.CmdPublish {
+		// snapshot DEST, restore SRC, publish DEST: the plain words are the argument
 		// (Validate says when there is not exactly one).
 		for _, w := range words {
 			if !strings.HasPrefix(w, "-") {

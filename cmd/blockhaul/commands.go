@@ -36,6 +36,7 @@ var commandDocs = map[string]commandDoc{
 	cmdPrune:    {"--below H [--dry-run] [--force]", "delete staged blocks every target has exported", "Deletes staged heights below --below once every target database whose checkpoint the store mirrors has exported them; heights no target has exported are refused (exit 2), since they are nowhere else. --dry-run prints what a prune would delete (heights, size, the targets holding them) and deletes nothing; --force deletes regardless."},
 	cmdSnapshot: {"DEST", "consistent copy of --staging to a directory or blob URL", "Writes a consistent copy of --staging to DEST: a directory, or a blob URL (file://, s3://, gs://, azblob://)."},
 	cmdRestore:  {"SRC", "restore a snapshot into --staging, verified first", "Restores a snapshot from SRC into --staging, verified before it replaces anything."},
+	cmdPublish:  {"DEST", "write staged blocks as a chunk archive anyone can seed from", "Writes the full chunks of --staging's staged blocks to DEST (a directory, or a blob URL: file://, s3://, gs://, azblob://) under DEST/<chain-id>/: fixed-size chunks of the raw records, zstd-compressed, and a manifest of their heights, hashes and SHA-256 digests, written last (docs/format/archive.md). Chunks already there are not uploaded again; a killed publish resumes. --archive reads it back."},
 	cmdEstimate: {"--from N --to M [--pg DSN]", "heights, bytes and time a job would take; disk room", "Estimates the heights, staged bytes, rows and time of a range, and whether the disk has room."},
 }
 
@@ -43,7 +44,7 @@ const exitStatusText = `Exit status: 0 range complete (or check clean); 1 runtim
 
 const rootLong = `blockhaul rebuilds blockchain history into PostgreSQL.
 
-With neither --rpc nor --node-home, blocks come from a deterministic synthetic chain (--synthetic-seed).
+With neither --rpc, --node-home nor --archive, blocks come from a deterministic synthetic chain (--synthetic-seed).
 Every flag can also be set through an environment variable (BLOCKHAUL_<FLAG>);
 flags win over the environment.
 `
@@ -133,7 +134,7 @@ func newRoot(run func(j *jobCommand, args []string) error) (*cobra.Command, map[
 		_ = j.cmd.MarkFlagDirname("staging")
 		_ = j.cmd.MarkFlagDirname("merge-from")
 		switch name {
-		case cmdSnapshot, cmdRestore:
+		case cmdSnapshot, cmdRestore, cmdPublish:
 			j.cmd.ValidArgsFunction = func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 				if len(args) > 0 {
 					return nil, cobra.ShellCompDirectiveNoFileComp

@@ -49,6 +49,7 @@ const (
 	cmdPrune    = pipeline.CmdPrune
 	cmdSnapshot = pipeline.CmdSnapshot
 	cmdRestore  = pipeline.CmdRestore
+	cmdPublish  = pipeline.CmdPublish
 	cmdEstimate = pipeline.CmdEstimate
 )
 
@@ -57,9 +58,9 @@ var (
 	sourcing  = []string{cmdRun, cmdFetch, cmdFollow, cmdRepair} // build a block source (RPC or synthetic)
 	exporting = []string{cmdRun, cmdExport, cmdFollow}           // COPY into PostgreSQL
 	staged    = []string{cmdRun, cmdFetch, cmdExport, cmdFollow} // the jobs: --http, progress
-	ranged    = []string{cmdRun, cmdFetch, cmdExport, cmdFollow, cmdMerge, cmdStatus, cmdChecksum, cmdVerify, cmdRepair, cmdEstimate}
+	ranged    = []string{cmdRun, cmdFetch, cmdExport, cmdFollow, cmdMerge, cmdStatus, cmdChecksum, cmdVerify, cmdRepair, cmdPublish, cmdEstimate}
 	onPG      = []string{cmdRun, cmdExport, cmdFollow, cmdStatus, cmdChecksum, cmdVerify, cmdEstimate}
-	reporting = []string{cmdChecksum, cmdVerify, cmdRepair, cmdPrune, cmdSnapshot, cmdRestore, cmdEstimate}
+	reporting = []string{cmdChecksum, cmdVerify, cmdRepair, cmdPrune, cmdSnapshot, cmdRestore, cmdPublish, cmdEstimate}
 	every     = pipeline.Commands
 )
 
@@ -203,6 +204,8 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	defValue(d, &rpcList{urls: &cfg.RPC}, "rpc", "RPC endpoint URL(s), comma separated; without --rpc or --node-home, the synthetic chain", in(groupSource, sourcing))
 	def(d, fs.StringVar, &cfg.NodeHome, "node-home", "", "a stopped CometBFT node's home directory (config/, data/): read its blocks and results from its own databases, read-only, instead of its RPC (not with --rpc; see docs/sources.md)",
 		in(groupSource, sourcing)) // follow takes it to refuse it: ignored, follow would read the synthetic chain
+	def(d, fs.StringVar, &cfg.Archive, "archive", "", "a published chunk archive (blockhaul publish): a directory, file://, s3://, gs://, azblob:// or http(s):// URL of the chain's folder; its chunks are read, checked against the manifest and verified instead of asking a node (not with --rpc or --node-home; see docs/format/archive.md)",
+		in(groupSource, sourcing)) // follow takes it to refuse it, as --node-home
 	def(d, fs.Float64Var, &cfg.RPS, "rps", 0, "requests per second per RPC endpoint (0: unlimited)", in(groupSource, sourcing))
 	def(d, fs.DurationVar, &cfg.RPCTimeout, "rpc-timeout", dc.RPCTimeout, "timeout of one RPC request", in(groupSource, sourcing))
 	def(d, fs.DurationVar, &cfg.RPCDownAfter, "rpc-down-after", dc.RPCDownAfter, "a fetch whose source serves nothing, every span failing, waits this long for it before it fails (a span failing on its own fails after its retries)", in(groupSource, sourcing))
@@ -221,7 +224,8 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 			sayingNoDefault("first height whose staged ranges and gaps are shown; default: the lowest staged, or with --to the chain's first block (cometbft 1, evm 0)", cmdStatus).
 			sayingNoDefault("first height whose exported rows are digested; default: the lowest exported", cmdChecksum).
 			sayingNoDefault("first height checked, in staging and with --pg in PostgreSQL; default: the lowest staged", cmdVerify).
-			sayingNoDefault("first height checked and refetched where missing or wrong; default: the lowest staged", cmdRepair))
+			sayingNoDefault("first height checked and refetched where missing or wrong; default: the lowest staged", cmdRepair).
+			saying("first height published: the chain's first block unless given (cometbft 1, evm 0); a chunk is published only when every height of it is staged and in the range", cmdPublish))
 	to := def(d, fs.Uint64Var, &cfg.To, "to", 0, "last height (inclusive); default: the chain tip",
 		in(groupRange, ranged, []string{cmdRestore}).
 			saying("last height of the sharded fetch's range (with --shards): each shard's snapshot is waited for until it holds its slice; default: any finished snapshot", cmdRestore).
@@ -232,7 +236,8 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 			saying("last height whose exported rows are digested; default: the highest exported", cmdChecksum).
 			saying("last height checked, in staging and with --pg in PostgreSQL; default: the highest staged", cmdVerify).
 			saying("last height checked and refetched where missing or wrong; default: the highest staged", cmdRepair).
-			saying("last height of the range estimated (required)", cmdEstimate))
+			saying("last height of the range estimated (required)", cmdEstimate).
+			saying("last height published; default: the highest staged (a chunk not full is not published)", cmdPublish))
 	to.DefValue = "" // not 0, which is no valid end of a range from 1
 	def(d, fs.StringVar, &cfg.Alias, "alias", "", "name of this backfill (default: range-FROM-TO)", in(groupRange, []string{cmdRun, cmdExport, cmdFollow}))
 
@@ -245,6 +250,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 		saying("staging directory repaired", cmdRepair).
 		saying("staging directory whose heights below --below are deleted", cmdPrune).
 		saying("staging directory copied to DEST", cmdSnapshot).
+		saying("staging directory whose staged blocks are published to DEST (no job may hold it)", cmdPublish).
 		saying("directory the snapshot is restored into: new, or empty", cmdRestore).
 		saying("staging directory a job would fetch into: its bytes per block, and its filesystem's room", cmdEstimate))
 	def(d, fs.StringVar, &cfg.MergeFrom, "merge-from", "", "merge: the staging directory to copy blocks from", in(groupStaging, []string{cmdMerge}))
@@ -281,15 +287,18 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.IntVar, &cfg.FetchWorkers, "fetch-workers", dc.FetchWorkers, "concurrent fetches", in(groupFetch, sourcing))
 	def(d, fs.IntVar, &cfg.FetchSpan, "fetch-span", dc.FetchSpan, "heights per fetch request", in(groupFetch, sourcing))
 	def(d, fs.Uint64Var, &cfg.FetchLead, "fetch-lead", 0, "run: how many heights fetch may stage ahead of export (0: four export batches)", in(groupFetch, []string{cmdRun}))
-	def(d, fs.IntVar, &cfg.Shards, "shards", 0, "cut the range into this many slices, one per pod of a Kubernetes Indexed Job (needs --to; 0: not sharded)", in(groupFetch, []string{cmdFetch, cmdSnapshot, cmdRestore}).
+	def(d, fs.IntVar, &cfg.Shards, "shards", 0, "cut the range into this many slices, one per pod of a Kubernetes Indexed Job (needs --to; 0: not sharded)", in(groupFetch, []string{cmdFetch, cmdSnapshot, cmdRestore, cmdPublish}).
+		saying("publish as shard --shard-index of this many: its chunks and its manifest part, not the manifest, which a publish without --shards merges (0: not sharded)", cmdPublish).
 		saying("write the store as the snapshot of shard --shard-index of this many, under DEST/shard-I/ (0: a plain snapshot)", cmdSnapshot).
 		saying("restore the snapshots of this many shards under SRC (shard-0/ to shard-N-1/) and merge them into --staging (0: one plain snapshot)", cmdRestore))
-	def(d, fs.IntVar, &cfg.ShardIndex, "shard-index", 0, "the slice this process fetches, 0 to --shards-1 (default: JOB_COMPLETION_INDEX)", in(groupFetch, []string{cmdFetch, cmdSnapshot}).
+	def(d, fs.IntVar, &cfg.ShardIndex, "shard-index", 0, "the slice this process fetches, 0 to --shards-1 (default: JOB_COMPLETION_INDEX)", in(groupFetch, []string{cmdFetch, cmdSnapshot, cmdPublish}).
+		saying("the shard this publish is, 0 to --shards-1 (default: JOB_COMPLETION_INDEX): its manifest part is parts/shard-I-of-N.json", cmdPublish).
 		saying("the shard whose snapshot this is, 0 to --shards-1 (default: JOB_COMPLETION_INDEX)", cmdSnapshot))
 	def(d, fs.Uint64Var, &cfg.ShardChunk, "shard-chunk", dc.ShardChunk, "shard slices start and end on multiples of this many heights", in(groupFetch, []string{cmdFetch, cmdRestore}))
 	def(d, fs.DurationVar, &cfg.Wait, "wait", 0, "with --shards: wait up to this long for every shard's finished snapshot, looking every hundredth of it (1s to 30s), merging each as it comes (0: they must be there)", in(groupFetch, []string{cmdRestore}))
 	defValue(d, &cfg.VerifyBlocks, "verify-blocks", "what is recomputed of every block before it is staged: full (the block hash from its header, and what the header commits to from the contents), header (evm: the block hash alone, for a chain with transactions the family's encoding does not cover; cometbft: the same as full, data_hash included) or links (nothing: a chain whose block hash is not the family's, as an EVM chain on a CometBFT engine; parent links are still checked)",
-		in(groupFetch, sourcing).oneOf("full", "header", "links"))
+		in(groupFetch, sourcing, []string{cmdPublish}).oneOf("full", "header", "links").
+			saying("what is recomputed of every staged block before it is published: full, header or links (see fetch)", cmdPublish))
 
 	def(d, fs.IntVar, &cfg.BatchBlocks, "batch-blocks", dc.BatchBlocks, "blocks per export transaction", in(groupExport, exporting))
 	cfg.ExportStreams = dc.ExportStreams
@@ -301,6 +310,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.Uint64Var, &cfg.ReorgWindow, "reorg-window", dc.ReorgWindow, "follow: how many exported heights a reorg may roll back before halting", in(groupFollow, []string{cmdFollow}))
 	def(d, fs.Uint64Var, &cfg.BackfillFrom, "backfill-from", 0, "follow: also fill from this height up to where the head stream started, beside it, as a backfill named --alias", in(groupFollow, []string{cmdFollow}))
 
+	def(d, fs.Uint64Var, &cfg.ChunkBlocks, "chunk-blocks", 0, "publish: blocks a chunk holds; chunk k holds heights k×N to k×N+N-1 (0: the archive's own size, else 1000)", in(groupReport, []string{cmdPublish}))
 	def(d, fs.BoolVar, &cfg.JSON, "json", false, "print the report as JSON", in(groupReport, reporting))
 	def(d, fs.StringVar, &cfg.Against, "against", "", "checksum: DSN of a second database to compare with (exit 4 when they differ)", in(groupReport, []string{cmdChecksum}))
 	def(d, fs.StringVar, &cfg.AgainstSchema, "against-schema", "", "checksum: schema in the --against database (default: --schema)", in(groupReport, []string{cmdChecksum}))

@@ -115,7 +115,7 @@ func TestNodeHomeRefusals(t *testing.T) {
 			args: func(home, stg string) []string {
 				return nodeHomeArgs("run", home, dsn, stg, 1, 100, "--rpc", "http://127.0.0.1:1")
 			}},
-		{name: "evm", code: 2, says: []string{"evm: no node-home source", "it has rpc, synthetic"},
+		{name: "evm", code: 2, says: []string{"evm: no node-home source", "it has archive, rpc, synthetic"},
 			args: func(home, stg string) []string {
 				return nodeHomeArgs("fetch", home, "", stg, 1, 100, "--chain", "evm")
 			}},
