@@ -199,6 +199,8 @@ type decodeState struct {
 	msgSigners               []string
 	msgs                     *protodec.Set // the message types; nil: the built-in set
 	prefix                   string        // the operator's bech32 prefix, or ""
+	b64                      bool          // the block's attributes are base64
+	signerAddrs              [][]byte      // per signer_infos entry of the tx, its key's address or nil
 	scratch, scratch2, clean []byte
 }
 
@@ -249,19 +251,22 @@ func (st *decodeState) release() {
 	sdk.release()
 	signers := st.msgSigners[:cap(st.msgSigners)]
 	clear(signers)
+	addrs := st.signerAddrs[:cap(st.signerAddrs)]
+	clear(addrs)
 	*st = decodeState{
-		sdk:        sdk,
-		msgSigners: signers[:0],
-		txHashes:   hashes[:0],
-		txs:        st.txs[:0],
-		results:    st.results[:0],
-		begin:      st.begin[:0],
-		end:        st.end[:0],
-		finalize:   st.finalize[:0],
-		txEvents:   st.txEvents[:0],
-		attrs:      st.attrs[:0],
-		sigs:       st.sigs[:0],
-		valUpdates: st.valUpdates[:0],
+		sdk:         sdk,
+		signerAddrs: addrs[:0],
+		msgSigners:  signers[:0],
+		txHashes:    hashes[:0],
+		txs:         st.txs[:0],
+		results:     st.results[:0],
+		begin:       st.begin[:0],
+		end:         st.end[:0],
+		finalize:    st.finalize[:0],
+		txEvents:    st.txEvents[:0],
+		attrs:       st.attrs[:0],
+		sigs:        st.sigs[:0],
+		valUpdates:  st.valUpdates[:0],
 	}
 
 	// The scratch buffers hold no references into caller memory: reuse them
@@ -823,6 +828,13 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 		return err
 	}
 
+	// Decided before the txs: their signers' prefix is read from their
+	// events.
+	b64, err := st.attrsAreBase64(enc)
+	if err != nil {
+		return err
+	}
+	st.b64 = b64
 	var msgJS []byte // decoded messages' JSON, carved like arena
 	if len(st.txs) > 0 {
 		msgJS = make([]byte, 0, size)
@@ -864,10 +876,6 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 		msgJS = st.emitSDK(rows, row, i, tx, hv, tv, msgJS)
 	}
 
-	b64, err := st.attrsAreBase64(enc)
-	if err != nil {
-		return err
-	}
 	// `[]` per event; `["","",false],` per attribute.
 	jsonSize := 2 * numEvents
 	for _, a := range st.attrs {

@@ -1,7 +1,9 @@
 package cometbft
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"math/big"
 	"slices"
 	"strings"
@@ -32,15 +34,17 @@ import (
 // account address of the entry's public key where the key type is known:
 // secp256k1 (RIPEMD-160 of SHA-256 of the compressed key), ed25519 (the
 // first 20 bytes of its SHA-256) and the ethsecp256k1 keys of EVM chains
-// (the last 20 bytes of Keccak-256 of the uncompressed key). The bech32
-// prefix is the chain's account prefix as the tx itself writes it: the
-// first signer field of a message whose signer field is known (those
-// decoded to JSON, e.g. MsgSend's from_address, and those of signerOnly:
-// IBC relaying, CosmWasm, authz; a validator operator prefix such as
-// cosmosvaloper read as cosmos), else that of the fee payer or granter. Where the key type is
-// not known (a multisig key, none given) or no prefix can be read, the
-// entry is the signer field of the message at the same position, else
-// NULL. A tx that signs with no signer_infos has an empty array.
+// (the last 20 bytes of Keccak-256 of the uncompressed key). The address
+// does not depend on decoding a message; its bech32 prefix is the chain's,
+// taken, in this order, from: --bech32-prefix; an address in the tx's own
+// events whose bytes are a signer key's address (acc_seq, fee_payer,
+// message.sender: the chain writes its own addresses); the signer field
+// (cosmos.msg.v1.signer) of a decoded message (a validator operator
+// prefix such as cosmosvaloper read as cosmos); the fee payer or granter.
+// Where the key type is not known (a multisig key, none given) or no
+// prefix can be learnt, the entry is the signer field of the message at the
+// same position, else NULL. A tx that signs with no signer_infos has an
+// empty array.
 //
 // fee_payer is Fee.payer when set, else the first signer, as the SDK
 // charges it; fee_granter is Fee.granter, NULL when unset.
@@ -376,7 +380,26 @@ func (st *decodeState) emitSDK(rows *chain.Rows, row []any, i int, tx []byte, hv
 			st.msgSigners = append(st.msgSigners, signer)
 		}
 	}
-	if !learned {
+	// The prefix: the operator's; else that of an address in the tx's
+	// events whose bytes are a signer key's address (the chain's own
+	// account address: acc_seq, fee_payer, message.sender, …); else a
+	// message's signer's; else the fee payer's or granter's.
+	st.signerAddrs = st.signerAddrs[:0]
+	for _, s := range t.signers {
+		st.signerAddrs = append(st.signerAddrs, AccountAddress(s.keyType, s.key))
+	}
+	switch {
+	case st.prefix != "":
+		prefix = st.prefix
+	case len(st.signerAddrs) > 0:
+		for _, a := range st.signerAddrs {
+			if p := st.eventPrefix(i, a); p != "" {
+				prefix, learned = p, true
+				break
+			}
+		}
+	}
+	if prefix == "" {
 		if p := bech32Prefix(t.payer); p != "" {
 			prefix = p
 		} else if p := bech32Prefix(t.granter); p != "" {
@@ -405,9 +428,9 @@ func (st *decodeState) emitSDK(rows *chain.Rows, row []any, i int, tx []byte, hv
 
 	var signers []string
 	var withNull []*string
-	for j, s := range t.signers {
+	for j := range t.signers {
 		addr := ""
-		if a := AccountAddress(s.keyType, s.key); a != nil && prefix != "" {
+		if a := st.signerAddrs[j]; a != nil && prefix != "" {
 			addr = Bech32Encode(prefix, a)
 		} else if j < len(st.msgSigners) {
 			addr = st.msgSigners[j]
@@ -450,6 +473,41 @@ func (st *decodeState) emitSDK(rows *chain.Rows, row []any, i int, tx []byte, hv
 		row[tFeeGranter] = st.cleanString(t.granter)
 	}
 	return msgJS
+}
+
+// eventPrefix returns the bech32 prefix of an address among the attribute
+// values of tx i's events whose bytes are addr (a value "addr/sequence", as
+// acc_seq writes it, counts; a validator operator prefix is read as its
+// account prefix), or "".
+func (st *decodeState) eventPrefix(i int, addr []byte) string {
+	if addr == nil || i >= len(st.results) {
+		return ""
+	}
+	dataLen := (len(addr)*8+4)/5 + 6 // bech32 characters after the '1'
+	r := &st.results[i]
+	for _, ev := range st.txEvents[r.ev0:r.ev1] {
+		for _, a := range st.attrs[ev.a0:ev.a1] {
+			v := st.bytesOf(a.value)
+			if st.b64 {
+				if len(v) < 4*(dataLen+2)/3 || len(v) > 4*(dataLen+120)/3 {
+					continue
+				}
+				st.scratch2, _ = base64.StdEncoding.AppendDecode(st.scratch2[:0], v)
+				v = st.scratch2
+			}
+			if k := bytes.IndexByte(v, '/'); k >= 0 {
+				v = v[:k]
+			}
+			sep := bytes.LastIndexByte(v, '1')
+			if sep < 1 || len(v)-sep-1 != dataLen || !bech32Valid(v) {
+				continue
+			}
+			if Bech32Encode(string(v[:sep]), addr) == string(v) {
+				return bech32Prefix(v)
+			}
+		}
+	}
+	return ""
 }
 
 // msgSet is the message types the decoder was given, else the built-in set.

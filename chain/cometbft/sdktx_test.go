@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -32,12 +33,15 @@ type sdkFixture struct {
 		// The address of each signer's public key; null where CosmJS
 		// derives none (a multisig key).
 		SignerPubkeyAddresses []*string `json:"signer_pubkey_addresses"`
-		Messages              []struct {
-			TypeURL string          `json:"type_url"`
-			Value   []byte          `json:"value"`
-			Decoded json.RawMessage `json:"decoded"`
-		} `json:"messages"`
+		Messages              []sdkFixtureMessage `json:"messages"`
 	} `json:"expect"`
+}
+
+// sdkFixtureMessage is one message of a fixture tx, as CosmJS reads it.
+type sdkFixtureMessage struct {
+	TypeURL string          `json:"type_url"`
+	Value   []byte          `json:"value"`
+	Decoded json.RawMessage `json:"decoded"`
 }
 
 func sdkFixtures(t testing.TB) []sdkFixture {
@@ -389,4 +393,100 @@ func BenchmarkSDKWire(b *testing.B) {
 			js, _, _ = set.AppendJSON(js[:0], string(m.typeURL), m.value)
 		}
 	}
+}
+
+// TestSignerPrefixFromEvents: a tx whose only message is of a type no
+// descriptor knows still gets its signer's address: the prefix is that of
+// the chain's own address of the same bytes in the tx's events (acc_seq,
+// plain or base64 as 0.34 writes it), or --bech32-prefix; with neither the
+// signer is NULL, and so is fee_payer.
+func TestSignerPrefixFromEvents(t *testing.T) {
+	send := sdkFixtures(t)[0] // signed by alice
+	alice := *send.Expect.SignerPubkeyAddresses[0]
+	var auth []byte
+	r := pbReader{b: send.Tx}
+	for f, ok := r.next(); ok; f, ok = r.next() {
+		if f.num == 2 {
+			auth = f.bytes
+		}
+	}
+	msg := pbBytes(pbString(nil, 1, "/example.chain.v1.MsgUnknown"), 2, pbString(nil, 1, "x"))
+	tx := pbBytes(pbBytes(nil, 1, pbBytes(nil, 1, msg)), 2, auth)
+	record := func(key, value string) []byte {
+		rec := strings.Replace(minimalRecord, `"dHgx"`, `"`+base64.StdEncoding.EncodeToString(tx)+`"`, 1)
+		return []byte(strings.Replace(rec, `{"key":"k","value":"v","index":true}`, `{"key":"`+key+`","value":"`+value+`","index":true}`, 1))
+	}
+	b64 := base64.StdEncoding.EncodeToString
+	_, aliceBytes, _ := bech32DecodeForTest(alice)
+	for _, c := range []struct {
+		name   string
+		opts   DecoderOptions
+		raw    []byte
+		signer *string
+	}{
+		{"acc_seq", DecoderOptions{}, record("acc_seq", alice+"/7"), &alice},
+		{"base64 acc_seq", DecoderOptions{EventEncoding: EventEncodingBase64}, record(b64([]byte("acc_seq")), b64([]byte(alice+"/7"))), &alice},
+		{"fee_payer", DecoderOptions{}, record("fee_payer", alice), &alice},
+		{"another address", DecoderOptions{}, record("sender", *send.Expect.Messages[0].toAddress(t)), nil},
+		{"no address", DecoderOptions{}, record("k", "v"), nil},
+		{"--bech32-prefix", DecoderOptions{Bech32Prefix: "osmo"}, record("k", "v"), ptr(Bech32Encode("osmo", aliceBytes))},
+		{"--bech32-prefix over the events", DecoderOptions{Bech32Prefix: "osmo"}, record("acc_seq", alice+"/7"), ptr(Bech32Encode("osmo", aliceBytes))},
+	} {
+		d := NewDecoderOptions(c.opts)
+		rows := chain.NewRows(d.Tables())
+		if err := d.Decode(123, c.raw, rows); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		row := rows.Table(tableTransactions)[0]
+		if m := rows.Table(tableMessages); len(m) != 1 || m[0][mDecoded] != nil {
+			t.Fatalf("%s: messages %v", c.name, m)
+		}
+		switch {
+		case c.signer != nil:
+			if s, ok := row[tSigners].([]string); !ok || len(s) != 1 || s[0] != *c.signer || row[tFeePayer] != *c.signer {
+				t.Errorf("%s: signers %#v, fee_payer %v; want %s", c.name, row[tSigners], row[tFeePayer], *c.signer)
+			}
+		default:
+			if s, ok := row[tSigners].([]*string); !ok || len(s) != 1 || s[0] != nil || row[tFeePayer] != nil {
+				t.Errorf("%s: signers %#v, fee_payer %v; want [NULL], NULL", c.name, row[tSigners], row[tFeePayer])
+			}
+		}
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+// toAddress is a MsgSend fixture's to_address.
+func (m sdkFixtureMessage) toAddress(t *testing.T) *string {
+	var v struct {
+		To string `json:"to_address"`
+	}
+	if err := json.Unmarshal(m.Decoded, &v); err != nil || v.To == "" {
+		t.Fatalf("to_address of %s: %v", m.Decoded, err)
+	}
+	return &v.To
+}
+
+// bech32DecodeForTest reads a bech32 address's prefix and data bytes.
+func bech32DecodeForTest(s string) (string, []byte, bool) {
+	const charset = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
+	sep := strings.LastIndexByte(s, '1')
+	if sep < 1 || len(s)-sep < 7 {
+		return "", nil, false
+	}
+	var acc, bits uint
+	var out []byte
+	for _, c := range s[sep+1 : len(s)-6] {
+		v := strings.IndexRune(charset, c)
+		if v < 0 {
+			return "", nil, false
+		}
+		acc = acc<<5 | uint(v)
+		bits += 5
+		if bits >= 8 {
+			bits -= 8
+			out = append(out, byte(acc>>bits))
+		}
+	}
+	return s[:sep], out, Bech32Encode(s[:sep], out) == s
 }
