@@ -17,9 +17,9 @@ import (
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/internal/fault"
-	"github.com/blockhaul/blockhaul/internal/stagingtest"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
+	"github.com/blockhaul/blockhaul/staging/stagingtest"
 )
 
 // stage writes heights from..to of fam's synthetic chain (seed) into a new
