@@ -12,9 +12,11 @@ import (
 	abci "github.com/cometbft/cometbft/abci/types"
 	cmtjson "github.com/cometbft/cometbft/libs/json"
 	cmtstate "github.com/cometbft/cometbft/proto/tendermint/state"
+	cmtproto "github.com/cometbft/cometbft/proto/tendermint/types"
 	ctypes "github.com/cometbft/cometbft/rpc/core/types"
 	sm "github.com/cometbft/cometbft/state"
 	"github.com/cometbft/cometbft/store"
+	"github.com/cometbft/cometbft/types"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
@@ -301,9 +303,22 @@ func (s *Source) loadBlock(h uint64) (out *ctypes.ResultBlock, err error) {
 		}
 		return nil, &UnavailableError{Home: s.home, Height: h, Reason: "no block stored at this height"}
 	}
-	block := s.blocks.LoadBlock(int64(h))
-	if block == nil {
-		return nil, &CorruptError{Path: s.blockPath, Height: h, Err: errors.New("block meta without its block parts")}
+	// BlockStore.LoadBlock, but for the meta it would load again.
+	var buf []byte
+	for i := range int(meta.BlockID.PartSetHeader.Total) {
+		part := s.blocks.LoadBlockPart(int64(h), i)
+		if part == nil {
+			return nil, &CorruptError{Path: s.blockPath, Height: h, Err: errors.New("block meta without its block parts")}
+		}
+		buf = append(buf, part.Bytes...)
+	}
+	var pb cmtproto.Block
+	if err := pb.Unmarshal(buf); err != nil {
+		return nil, &CorruptError{Path: s.blockPath, Height: h, Err: fmt.Errorf("read block: %w", err)}
+	}
+	block, err := types.BlockFromProto(&pb)
+	if err != nil {
+		return nil, &CorruptError{Path: s.blockPath, Height: h, Err: fmt.Errorf("read block: %w", err)}
 	}
 	return &ctypes.ResultBlock{BlockID: meta.BlockID, Block: block}, nil
 }
