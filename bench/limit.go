@@ -141,6 +141,7 @@ type phaseLog struct {
 	mu     sync.Mutex
 	builds []IndexBuild
 	took   time.Duration
+	beside time.Duration // ANALYZE beside the builds
 	next   slog.Handler
 }
 
@@ -165,6 +166,15 @@ func (h *phaseLog) Handle(ctx context.Context, r slog.Record) error {
 		h.mu.Lock()
 		h.builds = append(h.builds, b)
 		h.mu.Unlock()
+	case "table analyzed":
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "took" {
+				h.mu.Lock()
+				h.beside += a.Value.Duration()
+				h.mu.Unlock()
+			}
+			return true
+		})
 	case "analyzed the tables filled":
 		r.Attrs(func(a slog.Attr) bool {
 			if a.Key == "took" {
@@ -206,6 +216,7 @@ func fullExport(ctx context.Context, cfg *Config, d density, stagingDir string, 
 	if cfg.IndexWorkers > 0 {
 		pc.IndexWorkers = cfg.IndexWorkers
 	}
+	pc.IndexMemory = cfg.IndexMemoryMiB << 20
 	logs := &phaseLog{next: cfg.Logger.Handler()}
 	prevLimit := debug.SetMemoryLimit(pc.MemoryLimitPerStream) // as cmd/blockhaul sets it
 	defer debug.SetMemoryLimit(prevLimit)
@@ -226,6 +237,7 @@ func fullExport(ctx context.Context, cfg *Config, d density, stagingDir string, 
 	run.Seconds = sec
 	run.Fill = sum.Export.Duration.Seconds()
 	run.Analyze = logs.took.Seconds()
+	run.AnalyzeBeside = logs.beside.Seconds()
 	run.Indexes = max(0, sec-run.Fill-run.Analyze)
 	run.Builds = logs.builds
 	if keep != nil {

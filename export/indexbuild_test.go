@@ -2,12 +2,14 @@ package export
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // gatedIndexTables are two tables with three deferred indexes whose builds
@@ -250,4 +252,108 @@ func TestIndexBuildOutlastsTheStatementTimeout(t *testing.T) {
 		t.Fatalf("built %d, %v; want 3 built despite statement_timeout 200ms", n, err)
 	}
 	checkBuilt(t, e, 3)
+}
+
+// With Analyze, each table is analyzed by the build workers once its own
+// deferred indexes are built, not before (nothing analyzes while every
+// build waits at the gate), and every table listed is analyzed once.
+func TestBuildsAnalyzeEachTableAfterItsIndexes(t *testing.T) {
+	e := newEnv(t)
+	gatedIndexTables(t, e)
+	waitFor, release := holdGate(t, e)
+	var mu sync.Mutex
+	analyzed := map[string]int{}
+	builder, err := pgx.Connect(e.ctx, e.conn.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer builder.Close(context.Background())
+	var n int
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n, err = BuildIndexes(e.ctx, builder, "chain x", BuildOptions{Workers: 3, Dial: dialer(e.conn.Config().ConnString()), Logger: quietLog,
+			Analyze: []string{"notes", "memos"},
+			OnAnalyze: func(table string, _ time.Duration, err error) {
+				if err != nil {
+					t.Errorf("analyze %s: %v", table, err)
+				}
+				mu.Lock()
+				analyzed[table]++
+				mu.Unlock()
+			}})
+	}()
+	blocked := waitFor(3)
+	var running, stats int
+	if err := e.conn.QueryRow(e.ctx, `SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'ANALYZE%'),
+	(SELECT count(*) FROM pg_stats WHERE schemaname = 'chain x')`).Scan(&running, &stats); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	<-done
+	if blocked != 3 || running != 0 || stats != 0 {
+		t.Fatalf("while the 3 builds waited (%d at the gate): %d ANALYZE running, %d column statistics; want none", blocked, running, stats)
+	}
+	if err != nil || n != 3 {
+		t.Fatalf("built %d, %v; want 3", n, err)
+	}
+	checkBuilt(t, e, 3)
+	if analyzed["notes"] != 1 || analyzed["memos"] != 1 || len(analyzed) != 2 {
+		t.Fatalf("analyzed %v, want notes and memos once each", analyzed)
+	}
+	var tables []string
+	rows, err := e.conn.Query(e.ctx, `SELECT DISTINCT tablename::text FROM pg_stats WHERE schemaname = 'chain x' AND tablename NOT LIKE '%_idx' ORDER BY 1`)
+	if err == nil {
+		tables, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil || len(tables) != 2 || tables[0] != "memos" || tables[1] != "notes" {
+		t.Fatalf("tables with statistics: %v, %v; want memos and notes", tables, err)
+	}
+}
+
+// MaintenanceWorkMem is each build's maintenance_work_mem, for that build
+// only: the index's function sees it, and the session keeps its own.
+func TestIndexBuildSetsMaintenanceWorkMem(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.conn.Exec(e.ctx, `CREATE FUNCTION public.noisy(text) RETURNS text IMMUTABLE LANGUAGE plpgsql AS
+$$ BEGIN RAISE NOTICE 'mwm %', current_setting('maintenance_work_mem'); RETURN $1; END $$`); err != nil {
+		t.Fatal(err)
+	}
+	tables := []chain.Table{{Name: "notes", HeightColumn: "height", PrimaryKey: []string{"height"},
+		Columns: []chain.Column{{Name: "height", Type: "bigint"}, {Name: "note", Type: "text"}},
+		Indexes: []chain.Index{{Name: "notes_a_idx", Columns: "((public.noisy(note)))"}}}}
+	if err := EnsureSchema(e.ctx, e.conn, "chain x", tables, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.conn.Exec(e.ctx, `INSERT INTO "chain x".notes VALUES (1, 'n')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := DeferIndexes(e.ctx, e.conn, "chain x", tables, quietLog); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgx.ParseConfig(e.conn.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notices []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices = append(notices, n.Message) }
+	builder, err := pgx.ConnectConfig(e.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer builder.Close(context.Background())
+	var before, after string
+	if err := builder.QueryRow(e.ctx, "SHOW maintenance_work_mem").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := BuildIndexes(e.ctx, builder, "chain x", BuildOptions{Workers: 1, MaintenanceWorkMem: 200 << 20, Logger: quietLog}); err != nil || n != 1 {
+		t.Fatalf("built %d, %v; want 1", n, err)
+	}
+	if err := builder.QueryRow(e.ctx, "SHOW maintenance_work_mem").Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if len(notices) == 0 || !slices.Contains(notices, "mwm 200MB") || after != before {
+		t.Fatalf("the build saw %q (want mwm 200MB); the session's setting %s before, %s after", notices, before, after)
+	}
+	checkBuilt(t, e, 1)
 }

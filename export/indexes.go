@@ -85,6 +85,22 @@ type BuildOptions struct {
 	// use for one B-tree build (it builds GIN and BRIN indexes alone before
 	// version 17/18). 0 keeps the server's setting (2 by default).
 	MaintenanceWorkers int
+	// MaintenanceWorkMem, when above 0, is each build's
+	// maintenance_work_mem, in bytes: what a B-tree build sorts in before
+	// it spills to disk, and what a GIN build collects its entries in
+	// before it writes them into the index. 0 keeps the server's setting
+	// (64 MB by default). Each of the Workers builds may use it at once.
+	MaintenanceWorkMem int64
+	// Analyze lists tables to ANALYZE once the deferred indexes of each
+	// are built (at once for a table with none pending), by the same
+	// workers: one table's statistics are gathered while another's
+	// indexes still build. ANALYZE cannot run beside a build on its own
+	// table (their locks conflict), hence after them. A failed ANALYZE
+	// does not fail the builds; OnAnalyze hears of each.
+	Analyze []string
+	// OnAnalyze, if set, is called after each ANALYZE of Analyze, with its
+	// time and its error.
+	OnAnalyze func(table string, took time.Duration, err error)
 	// Logger receives each build's time. Default: discard.
 	Logger *slog.Logger
 }
@@ -121,32 +137,59 @@ func BuildIndexes(ctx context.Context, conn *pgx.Conn, schema string, opts Build
 	if exists, err := tableExists(ctx, conn, qs+"."+deferredTable); err != nil || !exists {
 		return 0, err
 	}
-	names, err := PendingIndexes(ctx, conn, schema)
-	if err != nil || len(names) == 0 {
+	pending, err := pendingIndexes(ctx, conn, schema)
+	if err != nil || len(pending) == 0 {
 		return 0, err
 	}
-	workers := max(1, min(opts.Workers, len(names)))
+	names := make([]string, len(pending))
+	left := map[string]int{} // indexes of a table not built yet
+	for i, p := range pending {
+		names[i] = p.name
+		left[p.table]++
+	}
+	analyze := map[string]bool{}
+	for _, t := range opts.Analyze {
+		analyze[t] = true
+	}
+	// The jobs: every index (largest table first), then each table's
+	// ANALYZE once its indexes are built.
+	type job struct{ index, table, analyze string }
+	jobs := make(chan job, len(pending)+len(analyze))
+	for _, p := range pending {
+		jobs <- job{index: p.name, table: p.table}
+	}
+	for t := range analyze {
+		if left[t] == 0 {
+			jobs <- job{analyze: t}
+		}
+	}
+	workers := max(1, min(opts.Workers, len(pending)+len(analyze)))
 	if opts.Dial == nil {
 		workers = 1
 	}
 	var (
-		mu    sync.Mutex
-		done  = map[string]bool{}
-		built int
+		mu        sync.Mutex
+		done      = map[string]bool{}
+		built     int
+		remaining = len(pending) + len(analyze)
 	)
-	queue := make(chan string)
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		defer close(queue)
-		for _, name := range names {
-			select {
-			case queue <- name:
-			case <-gctx.Done():
-				return nil
+	// finished counts a job done and queues what it allowed; the last
+	// closes the queue.
+	finished := func(j job) {
+		mu.Lock()
+		defer mu.Unlock()
+		remaining--
+		if j.index != "" {
+			done[j.index] = true
+			if left[j.table]--; left[j.table] == 0 && analyze[j.table] {
+				jobs <- job{analyze: j.table}
 			}
 		}
-		return nil
-	})
+		if remaining == 0 {
+			close(jobs)
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
 	for w := range workers {
 		g.Go(func() error {
 			c := conn
@@ -157,26 +200,56 @@ func BuildIndexes(ctx context.Context, conn *pgx.Conn, schema string, opts Build
 				}
 				defer c.Close(context.WithoutCancel(ctx))
 			}
-			for name := range queue {
+			for {
+				var j job
+				select {
+				case next, ok := <-jobs:
+					if !ok {
+						return nil
+					}
+					j = next
+				case <-gctx.Done():
+					return nil
+				}
 				t0 := time.Now()
-				table, did, err := buildDeferred(gctx, c, schema, name, opts.MaintenanceWorkers)
+				if j.analyze != "" {
+					_, err := c.Exec(gctx, "ANALYZE "+qs+"."+chain.QuoteIdent(j.analyze))
+					if gctx.Err() != nil {
+						return nil
+					}
+					if err != nil {
+						err = fmt.Errorf("export: analyze %s.%s: %w", schema, j.analyze, err)
+					}
+					if opts.OnAnalyze != nil {
+						opts.OnAnalyze(j.analyze, time.Since(t0), err)
+					}
+					finished(j)
+					continue
+				}
+				table, did, err := buildDeferred(gctx, c, schema, j.index, opts.MaintenanceWorkers, opts.MaintenanceWorkMem)
 				if err != nil {
 					return err
 				}
-				mu.Lock()
-				done[name] = true
 				if did {
+					mu.Lock()
 					built++
+					mu.Unlock()
+					log.Info("index built", "index", j.index, "table", table, "duration", time.Since(t0).Round(time.Millisecond))
 				}
-				mu.Unlock()
-				if did {
-					log.Info("index built", "index", name, "table", table, "duration", time.Since(t0).Round(time.Millisecond))
-				}
+				finished(j)
 			}
-			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
+	err = g.Wait()
+	if mu.Lock(); remaining > 0 && err == nil {
+		// Stopped between jobs: the caller's context ended.
+		err = ctx.Err()
+		if err == nil {
+			err = errors.New("export: index builds stopped")
+		}
+	}
+	mu.Unlock()
+	if err != nil {
 		var pending []string
 		for _, name := range names {
 			if !done[name] {
@@ -193,17 +266,33 @@ func BuildIndexes(ctx context.Context, conn *pgx.Conn, schema string, opts Build
 // by hand is as large as its partitions (pg_relation_size of the parent
 // alone is 0).
 func PendingIndexes(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {
+	pending, err := pendingIndexes(ctx, conn, schema)
+	names := make([]string, len(pending))
+	for i, p := range pending {
+		names[i] = p.name
+	}
+	return names, err
+}
+
+// pendingIndex is a deferred index and its table.
+type pendingIndex struct{ name, table string }
+
+// pendingIndexes is PendingIndexes with each index's table.
+func pendingIndexes(ctx context.Context, conn *pgx.Conn, schema string) ([]pendingIndex, error) {
 	qs := chain.QuoteIdent(schema)
-	rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT index_name FROM %s.%s AS d
+	rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT index_name, table_name FROM %s.%s AS d
 ORDER BY coalesce((SELECT sum(pg_relation_size(p.relid)) FROM pg_partition_tree(to_regclass(quote_ident($1) || '.' || quote_ident(d.table_name))) AS p), 0) DESC, table_name, index_name`, qs, deferredTable), schema)
 	if err != nil {
 		return nil, fmt.Errorf("export: read deferred indexes: %w", err)
 	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	pending, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (p pendingIndex, err error) {
+		err = r.Scan(&p.name, &p.table)
+		return p, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("export: read deferred indexes: %w", err)
 	}
-	return names, nil
+	return pending, nil
 }
 
 // lockIndexBuild takes, until tx ends, the locks of one index build: the
@@ -221,7 +310,7 @@ func lockIndexBuild(ctx context.Context, tx pgx.Tx, schema, name string) error {
 // buildDeferred builds one deferred index and deletes its record, in one
 // transaction under lockIndexBuild. It builds nothing when another process
 // built it while this one waited for the lock.
-func buildDeferred(ctx context.Context, conn *pgx.Conn, schema, name string, maintenanceWorkers int) (table string, built bool, err error) {
+func buildDeferred(ctx context.Context, conn *pgx.Conn, schema, name string, maintenanceWorkers int, workMem int64) (table string, built bool, err error) {
 	qs := chain.QuoteIdent(schema)
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if err := lockIndexBuild(ctx, tx, schema, name); err != nil {
@@ -259,6 +348,11 @@ func buildDeferred(ctx context.Context, conn *pgx.Conn, schema, name string, mai
 		}
 		if maintenanceWorkers > 0 {
 			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL max_parallel_maintenance_workers = %d", maintenanceWorkers)); err != nil {
+				return fmt.Errorf("export: build index %s: %w", name, err)
+			}
+		}
+		if workMem > 0 {
+			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL maintenance_work_mem = '%dkB'", max(workMem>>10, 1024))); err != nil {
 				return fmt.Errorf("export: build index %s: %w", name, err)
 			}
 		}

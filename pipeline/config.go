@@ -134,6 +134,13 @@ type Config struct {
 	DeferIndexes    IndexMode       // --defer-indexes: auto, always or never
 	Indexes         export.IndexSet // --indexes: default, minimal, none or a list of index names
 	IndexWorkers    int             // --index-workers: deferred indexes built at once
+	// IndexMemory is each deferred index build's maintenance_work_mem in
+	// bytes (--index-memory, in MiB); 0 keeps the server's.
+	IndexMemory int64
+	// AnalyzeAfterBuilds makes a fill ANALYZE its tables only once every
+	// deferred index is built, one after another, rather than beside the
+	// builds (the order before; a switch for the benchmark's comparisons).
+	AnalyzeAfterBuilds bool
 
 	EventEncoding family.EventEncoding // --event-encoding: cometbft attributes auto, base64 or text
 	// Cosmos messages (cometbft's messages.decoded; docs/messages.md):

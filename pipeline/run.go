@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -551,7 +552,7 @@ func prepareIndexes(ctx context.Context, cfg *Config, db *export.Session, dec ex
 // indexBuildOptions is how the job builds deferred indexes: --index-workers
 // at once, the connections beyond the session's own dialled as it dials.
 func indexBuildOptions(cfg *Config, db *export.Session, log *slog.Logger) export.BuildOptions {
-	return export.BuildOptions{Workers: cfg.IndexWorkers, Dial: db.Dialer(), Logger: log}
+	return export.BuildOptions{Workers: cfg.IndexWorkers, Dial: db.Dialer(), MaintenanceWorkMem: cfg.IndexMemory, Logger: log}
 }
 
 func prepareIndexesOn(ctx context.Context, cfg *Config, conn *pgx.Conn, dec export.Decoder, bo export.BuildOptions) error {
@@ -609,20 +610,65 @@ func endFill(ctx context.Context, cfg *Config, db *export.Session, sum *Summary,
 		settleIndexes(ctx, cfg, db, sum, log, fillErr)
 		return fillErr
 	}
-	if err := finishIndexes(ctx, cfg, db, sum, log); err != nil {
+	// The tables filled are analyzed by the index builds' workers, each
+	// once its own indexes are built, while other tables' still build;
+	// what they did not analyze is analyzed after.
+	var mu sync.Mutex
+	analyzed := map[string]bool{}
+	bo := indexBuildOptions(cfg, db, log)
+	if analyzes(cfg, sum) && !cfg.AnalyzeAfterBuilds {
+		bo.Analyze = filledTables(sum.Export)
+		bo.OnAnalyze = func(table string, took time.Duration, err error) {
+			if err != nil {
+				log.Warn("planner statistics not updated beside the index builds; analyzing after them", "table", table, "err", err)
+				return
+			}
+			log.Info("table analyzed", "table", table, "took", took.Round(time.Millisecond))
+			mu.Lock()
+			analyzed[table] = true
+			mu.Unlock()
+		}
+	}
+	if err := finishIndexesWith(ctx, cfg, db, sum, bo); err != nil {
 		return err
 	}
-	analyzeFilled(ctx, cfg, db, sum, log)
+	mu.Lock()
+	rest := sum.Export
+	rest.Rows = map[string]uint64{}
+	for t, n := range sum.Export.Rows {
+		if !analyzed[t] {
+			rest.Rows[t] = n
+		}
+	}
+	mu.Unlock()
+	analyzeFilled(ctx, cfg, db, &Summary{Command: sum.Command, Export: rest, Complete: sum.Complete}, log)
 	return nil
+}
+
+// filledTables are the tables res put rows in, in name order.
+func filledTables(res export.Result) []string {
+	var out []string
+	for t, n := range res.Rows {
+		if n > 0 {
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // finishIndexes builds the deferred indexes once the range is complete.
 func finishIndexes(ctx context.Context, cfg *Config, db *export.Session, sum *Summary, log *slog.Logger) error {
+	return finishIndexesWith(ctx, cfg, db, sum, indexBuildOptions(cfg, db, log))
+}
+
+// finishIndexesWith is finishIndexes with the build options bo.
+func finishIndexesWith(ctx context.Context, cfg *Config, db *export.Session, sum *Summary, bo export.BuildOptions) error {
 	if cfg.DeferIndexes != IndexesAlways || !sum.Complete {
 		return nil
 	}
 	err := db.Do(ctx, "build deferred indexes", func(ctx context.Context, conn *pgx.Conn) error {
-		_, err := export.BuildIndexes(ctx, conn, cfg.Schema, indexBuildOptions(cfg, db, log))
+		_, err := export.BuildIndexes(ctx, conn, cfg.Schema, bo)
 		return err
 	})
 	var pe *export.IndexesPendingError
@@ -793,7 +839,7 @@ func fetchAndExportStreams(ctx context.Context, cfg *Config, store *staging.Stor
 // few rows at a time). A failure is logged, not returned: the range is
 // complete and its rows are right, only the planner's statistics are stale.
 func analyzeFilled(ctx context.Context, cfg *Config, db *export.Session, sum *Summary, log *slog.Logger) {
-	if !sum.Complete || sum.Export.Blocks == 0 || cfg.Command == CmdFollow {
+	if !analyzes(cfg, sum) || len(filledTables(sum.Export)) == 0 {
 		return
 	}
 	start := time.Now()
@@ -807,6 +853,12 @@ func analyzeFilled(ctx context.Context, cfg *Config, db *export.Session, sum *Su
 		return
 	}
 	log.Info("analyzed the tables filled", "tables", tables, "took", time.Since(start).Round(time.Millisecond))
+}
+
+// analyzes reports whether the job ANALYZEs the tables it filled: a
+// completed bounded run or export that exported something.
+func analyzes(cfg *Config, sum *Summary) bool {
+	return sum.Complete && sum.Export.Blocks > 0 && cfg.Command != CmdFollow
 }
 
 // openExportJobChecked builds what run and follow need: the decoder, the
