@@ -21,8 +21,10 @@
 // ABCIResponses of 0.34/0.37 before an upgrade (converted as 0.38 does). A
 // home whose latest results are legacy ABCIResponses is a 0.37 (or 0.34)
 // node's: its results are written in the 0.37 shape (begin_block_events,
-// end_block_events, no app_hash). See docs/sources.md for what holds byte for
-// byte for each version.
+// end_block_events, no app_hash), and for a 0.34 node's (the software
+// version in its state) with event attributes in base64, as 0.34's bytes
+// attributes were. See docs/sources.md for what holds byte for byte for
+// each version.
 //
 // The databases are opened read-only. goleveldb takes a shared lock on its
 // LOCK file for that; a running node holds it exclusively, so a running

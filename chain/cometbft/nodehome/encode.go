@@ -159,15 +159,16 @@ func appendBlockResults(b []byte, r *ctypes.ResultBlockResults) ([]byte, bool) {
 }
 
 // appendLegacyResults appends the result of /block_results of a 0.37
-// node (resultBlockResults037).
-func appendLegacyResults(b []byte, r *resultBlockResults037) ([]byte, bool) {
+// node (resultBlockResults037), or of a 0.34 node when bytesAttrs: its
+// event attributes are bytes, written in base64 (bytesAttr).
+func appendLegacyResults(b []byte, r *resultBlockResults037, bytesAttrs bool) ([]byte, bool) {
 	if !plainUpdates(r.ValidatorUpdates, r.ConsensusParamUpdates == nil) {
 		return b, false
 	}
 	b = appendInt64Field(b, `{"height":`, r.Height)
-	b = appendTxResults(append(b, `,"txs_results":`...), r.TxsResults)
-	b = appendEvents(append(b, `,"begin_block_events":`...), r.BeginBlockEvents)
-	b = appendEvents(append(b, `,"end_block_events":`...), r.EndBlockEvents)
+	b = appendTxResultsAs(append(b, `,"txs_results":`...), r.TxsResults, bytesAttrs)
+	b = appendEventsAs(append(b, `,"begin_block_events":`...), r.BeginBlockEvents, bytesAttrs)
+	b = appendEventsAs(append(b, `,"end_block_events":`...), r.EndBlockEvents, bytesAttrs)
 	b = appendNoUpdates(b, r.ValidatorUpdates)
 	return append(b, '}'), true
 }
@@ -190,6 +191,10 @@ func appendNoUpdates(b []byte, vals []abci.ValidatorUpdate) []byte {
 // appendTxResults writes a list of *ExecTxResult as libs/json does: each
 // through its MarshalJSON (jsonpb).
 func appendTxResults(b []byte, txs []*abci.ExecTxResult) []byte {
+	return appendTxResultsAs(b, txs, false)
+}
+
+func appendTxResultsAs(b []byte, txs []*abci.ExecTxResult, bytesAttrs bool) []byte {
 	if txs == nil {
 		return append(b, "null"...)
 	}
@@ -220,7 +225,7 @@ func appendTxResults(b []byte, txs []*abci.ExecTxResult) []byte {
 			// jsonpb, EmitDefaults: every field, a nil list as [].
 			b = append(b, `{"type":`...)
 			b = appendString(b, tx.Events[j].Type)
-			b = appendAttributes(append(b, `,"attributes":`...), tx.Events[j].Attributes, true)
+			b = appendAttributes(append(b, `,"attributes":`...), tx.Events[j].Attributes, true, bytesAttrs)
 			b = append(b, '}')
 		}
 		b = append(b, `],"codespace":`...)
@@ -234,6 +239,10 @@ func appendTxResults(b []byte, txs []*abci.ExecTxResult) []byte {
 // reflection, so its omitempty tags hold (an empty type and a nil
 // attribute list are left out), each attribute through its MarshalJSON.
 func appendEvents(b []byte, events []abci.Event) []byte {
+	return appendEventsAs(b, events, false)
+}
+
+func appendEventsAs(b []byte, events []abci.Event, bytesAttrs bool) []byte {
 	if events == nil {
 		return append(b, "null"...)
 	}
@@ -252,7 +261,7 @@ func appendEvents(b []byte, events []abci.Event) []byte {
 			if ev.Type != "" {
 				b = append(b, ',')
 			}
-			b = appendAttributes(append(b, `"attributes":`...), ev.Attributes, false)
+			b = appendAttributes(append(b, `"attributes":`...), ev.Attributes, false, bytesAttrs)
 		}
 		b = append(b, '}')
 	}
@@ -260,8 +269,9 @@ func appendEvents(b []byte, events []abci.Event) []byte {
 }
 
 // appendAttributes writes attributes in jsonpb's form; a nil list is []
-// when nilAsEmpty (jsonpb's own lists), else null.
-func appendAttributes(b []byte, attrs []abci.EventAttribute, nilAsEmpty bool) []byte {
+// when nilAsEmpty (jsonpb's own lists), else null. With bytesAttrs, key
+// and value are written as the bytes they are in 0.34 (bytesAttr).
+func appendAttributes(b []byte, attrs []abci.EventAttribute, nilAsEmpty, bytesAttrs bool) []byte {
 	if attrs == nil && !nilAsEmpty {
 		return append(b, "null"...)
 	}
@@ -272,9 +282,13 @@ func appendAttributes(b []byte, attrs []abci.EventAttribute, nilAsEmpty bool) []
 		}
 		a := &attrs[i]
 		b = append(b, `{"key":`...)
-		b = appendString(b, a.Key)
-		b = append(b, `,"value":`...)
-		b = appendString(b, a.Value)
+		if bytesAttrs {
+			b = appendBytesAttr(b, a.Key)
+			b = appendBytesAttr(append(b, `,"value":`...), a.Value)
+		} else {
+			b = appendString(b, a.Key)
+			b = appendString(append(b, `,"value":`...), a.Value)
+		}
 		if a.Index {
 			b = append(b, `,"index":true}`...)
 		} else {
@@ -298,6 +312,20 @@ func appendString(b []byte, s string) []byte {
 	}
 	b = append(b, '"')
 	b = append(b, s...)
+	return append(b, '"')
+}
+
+// appendBytesAttr writes an event attribute's key or value as a 0.34
+// node's RPC wrote it: a bytes field (0.34's EventAttribute), through
+// jsonpb, so base64 in quotes — and null when empty, because proto3 does
+// not store an empty bytes field and it decodes as nil. (0.37 made them
+// strings of the same wire form, which is how 0.38's types read them.)
+func appendBytesAttr(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, "null"...)
+	}
+	b = append(b, '"')
+	b = base64.StdEncoding.AppendEncode(b, []byte(s))
 	return append(b, '"')
 }
 

@@ -29,7 +29,7 @@ import (
 // home, the hand-written encoders write what libs/json writes, and write
 // it themselves (no fallback).
 func TestEncodersEqualLibsJSONOnFixtures(t *testing.T) {
-	for _, name := range []string{"home-0.38", "home-0.37", "home-0.37-0.38"} {
+	for _, name := range []string{"home-0.38", "home-0.37", "home-0.37-0.38", "home-0.34"} {
 		t.Run(name, func(t *testing.T) {
 			fx := nodefixture.Load(t, name)
 			src := openHome(t, fx.Unpack(t))
@@ -55,9 +55,14 @@ func TestEncodersEqualLibsJSONOnFixtures(t *testing.T) {
 						events += len(tx.Events)
 					}
 				case *resultBlockResults037:
-					got, ok = appendLegacyResults(nil, r)
+					got, ok = appendLegacyResults(nil, r, src.BytesAttributes())
 					for _, tx := range r.TxsResults {
 						events += len(tx.Events)
+					}
+					if src.BytesAttributes() {
+						// libs/json writes 0.34's attributes from their base64
+						// text (no attribute of the fixture is empty).
+						base64Attributes(r)
 					}
 				default:
 					t.Fatalf("height %d: results of type %T", h, results)
@@ -108,8 +113,16 @@ func TestEncodersEqualLibsJSONGenerated(t *testing.T) {
 		legacy := &resultBlockResults037{Height: res.Height, TxsResults: res.TxsResults,
 			BeginBlockEvents: g.events(), EndBlockEvents: res.FinalizeBlockEvents,
 			ValidatorUpdates: res.ValidatorUpdates, ConsensusParamUpdates: res.ConsensusParamUpdates}
-		got, ok = appendLegacyResults(nil, legacy)
+		got, ok = appendLegacyResults(nil, legacy, false)
 		written += checkGenerated(t, i, "legacy results", got, ok, expectFallback, legacy)
+
+		// A 0.34 node's attributes: libs/json writes the base64 text the
+		// same (an empty one, which 0.34 writes as null, is left out here).
+		if !emptyAttribute(legacy) {
+			got, ok = appendLegacyResults(nil, legacy, true)
+			base64Attributes(legacy)
+			checkGenerated(t, i, "0.34 results", got, ok, expectFallback, legacy)
+		}
 	}
 	// Most values are the encoders' own, not left to libs/json.
 	if written < 3*3000/2 {
@@ -134,6 +147,39 @@ func checkGenerated(t *testing.T, i int, what string, got []byte, ok, expectFall
 		t.Fatalf("value %d (%s): differs from libs/json at byte %d:\nhand:      %s\nlibs/json: %s", i, what, j, around(got, j), around(want, j))
 	}
 	return 1
+}
+
+func emptyAttribute(r *resultBlockResults037) bool {
+	empty := func(events []abci.Event) bool {
+		for _, ev := range events {
+			for _, a := range ev.Attributes {
+				if a.Key == "" || a.Value == "" {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, tx := range r.TxsResults {
+		if tx != nil && empty(tx.Events) {
+			return true
+		}
+	}
+	return empty(r.BeginBlockEvents) || empty(r.EndBlockEvents)
+}
+
+// TestBytesAttributeEmptyIsNull: a 0.34 node's empty attribute key or
+// value (a bytes field proto3 did not store) is written as null.
+func TestBytesAttributeEmptyIsNull(t *testing.T) {
+	r := &resultBlockResults037{Height: 5, EndBlockEvents: []abci.Event{{Type: "t",
+		Attributes: []abci.EventAttribute{{Key: "k", Value: ""}, {Key: "", Value: "v<", Index: true}}}}}
+	got, ok := appendLegacyResults(nil, r, true)
+	want := `{"height":"5","txs_results":null,"begin_block_events":null,"end_block_events":[{"type":"t","attributes":[` +
+		`{"key":"aw==","value":null,"index":false},{"key":null,"value":"djw=","index":true}]}],` +
+		`"validator_updates":null,"consensus_param_updates":null}`
+	if !ok || string(got) != want {
+		t.Fatalf("got %s (%v), want %s", got, ok, want)
+	}
 }
 
 // FuzzEncoders: a transaction result and events made of the fuzzer's

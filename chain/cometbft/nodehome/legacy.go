@@ -1,6 +1,8 @@
 package nodehome
 
 import (
+	"encoding/base64"
+
 	abci "github.com/cometbft/cometbft/abci/types"
 	cmtstate "github.com/cometbft/cometbft/proto/tendermint/state"
 	cmtproto "github.com/cometbft/cometbft/proto/tendermint/types"
@@ -32,4 +34,28 @@ func legacyResults(height int64, r *cmtstate.LegacyABCIResponses) *resultBlockRe
 		out.ConsensusParamUpdates = r.EndBlock.ConsensusParamUpdates
 	}
 	return out
+}
+
+// base64Attributes turns the event attributes of r into the text a 0.34
+// node's RPC wrote for them, base64 of their bytes, for libs/json to write
+// as strings. An empty one stays "" where that node wrote null (a bytes
+// field that proto3 did not store); only the heights libs/json writes
+// (with validator or consensus parameter updates) take this path.
+func base64Attributes(r *resultBlockResults037) {
+	enc := func(events []abci.Event) {
+		for i := range events {
+			for j := range events[i].Attributes {
+				a := &events[i].Attributes[j]
+				a.Key = base64.StdEncoding.EncodeToString([]byte(a.Key))
+				a.Value = base64.StdEncoding.EncodeToString([]byte(a.Value))
+			}
+		}
+	}
+	for _, tx := range r.TxsResults {
+		if tx != nil {
+			enc(tx.Events)
+		}
+	}
+	enc(r.BeginBlockEvents)
+	enc(r.EndBlockEvents)
 }

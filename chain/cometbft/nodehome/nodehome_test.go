@@ -40,12 +40,17 @@ func TestRecordsEqualRPC(t *testing.T) {
 		{"home-0.37", true},
 		// 0.37.18 to 1500, then 0.38.26: 0.37 results served as 0.38 does.
 		{"home-0.37-0.38", false},
+		// 0.34.35: the 0.37 shape, attributes in base64.
+		{"home-0.34", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fx := nodefixture.Load(t, tc.name)
 			src := openHome(t, fx.Unpack(t))
 			if src.LegacyShape() != tc.legacy {
 				t.Fatalf("LegacyShape %v, want %v", src.LegacyShape(), tc.legacy)
+			}
+			if want := tc.name == "home-0.34"; src.BytesAttributes() != want {
+				t.Fatalf("BytesAttributes %v, want %v (a 0.34 node's home)", src.BytesAttributes(), want)
 			}
 			if src.Tip(context.Background()); src.tip < fx.Tip() {
 				t.Fatalf("home tip %d, below the %d recorded heights", src.tip, fx.Tip())
@@ -103,7 +108,7 @@ func stage(t testing.TB, src loader.Source, to uint64) *staging.Store {
 // and from the recorded node's RPC, compares what each staged height by
 // height, then exports both into PostgreSQL and compares the tables.
 func TestStagedAndExportedEqualRPC(t *testing.T) {
-	for _, name := range []string{"home-0.38", "home-0.37", "home-0.37-0.38"} {
+	for _, name := range []string{"home-0.38", "home-0.37", "home-0.37-0.38", "home-0.34"} {
 		t.Run(name, func(t *testing.T) {
 			fx := nodefixture.Load(t, name)
 			home := openHome(t, fx.Unpack(t))

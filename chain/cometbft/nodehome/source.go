@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	dbm "github.com/cometbft/cometbft-db"
@@ -47,9 +48,13 @@ type Source struct {
 	// results are legacy ABCIResponses, and its RPC answered /block_results
 	// in the 0.37 shape.
 	legacyShape bool
-	tip         uint64
-	chainID     string
-	closeOnce   sync.Once
+	// bytesAttrs is set for the home of a 0.34 node (the software version
+	// in its state): its event attributes are bytes, which its RPC wrote
+	// in base64.
+	bytesAttrs bool
+	tip        uint64
+	chainID    string
+	closeOnce  sync.Once
 
 	// checked is the last range CheckRange found whole: a job asks for its
 	// range more than once before it fetches (the run's preflight, then
@@ -135,7 +140,28 @@ func (s *Source) load() (err error) {
 	if len(buf) > 0 {
 		s.legacyShape = isLegacy(buf)
 	}
+	if s.legacyShape {
+		sw, err := s.software()
+		if err != nil {
+			return err
+		}
+		s.bytesAttrs = strings.HasPrefix(sw, "0.34.")
+	}
 	return nil
+}
+
+// software returns the version of the node software that last wrote the
+// home's state (State.Version.Software: "0.34.35", "0.37.16").
+func (s *Source) software() (string, error) {
+	buf, err := s.stateDB.Get([]byte("stateKey")) // state/store.go stateKey, 0.34 to 0.38
+	if err != nil {
+		return "", &CorruptError{Path: s.statePath, Err: err}
+	}
+	var st cmtstate.State
+	if err := st.Unmarshal(buf); err != nil {
+		return "", &CorruptError{Path: s.statePath, Err: fmt.Errorf("state: %w", err)}
+	}
+	return st.Version.Software, nil
 }
 
 // recoverCorrupt turns a panic of the block store (it panics on any read
@@ -177,6 +203,10 @@ func (s *Source) Base() uint64 { return uint64(s.blocks.Base()) }
 // LegacyShape reports whether results are written in the 0.37 shape (the
 // home is a 0.37 or 0.34 node's).
 func (s *Source) LegacyShape() bool { return s.legacyShape }
+
+// BytesAttributes reports whether event attributes are written as a 0.34
+// node's RPC wrote them, in base64 (the home is a 0.34 node's).
+func (s *Source) BytesAttributes() bool { return s.bytesAttrs }
 
 // String names the source for logs.
 func (s *Source) String() string { return s.home }
@@ -278,7 +308,7 @@ func (s *Source) block(h uint64) (chain.Block, error) {
 	if sc.block, err = appendBlock(sc.block[:0], block); err != nil {
 		return chain.Block{}, err
 	}
-	if sc.results, err = appendResults(sc.results[:0], results); err != nil {
+	if sc.results, err = appendResults(sc.results[:0], results, s.bytesAttrs); err != nil {
 		return chain.Block{}, err
 	}
 	return chain.Block{Height: h, Hash: block.BlockID.Hash, ParentHash: parent,
@@ -375,16 +405,20 @@ func appendBlock(dst []byte, r *ctypes.ResultBlock) ([]byte, error) {
 
 // appendResults appends the /block_results result r (a loadResults
 // value) as the node's RPC writes it: by appendBlockResults or
-// appendLegacyResults, or libs/json for what those do not write.
-func appendResults(dst []byte, r any) ([]byte, error) {
+// appendLegacyResults, or libs/json for what those do not write (with a
+// 0.34 node's attributes, bytesAttrs, turned to their base64 text first).
+func appendResults(dst []byte, r any, bytesAttrs bool) ([]byte, error) {
 	switch r := r.(type) {
 	case *ctypes.ResultBlockResults:
 		if b, ok := appendBlockResults(dst, r); ok {
 			return b, nil
 		}
 	case *resultBlockResults037:
-		if b, ok := appendLegacyResults(dst, r); ok {
+		if b, ok := appendLegacyResults(dst, r, bytesAttrs); ok {
 			return b, nil
+		}
+		if bytesAttrs {
+			base64Attributes(r)
 		}
 	}
 	b, err := rpcResult(r)
