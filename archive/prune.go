@@ -3,6 +3,7 @@ package archive
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -293,7 +294,7 @@ func firstUncovered(staged []staging.Range, streams []StreamMirror) (Gap, bool) 
 }
 
 // WriteText writes the report for a terminal.
-func (r *PruneReport) WriteText(w interface{ Write([]byte) (int, error) }) {
+func (r *PruneReport) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "prune staging %s below %d: %s below it, %s of records\n", r.Dir, r.Below, Quantity(int(r.Heights), "staged height"), staging.MB(r.RecordBytes))
 	for i, h := range r.Held {
 		if i == 20 {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/chain/evm"
 	"github.com/blockhaul/blockhaul/chain/evmsynth"
+	"github.com/blockhaul/blockhaul/internal/storetest"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/blockhaul/blockhaul/staging/stagingtest"
 )
@@ -222,16 +222,7 @@ func TestVerifyDamagedBlobFile(t *testing.T) {
 	if len(blobs) == 0 {
 		t.Fatal("no blob file written")
 	}
-	data, err := os.ReadFile(blobs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := len(data) / 3; i < len(data)/3+64; i++ {
-		data[i] ^= 0xff
-	}
-	if err := os.WriteFile(blobs[0], data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Garble(t, blobs[0], storetest.Size(t, blobs[0])/3, 64)
 	s = stagingtest.Open(t, dir, staging.Options{ReadOnly: true})
 	defer s.Close()
 	r, err := Verify(s, VerifyConfig{})

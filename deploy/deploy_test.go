@@ -8,7 +8,6 @@
 package deploy_test
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -243,21 +242,7 @@ var (
 	cliFlags = map[string]map[string]bool{}
 )
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "blockhaul-deploy-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if binary, err = testbin.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, &binary) }
 
 // flagsOf runs blockhaul CMD --help and returns the flag names it lists.
 func flagsOf(t *testing.T, cmd string) map[string]bool {

@@ -19,7 +19,6 @@ import (
 	"github.com/blockhaul/blockhaul/internal/syncbuf"
 	"github.com/blockhaul/blockhaul/internal/testbin"
 	"github.com/blockhaul/blockhaul/internal/testserver"
-	"github.com/jackc/pgx/v5"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -131,10 +130,7 @@ func TestManifestsRunAsKubernetesWould(t *testing.T) {
 func rowsOf(t *testing.T, dsn string) int {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatalf("count blocks: %v", err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(ctx)
 	var exists bool
 	if err := conn.QueryRow(ctx, `SELECT to_regclass('cometbft.blocks') IS NOT NULL`).Scan(&exists); err != nil {

@@ -13,9 +13,7 @@ import (
 // takes the merge path and commits: every row once, the tables those of an
 // undisturbed run.
 func TestOverlappingWritersDeadlockThenMerge(t *testing.T) {
-	e := newEnv(t)
-	e.stage(1, faultRange, items)
-	want := e.reference(t)
+	e, want := faultEnv(t)
 	dsn := e.conn.Config().ConnString()
 	if err := EnsureSchema(e.ctx, e.conn, "chain x", testDecoder{}.Tables(), false, nil); err != nil {
 		t.Fatal(err)

@@ -41,6 +41,32 @@ $$ BEGIN PERFORM pg_advisory_lock_shared(4242); PERFORM pg_advisory_unlock_share
 	}
 }
 
+// startBuild runs BuildIndexes with builder and opts in the background;
+// built waits for it to return and returns what it returned.
+func startBuild(e *env, builder *pgx.Conn, opts BuildOptions) (built func() (int, error)) {
+	var n int
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n, err = BuildIndexes(e.ctx, builder, "chain x", opts)
+	}()
+	return func() (int, error) {
+		<-done
+		return n, err
+	}
+}
+
+// gatedEnv is a new environment whose tables build their indexes through
+// the gate (gatedIndexTables), held closed (holdGate).
+func gatedEnv(t *testing.T) (e *env, waitFor func(n int) int, release func()) {
+	t.Helper()
+	e = newEnv(t)
+	gatedIndexTables(t, e)
+	waitFor, release = holdGate(t, e)
+	return e, waitFor, release
+}
+
 // holdGate takes the gate's lock on a connection of its own and returns a
 // function that waits until n index builds are blocked at it (or fails the
 // test after a bound), and one that releases it.
@@ -95,20 +121,13 @@ func checkBuilt(t *testing.T, e *env, want int) {
 // at a time.
 func TestIndexBuildsRunInParallel(t *testing.T) {
 	for _, workers := range []int{1, 3} {
-		e := newEnv(t)
-		gatedIndexTables(t, e)
-		waitFor, release := holdGate(t, e)
+		e, waitFor, release := gatedEnv(t)
 		builder, err := pgx.Connect(e.ctx, e.conn.Config().ConnString())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer builder.Close(context.Background())
-		var n int
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			n, err = BuildIndexes(e.ctx, builder, "chain x", BuildOptions{Workers: workers, Dial: dialer(e.conn.Config().ConnString()), Logger: quietLog})
-		}()
+		built := startBuild(e, builder, BuildOptions{Workers: workers, Dial: dialer(e.conn.Config().ConnString()), Logger: quietLog})
 		blocked := waitFor(workers)
 		if workers == 1 {
 			// Nothing else could start: check that nothing did.
@@ -121,8 +140,7 @@ func TestIndexBuildsRunInParallel(t *testing.T) {
 			}
 		}
 		release()
-		<-done
-		if err != nil || n != 3 {
+		if n, err := built(); err != nil || n != 3 {
 			t.Fatalf("workers %d: built %d, %v; want 3", workers, n, err)
 		}
 		if blocked != workers {
@@ -135,9 +153,7 @@ func TestIndexBuildsRunInParallel(t *testing.T) {
 // Two processes finishing at once (each building in parallel) build each
 // index once between them, and neither fails.
 func TestConcurrentParallelBuildsBuildEachIndexOnce(t *testing.T) {
-	e := newEnv(t)
-	gatedIndexTables(t, e)
-	waitFor, release := holdGate(t, e)
+	e, waitFor, release := gatedEnv(t)
 	var wg sync.WaitGroup
 	built := make([]int, 2)
 	errs := make([]error, 2)
@@ -173,9 +189,7 @@ func TestConcurrentParallelBuildsBuildEachIndexOnce(t *testing.T) {
 // A build under way holds the schema's DDL lock shared: a process that
 // creates the schema or drops its indexes waits for it.
 func TestIndexBuildHoldsOffSchemaDDL(t *testing.T) {
-	e := newEnv(t)
-	gatedIndexTables(t, e)
-	waitFor, release := holdGate(t, e)
+	e, waitFor, release := gatedEnv(t)
 	done := make(chan error, 1)
 	go func() {
 		_, err := BuildIndexes(e.ctx, e.conn, "chain x", BuildOptions{Workers: 1, Logger: quietLog})
@@ -207,9 +221,7 @@ func TestIndexBuildHoldsOffSchemaDDL(t *testing.T) {
 // cancelled by it: the build waits at the gate until it has run well past
 // the timeout, then completes.
 func TestIndexBuildOutlastsTheStatementTimeout(t *testing.T) {
-	e := newEnv(t)
-	gatedIndexTables(t, e)
-	waitFor, release := holdGate(t, e)
+	e, waitFor, release := gatedEnv(t)
 	cfg, err := pgx.ParseConfig(e.conn.Config().ConnString())
 	if err != nil {
 		t.Fatal(err)
@@ -220,15 +232,10 @@ func TestIndexBuildOutlastsTheStatementTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer builder.Close(context.Background())
-	var n int
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		n, err = BuildIndexes(e.ctx, builder, "chain x", BuildOptions{Workers: 1, Logger: quietLog})
-	}()
+	built := startBuild(e, builder, BuildOptions{Workers: 1, Logger: quietLog})
 	if blocked := waitFor(1); blocked != 1 {
 		release()
-		<-done
+		_, err := built()
 		t.Fatalf("%d builds reached the gate, want 1 (err %v)", blocked, err)
 	}
 	// Wait, on the server's clock, until the blocked build has run for
@@ -247,8 +254,7 @@ func TestIndexBuildOutlastsTheStatementTimeout(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // polling the server's activity view; nothing to wait on
 	}
 	release()
-	<-done
-	if err != nil || n != 3 {
+	if n, err := built(); err != nil || n != 3 {
 		t.Fatalf("built %d, %v; want 3 built despite statement_timeout 200ms", n, err)
 	}
 	checkBuilt(t, e, 3)

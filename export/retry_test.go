@@ -121,57 +121,73 @@ func terminate(t *testing.T, admin *pgx.Conn) {
 	}
 }
 
+// faultEnv is a new environment with the fault tests' range staged and
+// exported once for reference; want is that export's fingerprint.
+func faultEnv(t *testing.T) (e *env, want string) {
+	t.Helper()
+	e = newEnv(t)
+	e.stage(1, faultRange, items)
+	return e, e.reference(t)
+}
+
+// atEachBatchPoint runs test once for each point of a batch (after its
+// COPY, before its commit, after its commit) as a subtest, with an
+// environment whose staged range has been exported once for reference:
+// want is that export's fingerprint, dsn its database.
+func atEachBatchPoint(t *testing.T, test func(t *testing.T, point crashpoint.Point, e *env, want, dsn string)) {
+	for _, point := range []crashpoint.Point{crashpoint.AfterCopy, crashpoint.BeforeCommit, crashpoint.AfterCommit} {
+		t.Run(string(point), func(t *testing.T) {
+			e, want := faultEnv(t)
+			test(t, point, e, want, e.conn.Config().ConnString())
+		})
+	}
+}
+
 // A backend terminated at any point of a batch — after its COPY, before
 // its commit, after its commit — is reconnected and the export resumes
 // from PostgreSQL's checkpoint: the tables end identical to an undisturbed
 // run, and the checkpoint is never ahead of the rows.
 func TestRunRidesOutTerminatedBackends(t *testing.T) {
-	for _, point := range []crashpoint.Point{crashpoint.AfterCopy, crashpoint.BeforeCommit, crashpoint.AfterCommit} {
-		t.Run(string(point), func(t *testing.T) {
-			e := newEnv(t)
-			e.stage(1, faultRange, items)
-			want := e.reference(t)
-			dsn := e.conn.Config().ConnString()
-			var hits, terminated atomic.Int64
-			var sampleMu sync.Mutex
-			restore := crashpoint.Set(func(ctx context.Context, p crashpoint.Point) error {
-				if p == crashpoint.AfterCommit {
-					sampleMu.Lock()
-					checkpointBehindRows(t, e.conn)
-					sampleMu.Unlock()
-				}
-				if p != point {
-					return nil
-				}
-				if n := hits.Add(1); n%4 == 2 { // every fourth hit
-					sampleMu.Lock()
-					terminate(t, e.conn)
-					terminated.Add(1)
-					sampleMu.Unlock()
-				}
+	atEachBatchPoint(t, func(t *testing.T, point crashpoint.Point, e *env, want, dsn string) {
+		var hits, terminated atomic.Int64
+		var sampleMu sync.Mutex
+		restore := crashpoint.Set(func(ctx context.Context, p crashpoint.Point) error {
+			if p == crashpoint.AfterCommit {
+				sampleMu.Lock()
+				checkpointBehindRows(t, e.conn)
+				sampleMu.Unlock()
+			}
+			if p != point {
 				return nil
-			})
-			defer restore()
-			var rc retryCounter
-			sess, err := Dial(e.ctx, dialer(dsn), SessionOptions{Policy: RetryPolicy{Retries: 5, MaxWait: time.Second}, OnRetry: rc.onRetry})
-			if err != nil {
-				t.Fatal(err)
 			}
-			defer sess.Close(context.Background())
-			res, err := Run(e.ctx, sess, e.store, testDecoder{}, faultConfig())
-			restore()
-			if err != nil || !res.Complete {
-				t.Fatalf("run with terminated backends: %v (complete %v)", err, res.Complete)
+			if n := hits.Add(1); n%4 == 2 { // every fourth hit
+				sampleMu.Lock()
+				terminate(t, e.conn)
+				terminated.Add(1)
+				sampleMu.Unlock()
 			}
-			if rc.total() == 0 {
-				t.Fatal("no retry was counted")
-			}
-			if got := fingerprintOf(t, dsn); got != want {
-				t.Fatalf("after %d retries %v:\n got %s\nwant %s", rc.total(), rc.causes, got, want)
-			}
-			t.Logf("%s: %d terminations, retries %v", point, terminated.Load(), rc.causes)
+			return nil
 		})
-	}
+		defer restore()
+		var rc retryCounter
+		sess, err := Dial(e.ctx, dialer(dsn), SessionOptions{Policy: RetryPolicy{Retries: 5, MaxWait: time.Second}, OnRetry: rc.onRetry})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sess.Close(context.Background())
+		res, err := Run(e.ctx, sess, e.store, testDecoder{}, faultConfig())
+		restore()
+		if err != nil || !res.Complete {
+			t.Fatalf("run with terminated backends: %v (complete %v)", err, res.Complete)
+		}
+		if rc.total() == 0 {
+			t.Fatal("no retry was counted")
+		}
+		if got := fingerprintOf(t, dsn); got != want {
+			t.Fatalf("after %d retries %v:\n got %s\nwant %s", rc.total(), rc.causes, got, want)
+		}
+		t.Logf("%s: %d terminations, retries %v", point, terminated.Load(), rc.causes)
+	})
 }
 
 // A crash at each chosen point — the process dies, its transaction is
@@ -179,47 +195,39 @@ func TestRunRidesOutTerminatedBackends(t *testing.T) {
 // the checkpoint no further than the rows, and a plain resume ends with the
 // tables of an undisturbed run.
 func TestCrashAtEachPointThenResume(t *testing.T) {
-	for _, point := range []crashpoint.Point{crashpoint.AfterCopy, crashpoint.BeforeCommit, crashpoint.AfterCommit} {
-		t.Run(string(point), func(t *testing.T) {
-			e := newEnv(t)
-			e.stage(1, faultRange, items)
-			want := e.reference(t)
-			dsn := e.conn.Config().ConnString()
-			for crash := 3; crash <= 5; crash += 2 { // two crashes, at the 3rd hit and then the 5th of the resumed run
-				victim := connectKillable(t, dsn)
-				var hits atomic.Int64
-				killed := errors.New("killed")
-				restore := crashpoint.Set(func(ctx context.Context, p crashpoint.Point) error {
-					if p == point && hits.Add(1) == int64(crash) {
-						victim.PgConn().Conn().Close() // SIGKILL: the socket goes, nothing else
-						return killed
-					}
-					return nil
-				})
-				_, err := Run(e.ctx, Fixed(victim), e.store, testDecoder{}, faultConfig())
-				restore()
-				if !errors.Is(err, killed) {
-					t.Fatalf("crash %d at %s: run returned %v", crash, point, err)
+	atEachBatchPoint(t, func(t *testing.T, point crashpoint.Point, e *env, want, dsn string) {
+		for crash := 3; crash <= 5; crash += 2 { // two crashes, at the 3rd hit and then the 5th of the resumed run
+			victim := connectKillable(t, dsn)
+			var hits atomic.Int64
+			killed := errors.New("killed")
+			restore := crashpoint.Set(func(ctx context.Context, p crashpoint.Point) error {
+				if p == point && hits.Add(1) == int64(crash) {
+					victim.PgConn().Conn().Close() // SIGKILL: the socket goes, nothing else
+					return killed
 				}
-				checkpointBehindRows(t, e.conn)
+				return nil
+			})
+			_, err := Run(e.ctx, Fixed(victim), e.store, testDecoder{}, faultConfig())
+			restore()
+			if !errors.Is(err, killed) {
+				t.Fatalf("crash %d at %s: run returned %v", crash, point, err)
 			}
-			res, err := Run(e.ctx, Fixed(e.conn), e.store, testDecoder{}, faultConfig())
-			if err != nil || !res.Complete {
-				t.Fatalf("resume: %v (complete %v)", err, res.Complete)
-			}
-			if got := fingerprintOf(t, dsn); got != want {
-				t.Fatalf("after crashes at %s:\n got %s\nwant %s", point, got, want)
-			}
-		})
-	}
+			checkpointBehindRows(t, e.conn)
+		}
+		res, err := Run(e.ctx, Fixed(e.conn), e.store, testDecoder{}, faultConfig())
+		if err != nil || !res.Complete {
+			t.Fatalf("resume: %v (complete %v)", err, res.Complete)
+		}
+		if got := fingerprintOf(t, dsn); got != want {
+			t.Fatalf("after crashes at %s:\n got %s\nwant %s", point, got, want)
+		}
+	})
 }
 
 // A statement that outlives the database's statement_timeout fails its
 // batch, which is retried on the same connection and commits.
 func TestStatementTimeoutIsRetried(t *testing.T) {
-	e := newEnv(t)
-	e.stage(1, faultRange, items)
-	want := e.reference(t)
+	e, want := faultEnv(t)
 	dsn := e.conn.Config().ConnString()
 	if _, err := e.conn.Exec(e.ctx, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET statement_timeout = ''1s''', current_database()); END $$`); err != nil {
 		t.Fatal(err)
@@ -341,9 +349,7 @@ func TestPermanentDatabaseFaultsFailNamingTheCause(t *testing.T) {
 // run is ridden out: the session reconnects once the server accepts
 // connections again and the export resumes from what survived.
 func TestRunRidesOutCrashRestart(t *testing.T) {
-	e := newEnv(t)
-	e.stage(1, faultRange, items)
-	want := e.reference(t)
+	e, want := faultEnv(t)
 	cluster := pgtest.StartCluster(t)
 	dsn := cluster.NewDatabase(t, "crash")
 	admin, err := pgx.Connect(e.ctx, dsn)
@@ -391,9 +397,7 @@ func TestRunRidesOutCrashRestart(t *testing.T) {
 // A job that starts while the server is down (restarting, failing over)
 // waits for it within its retries instead of failing at once.
 func TestDialWaitsForTheServer(t *testing.T) {
-	e := newEnv(t)
-	e.stage(1, faultRange, items)
-	want := e.reference(t)
+	e, want := faultEnv(t)
 	cluster := pgtest.StartCluster(t)
 	dsn := cluster.NewDatabase(t, "late")
 	if err := cluster.Stop("fast"); err != nil {

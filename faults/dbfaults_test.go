@@ -111,14 +111,7 @@ WHERE datname = 'terminate' AND pid <> pg_backend_pid() AND backend_type = 'clie
 	// times.
 	{
 		j := newJobOn("timeout")
-		admin, err := pgx.Connect(ctx, c.URL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := admin.Exec(ctx, `ALTER DATABASE timeout SET statement_timeout = '2s'`); err != nil {
-			t.Fatal(err)
-		}
-		admin.Close(ctx)
+		setStatementTimeout(t, c.URL(), "timeout", "2s")
 		s := startSampler(t, j.dsn, "cometbft")
 		p := startProc(t, nil, append(j.args("run", 1, to), "--progress-interval", "100ms")...)
 		locker, err := pgx.Connect(ctx, j.dsn)
@@ -153,14 +146,7 @@ WHERE datname = 'terminate' AND pid <> pg_backend_pid() AND backend_type = 'clie
 	// A statement timeout no batch can meet: permanent.
 	{
 		j := newJobOn("timeoutforever")
-		admin, err := pgx.Connect(ctx, c.URL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := admin.Exec(ctx, `ALTER DATABASE timeoutforever SET statement_timeout = '1ms'`); err != nil {
-			t.Fatal(err)
-		}
-		admin.Close(ctx)
+		setStatementTimeout(t, c.URL(), "timeoutforever", "1ms")
 		start := time.Now()
 		code, out := blockhaul(t, 5*time.Minute, j.args("run", 1, to)...)
 		took := time.Since(start)
@@ -179,5 +165,17 @@ WHERE datname = 'terminate' AND pid <> pg_backend_pid() AND backend_type = 'clie
 	report(t, "database faults (throwaway cluster, %d blocks): %s; %s", to, strings.Join(lines, ", "), verdict)
 	for _, b := range bad {
 		t.Error(b)
+	}
+}
+
+// setStatementTimeout sets the statement_timeout of database db's new
+// sessions, through the cluster's url.
+func setStatementTimeout(t *testing.T, url, db, timeout string) {
+	t.Helper()
+	ctx := context.Background()
+	admin := pgtest.ConnectTo(t, url)
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s SET statement_timeout = '%s'", pgx.Identifier{db}.Sanitize(), timeout)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -290,10 +290,7 @@ func newJob(t *testing.T) job {
 func digest(t *testing.T, dsn, schema string) map[string]string {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatalf("digest: %v", err)
-	}
+	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "SET TimeZone = 'UTC'; SET extra_float_digits = 3; SET statement_timeout = 0"); err != nil {
 		t.Fatal(err)

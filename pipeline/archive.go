@@ -145,12 +145,8 @@ func Checksum(ctx context.Context, cfg Config, out io.Writer) error {
 			return err
 		}
 	}
-	if cfg.JSON {
-		if err := archive.WriteJSON(out, r); err != nil {
-			return err
-		}
-	} else {
-		r.WriteText(out)
+	if err := writeReport(out, cfg.JSON, r, nil); err != nil {
+		return err
 	}
 	if !r.Equal() {
 		return &archive.DataError{Check: "checksum", Problems: len(r.Differences)}
@@ -227,12 +223,8 @@ func Verify(ctx context.Context, cfg Config, out io.Writer) error {
 			return err
 		}
 	}
-	if cfg.JSON {
-		if err := archive.WriteJSON(out, r); err != nil {
-			return err
-		}
-	} else {
-		r.WriteText(out)
+	if err := writeReport(out, cfg.JSON, r, nil); err != nil {
+		return err
 	}
 	if n := r.Problems(); n > 0 {
 		return &archive.DataError{Check: "verify", Problems: n}
@@ -305,12 +297,8 @@ func Prune(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) err
 	defer store.Close()
 	r, perr := archive.Prune(ctx, store, cfg.Below, cfg.Force, cfg.DryRun)
 	if r != nil {
-		if cfg.JSON {
-			if err := archive.WriteJSON(out, r); err != nil {
-				return err
-			}
-		} else {
-			r.WriteText(out)
+		if err := writeReport(out, cfg.JSON, r, nil); err != nil {
+			return err
 		}
 	}
 	return perr
@@ -482,13 +470,7 @@ func Estimate(ctx context.Context, cfg Config, out io.Writer) error {
 	times := archive.BenchTimeRates(benchResult, benchResultName, fam.Name, fam.Rates)
 	r, err := archive.Estimate(ctx, fam.Name, fam.Rates, store, cfg.Staging, conn, cfg.Schema, tables[0], tables, cfg.From, cfg.To, &times)
 	if r != nil {
-		if cfg.JSON {
-			if jerr := archive.WriteJSON(out, r); jerr != nil && err == nil {
-				err = jerr
-			}
-		} else {
-			r.WriteText(out)
-		}
+		err = writeReport(out, cfg.JSON, r, err)
 	}
 	return err
 }
@@ -579,13 +561,21 @@ func Repair(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) er
 		},
 	})
 	if r != nil {
-		if cfg.JSON {
-			if err := archive.WriteJSON(out, r); err != nil && rerr == nil {
-				rerr = err
-			}
-		} else {
-			r.WriteText(out)
-		}
+		rerr = writeReport(out, cfg.JSON, r, rerr)
 	}
 	return rerr
+}
+
+// writeReport writes an archive command's report, as JSON with --json,
+// else as text. err is the command's own error: it is returned, or, when
+// nil, the error of writing the JSON.
+func writeReport(out io.Writer, asJSON bool, r interface{ WriteText(io.Writer) }, err error) error {
+	if !asJSON {
+		r.WriteText(out)
+		return err
+	}
+	if jerr := archive.WriteJSON(out, r); jerr != nil && err == nil {
+		return jerr
+	}
+	return err
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/internal/rpctest"
+	"github.com/blockhaul/blockhaul/internal/storetest"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/blockhaul/blockhaul/staging/stagingtest"
 )
@@ -57,15 +58,22 @@ func checksumCmd(chainName, dsn, against string, chunk uint64) Config {
 	return cfg
 }
 
-func runChecksum(t *testing.T, cfg Config) (archive.ChecksumReport, error) {
+// runReport runs an archive command with --json and reads its report; an
+// output that is not the report's JSON fails the test.
+func runReport[R any](t *testing.T, cfg Config) (R, error) {
 	t.Helper()
 	var out bytes.Buffer
 	_, err := Run(context.Background(), cfg, &out, quiet)
-	var r archive.ChecksumReport
+	var r R
 	if jerr := json.Unmarshal(out.Bytes(), &r); jerr != nil {
-		t.Fatalf("checksum output is not JSON (%v): %v\n%s", err, jerr, out.String())
+		t.Fatalf("%s output is not JSON (%v): %v\n%s", cfg.Command, err, jerr, out.String())
 	}
 	return r, err
+}
+
+func runChecksum(t *testing.T, cfg Config) (archive.ChecksumReport, error) {
+	t.Helper()
+	return runReport[archive.ChecksumReport](t, cfg)
 }
 
 func execSQL(t *testing.T, dsn string, stmts ...string) {
@@ -244,13 +252,7 @@ func verifyCmd(stg, dsn string) Config {
 
 func runVerify(t *testing.T, cfg Config) (archive.VerifyReport, error) {
 	t.Helper()
-	var out bytes.Buffer
-	_, err := Run(context.Background(), cfg, &out, quiet)
-	var r archive.VerifyReport
-	if jerr := json.Unmarshal(out.Bytes(), &r); jerr != nil {
-		t.Fatalf("verify output is not JSON (%v): %v\n%s", err, jerr, out.String())
-	}
-	return r, err
+	return runReport[archive.VerifyReport](t, cfg)
 }
 
 // TestVerifyPostgreSQL exports two ranges as two backfill streams at
@@ -360,27 +362,8 @@ func TestVerifyPostgreSQLNamesUnreadableStagedHeaders(t *testing.T) {
 // dir.
 func damageLargest(t *testing.T, dir, ext string) {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*."+ext))
-	var biggest string
-	var size int64
-	for _, f := range files {
-		if st, err := os.Stat(f); err == nil && st.Size() > size {
-			biggest, size = f, st.Size()
-		}
-	}
-	if biggest == "" {
-		t.Fatalf("no .%s file in %s", ext, dir)
-	}
-	data, err := os.ReadFile(biggest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := len(data) / 2; i < len(data)/2+64; i++ {
-		data[i] ^= 0xff
-	}
-	if err := os.WriteFile(biggest, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	largest := storetest.Largest(t, dir, ext)
+	storetest.Garble(t, largest, storetest.Size(t, largest)/2, 64)
 }
 
 // TestVerifyPostgreSQLComparesEveryTableWithStaging: verify --pg compares

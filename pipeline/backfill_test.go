@@ -22,21 +22,8 @@ func streamRows(t *testing.T, dsn string) (head string, backfills []string) {
 	FROM cometbft.blockhaul_checkpoints WHERE stream = 'head'), 'none')`).Scan(&head); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := conn.Query(ctx, `SELECT format('%s %s-%s last %s %s', alias, range_start, range_end, last_height, status)
+	backfills = pgtest.Strings(t, conn, `SELECT format('%s %s-%s last %s %s', alias, range_start, range_end, last_height, status)
 	FROM cometbft.blockhaul_backfills ORDER BY alias`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		backfills = append(backfills, s)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
 	return head, backfills
 }
 
@@ -132,6 +119,16 @@ func TestBackfillFromRefusals(t *testing.T) {
 	}
 }
 
+// followWithBackfill configures a follow of heights 601-1100 of a
+// 1,200-block chain with a backfill of the heights below them, into a
+// database of its own.
+func followWithBackfill(t *testing.T) (dsn string, cfg Config) {
+	dsn = pgtest.NewDatabase(t)
+	cfg = testConfig(CmdFollow, dsn, filepath.Join(t.TempDir(), "s"), newForkChain(1200, 0, ^uint64(0), 0), 601, 1100)
+	cfg.BackfillFrom, cfg.BackfillFromSet = 1, true
+	return dsn, cfg
+}
+
 // A job killed part way (here: failed right after a batch commit, before
 // its staging mirror, as a SIGKILL leaves it) resumes both streams each
 // from its own cursor: the same tables as one plain load, the head's
@@ -139,11 +136,7 @@ func TestBackfillFromRefusals(t *testing.T) {
 // the commits of both streams; every third one up to the sixth failure
 // ends the job.
 func TestFollowWithBackfillResumesAfterKill(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
-	stg := filepath.Join(t.TempDir(), "s")
-	fc := newForkChain(1200, 0, ^uint64(0), 0)
-	cfg := testConfig(CmdFollow, dsn, stg, fc, 601, 1100)
-	cfg.BackfillFrom, cfg.BackfillFromSet = 1, true
+	dsn, cfg := followWithBackfill(t)
 	kills, restore := killAfterCommits(3, 6)
 	defer restore()
 	runs := 0
@@ -215,11 +208,7 @@ func plainLoad(t *testing.T, to uint64) string {
 // is; the head's checkpoint is its own throughout; the tables end as one
 // plain load's.
 func TestFollowBackfillOverExportStreamsResumesAfterKill(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
-	stg := filepath.Join(t.TempDir(), "s")
-	fc := newForkChain(1200, 0, ^uint64(0), 0)
-	cfg := testConfig(CmdFollow, dsn, stg, fc, 601, 1100)
-	cfg.BackfillFrom, cfg.BackfillFromSet = 1, true
+	dsn, cfg := followWithBackfill(t)
 	cfg.ExportStreams = 0
 	withCPUs(t, 4)
 	kills, restore := killAfterCommits(3, 6)

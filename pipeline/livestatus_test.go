@@ -83,16 +83,24 @@ func startStalledJob(t *testing.T, dir string) *exec.Cmd {
 	}
 }
 
+// exportedEVM is a staging directory and a database that a run filled with
+// the synthetic EVM chain's heights 1-100.
+func exportedEVM(t *testing.T) (dir, dsn string) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "s")
+	dsn = pgtest.NewDatabase(t)
+	if _, err := Run(context.Background(), synthConfig(CmdRun, "evm", dsn, dir, 1, 100), &bytes.Buffer{}, quiet); err != nil {
+		t.Fatal(err)
+	}
+	return dir, dsn
+}
+
 // TestVerifyBesideARunningJob: verify of a store a running job holds asks
 // the job for a checkpoint and verifies that (1-500, clean, under the
 // store's own name), leaving nothing beside the store; with --pg it is
 // refused (PostgreSQL moves on while the job runs), naming the job.
 func TestVerifyBesideARunningJob(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "s")
-	dsn := pgtest.NewDatabase(t)
-	if _, err := Run(context.Background(), synthConfig(CmdRun, "evm", dsn, dir, 1, 100), &bytes.Buffer{}, quiet); err != nil {
-		t.Fatal(err)
-	}
+	dir, dsn := exportedEVM(t)
 	child := startStalledJob(t, dir)
 	cfg := verifyCmd(dir, "")
 	cfg.Deep = true
@@ -128,11 +136,7 @@ func TestVerifyBesideARunningJob(t *testing.T) {
 // no --chain or --schema was given), instead of refusing the directory as
 // in use.
 func TestStatusBesideARunningJob(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "s")
-	dsn := pgtest.NewDatabase(t)
-	if _, err := Run(context.Background(), synthConfig(CmdRun, "evm", dsn, dir, 1, 100), &bytes.Buffer{}, quiet); err != nil {
-		t.Fatal(err)
-	}
+	dir, dsn := exportedEVM(t)
 	child := startStalledJob(t, dir)
 	cfg := DefaultConfig()
 	cfg.Command, cfg.Staging, cfg.PG = CmdStatus, dir, dsn

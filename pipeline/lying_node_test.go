@@ -106,9 +106,16 @@ func TestRunLyingNodeRetriedOnAnotherEndpoint(t *testing.T) {
 	if _, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
-	store := stagingtest.Open(t, cfg.Staging, staging.Options{})
+	wantRecordedHashes(t, cfg.Staging, 16, 40)
+}
+
+// wantRecordedHashes fails unless the store in dir holds each of heights
+// with the hash of the recorded chain's block.
+func wantRecordedHashes(t *testing.T, dir string, heights ...uint64) {
+	t.Helper()
+	store := stagingtest.Open(t, dir, staging.Options{})
 	defer store.Close()
-	for _, h := range []uint64{16, 40} {
+	for _, h := range heights {
 		b, err := store.Get(h)
 		if err != nil {
 			t.Fatal(err)
@@ -119,15 +126,22 @@ func TestRunLyingNodeRetriedOnAnotherEndpoint(t *testing.T) {
 	}
 }
 
+// recordedNodeRun serves the recorded CometBFT 0.38 node until the test
+// ends and configures a run against it.
+func recordedNodeRun(t *testing.T) (*cometReplay, Config) {
+	t.Helper()
+	node := newCometReplay(t, "node-0.38")
+	srv := rpctest.NewServer(rpctest.Config{Handler: node.handle})
+	t.Cleanup(srv.Close)
+	return node, rpcRunConfig(t, srv.URL)
+}
+
 // A store that holds a lie (block 16 with a hash its header does not give,
 // staged before blocks were verified) halts export at 17 with a
 // continuity break that names block 16 as the wrong one and removes it;
 // a run against a sound node then refetches 16 and completes.
 func TestExportNamesTheWrongBlockAndARefetchRepairsIt(t *testing.T) {
-	node := newCometReplay(t, "node-0.38")
-	srv := rpctest.NewServer(rpctest.Config{Handler: node.handle})
-	defer srv.Close()
-	cfg := rpcRunConfig(t, srv.URL)
+	node, cfg := recordedNodeRun(t)
 
 	stageRecorded(t, cfg, node, 40, func(h uint64, blk json.RawMessage) json.RawMessage {
 		if h == 16 {
@@ -223,10 +237,7 @@ func forgeParent(t *testing.T, blk, results json.RawMessage) json.RawMessage {
 // removed and named; a run against a sound node refetches them and
 // completes with the chain's blocks.
 func TestExportRemovesBothBlocksOfAnUnlinkedPairAndARefetchRepairsThem(t *testing.T) {
-	node := newCometReplay(t, "node-0.38")
-	srv := rpctest.NewServer(rpctest.Config{Handler: node.handle})
-	defer srv.Close()
-	cfg := rpcRunConfig(t, srv.URL)
+	node, cfg := recordedNodeRun(t)
 	stageRecorded(t, cfg, node, 40, func(h uint64, blk json.RawMessage) json.RawMessage {
 		if h == 16 {
 			return forgeParent(t, blk, node.results["block_results 16"])
@@ -247,17 +258,7 @@ func TestExportRemovesBothBlocksOfAnUnlinkedPairAndARefetchRepairsThem(t *testin
 	if _, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatalf("run after the break: %v", err)
 	}
-	store = stagingtest.Open(t, cfg.Staging, staging.Options{})
-	defer store.Close()
-	for _, h := range []uint64{15, 16} {
-		b, err := store.Get(h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := strings.ToUpper(hex.EncodeToString(b.Hash)); got != recordedHash(t, h) {
-			t.Fatalf("block %d staged with %s after the refetch, the chain's is %s", h, got, recordedHash(t, h))
-		}
-	}
+	wantRecordedHashes(t, cfg.Staging, 15, 16)
 }
 
 // exportBreaks exports cfg's staged range and wants a data error (exit 4)

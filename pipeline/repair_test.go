@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -33,13 +32,7 @@ func repairCmd(chainName, stg string) Config {
 
 func runRepair(t *testing.T, cfg Config) (archive.RepairReport, error) {
 	t.Helper()
-	var out bytes.Buffer
-	_, err := Run(context.Background(), cfg, &out, quiet)
-	var r archive.RepairReport
-	if jerr := json.Unmarshal(out.Bytes(), &r); jerr != nil {
-		t.Fatalf("repair output is not JSON (%v): %v\n%s", err, jerr, out.String())
-	}
-	return r, err
+	return runReport[archive.RepairReport](t, cfg)
 }
 
 // flipRecords overwrites the staged values of heights with a byte flipped
@@ -191,26 +184,13 @@ func TestRepairDamagedPebbleFile(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			stg := filepath.Join(t.TempDir(), "s")
 			storetest.CopyFiles(t, stg0, stg)
-			files, _ := filepath.Glob(filepath.Join(stg, "*."+kind))
-			if len(files) == 0 {
-				t.Fatalf("no .%s file written", kind)
-			}
-			slices.SortFunc(files, func(a, b string) int { return int(fileSize(t, b) - fileSize(t, a)) })
-			data, err := os.ReadFile(files[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := len(data) / 3; i < len(data)/3+256; i++ {
-				data[i] ^= 0xff
-			}
-			if err := os.WriteFile(files[0], data, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			victim := storetest.Largest(t, stg, kind)
+			storetest.Garble(t, victim, storetest.Size(t, victim)/3, 256)
 
 			cfg := repairCmd(chainName, stg)
 			cfg.JSON = false
 			var out bytes.Buffer
-			_, err = Run(context.Background(), cfg, &out, quiet)
+			_, err := Run(context.Background(), cfg, &out, quiet)
 			t.Logf("repair:\n%s", out.String())
 			if err != nil {
 				t.Fatalf("repair: %v", err)
@@ -238,14 +218,6 @@ func TestRepairDamagedPebbleFile(t *testing.T) {
 			}
 		})
 	}
-}
-
-func fileSize(t *testing.T, p string) int64 {
-	fi, err := os.Stat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Size()
 }
 
 func deepVerify(stg string) Config {

@@ -151,13 +151,9 @@ func repairRecorded(t *testing.T, chainName, stg string, tip uint64) (archive.Re
 // largest table and returns its name.
 func garbleLargestTable(t *testing.T, stg string) string {
 	t.Helper()
-	ssts, _ := filepath.Glob(filepath.Join(stg, "*.sst"))
-	if len(ssts) == 0 {
-		t.Fatalf("no table in %s", stg)
-	}
-	slices.SortFunc(ssts, func(a, b string) int { return int(fileSize(t, b) - fileSize(t, a)) })
-	garble(t, ssts[0], 64, 256)
-	return filepath.Base(ssts[0])
+	largest := storetest.Largest(t, stg, "sst")
+	storetest.Garble(t, largest, 64, 256)
+	return filepath.Base(largest)
 }
 
 // tableKeys returns the smallest and largest keys of table name in a store,
@@ -198,20 +194,6 @@ func removeManifests(t *testing.T, stg string) {
 		if err := os.Remove(m); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-func garble(t *testing.T, path string, from, n int) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := from; i < from+n && i < len(data); i++ {
-		data[i] ^= 0xff
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -262,8 +244,7 @@ func TestRepairSalvagesADamagedManifest(t *testing.T) {
 					}
 					os.Truncate(m, st.Size()/2)
 				case "garbled", "garbled-unopenable":
-					st, _ := os.Stat(m)
-					garble(t, m, int(st.Size()/2), 16)
+					storetest.Garble(t, m, storetest.Size(t, m)/2, 16)
 				case "deleted", "wal-only":
 					removeManifests(t, stg)
 				case "manifest-and-table":
@@ -379,7 +360,7 @@ func TestSalvageRefusesFilesThatRecordNoChain(t *testing.T) {
 		t.Fatal("no WAL written")
 	}
 	for _, l := range logs {
-		garble(t, l, 0, 64)
+		storetest.Garble(t, l, 0, 64)
 	}
 	before := dirBytes(t, stg)
 	cfg := repairCmd("cometbft", stg)

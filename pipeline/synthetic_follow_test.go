@@ -54,18 +54,8 @@ func TestFollowSyntheticBlockTimeAndReorgs(t *testing.T) {
 	const to = 300 // reorgs at tips 120 … 280 replace exported heights; the next, at 320, none below 300
 	dsn := pgtest.NewDatabase(t)
 	cfg := testConfig(CmdFollow, dsn, filepath.Join(t.TempDir(), "follow"), nil, 1, to)
-	cfg.SyntheticTip = 100
-	cfg.SyntheticBlockTime = time.Second
-	cfg.Clock = tickClock(cfg.SyntheticBlockTime)
-	cfg.SyntheticReorgEvery, cfg.SyntheticReorgDepth = 40, 3
-	cfg.PollInterval = time.Millisecond
-	sum, err := Run(context.Background(), cfg, io.Discard, quiet)
-	if err != nil {
-		t.Fatalf("follow: %v", err)
-	}
-	t.Logf("%d reorgs repaired", sum.Reorgs)
-	if sum.Reorgs < 3 || sum.Reorgs > 5 {
-		t.Errorf("follow repaired %d reorgs; the chain had 5 while it followed", sum.Reorgs)
+	if reorgs := followGrowingChain(t, cfg, 100, 40); reorgs < 3 || reorgs > 5 {
+		t.Errorf("follow repaired %d reorgs; the chain had 5 while it followed", reorgs)
 	}
 	got := fingerprint(t, dsn)
 
@@ -81,6 +71,24 @@ func TestFollowSyntheticBlockTimeAndReorgs(t *testing.T) {
 	}
 }
 
+// followGrowingChain follows cfg's synthetic chain from tip as it grows a
+// block a tick and reorganises every `every` blocks, 3 deep, and returns
+// the reorgs follow repaired.
+func followGrowingChain(t *testing.T, cfg Config, tip, every uint64) uint64 {
+	t.Helper()
+	cfg.SyntheticTip = tip
+	cfg.SyntheticBlockTime = time.Second
+	cfg.Clock = tickClock(cfg.SyntheticBlockTime)
+	cfg.SyntheticReorgEvery, cfg.SyntheticReorgDepth = every, 3
+	cfg.PollInterval = time.Millisecond
+	sum, err := Run(context.Background(), cfg, io.Discard, quiet)
+	if err != nil {
+		t.Fatalf("follow: %v", err)
+	}
+	t.Logf("%d reorgs repaired", sum.Reorgs)
+	return sum.Reorgs
+}
+
 // The same on the EVM synthetic chain (from genesis).
 func TestFollowSyntheticReorgsEVM(t *testing.T) {
 	const to = 120 // reorgs at tips 60 … 120 replace exported heights; the next, at 140, none below 120
@@ -88,20 +96,10 @@ func TestFollowSyntheticReorgsEVM(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	cfg := testConfig(CmdFollow, dsn, filepath.Join(t.TempDir(), "follow"), nil, 0, to)
 	cfg.Chain, cfg.SyntheticTxs = "evm", 10
-	cfg.SyntheticTip = 50
-	cfg.SyntheticBlockTime = time.Second
-	cfg.Clock = tickClock(cfg.SyntheticBlockTime)
-	cfg.SyntheticReorgEvery, cfg.SyntheticReorgDepth = 20, 3
-	cfg.PollInterval = time.Millisecond
-	sum, err := Run(context.Background(), cfg, io.Discard, quiet)
-	if err != nil {
-		t.Fatalf("follow: %v", err)
-	}
-	t.Logf("%d reorgs repaired", sum.Reorgs)
-	if sum.Reorgs < 2 || sum.Reorgs > 4 {
+	if reorgs := followGrowingChain(t, cfg, 50, 20); reorgs < 2 || reorgs > 4 {
 		// Of the chain's 4, one that comes before follow exported the
 		// heights it replaces replaces nothing exported.
-		t.Errorf("follow repaired %d reorgs, want 2 to the chain's 4", sum.Reorgs)
+		t.Errorf("follow repaired %d reorgs, want 2 to the chain's 4", reorgs)
 	}
 	ref := pgtest.NewDatabase(t)
 	rcfg := testConfig(CmdRun, ref, filepath.Join(t.TempDir(), "ref"), nil, 0, to)

@@ -148,17 +148,25 @@ func TestTablesRefusedNamingTheValidOnes(t *testing.T) {
 	} {
 		cfg := testConfig(c.cmd, "postgres://127.0.0.1/x", "s", nil, 1, 10)
 		cfg.Tables = c.tables
-		cfg.EnsureDefaults()
-		err := cfg.Validate()
-		var ce *ConfigError
-		if !errors.As(err, &ce) {
-			t.Errorf("%s --tables=%q: got %v, want a configuration error", c.cmd, c.tables, err)
-			continue
-		}
-		for _, w := range c.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s --tables=%q: %q does not say %q", c.cmd, c.tables, err, w)
-			}
+		wantConfigError(t, cfg, fmt.Sprintf("%s --tables=%q", c.cmd, c.tables), c.want)
+	}
+}
+
+// wantConfigError fails unless cfg, with its defaults, is refused by
+// Validate with a configuration error that says each of want; what names
+// the case in a failure.
+func wantConfigError(t *testing.T, cfg Config, what string, want []string) {
+	t.Helper()
+	cfg.EnsureDefaults()
+	err := cfg.Validate()
+	var ce *ConfigError
+	if !errors.As(err, &ce) {
+		t.Errorf("%s: got %v, want a configuration error", what, err)
+		return
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%s: %q does not say %q", what, err, w)
 		}
 	}
 }
@@ -179,18 +187,7 @@ func TestReplayRefusedOutsideExport(t *testing.T) {
 	} {
 		cfg := testConfig(c.cmd, "postgres://127.0.0.1/x", "s", nil, 1, 10)
 		cfg.Tables, cfg.Replay, cfg.ExportStreams = c.tables, c.replay, c.streams
-		cfg.EnsureDefaults()
-		err := cfg.Validate()
-		var ce *ConfigError
-		if !errors.As(err, &ce) {
-			t.Errorf("%s --replay=%v: got %v, want a configuration error", c.cmd, c.replay, err)
-			continue
-		}
-		for _, w := range c.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s --replay=%v: %q does not say %q", c.cmd, c.replay, err, w)
-			}
-		}
+		wantConfigError(t, cfg, fmt.Sprintf("%s --replay=%v", c.cmd, c.replay), c.want)
 	}
 	cfg := testConfig(CmdExport, "postgres://127.0.0.1/x", "s", nil, 1, 10)
 	cfg.Replay = []string{"events", "transactions"}

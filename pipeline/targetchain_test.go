@@ -30,19 +30,7 @@ func targetState(t *testing.T, dsn, schema string) string {
 	ctx := context.Background()
 	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(ctx)
-	var tables []string
-	rows, err := conn.Query(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name", schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		tables = append(tables, n)
-	}
-	rows.Close()
+	tables := pgtest.Strings(t, conn, "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name", schema)
 	var b strings.Builder
 	for _, tb := range tables {
 		var n int64

@@ -21,10 +21,7 @@ import (
 // attempt to the tables of an uninterrupted run, every index valid.
 func TestSIGKILLAtEachCrashPointResumesFirstTime(t *testing.T) {
 	const from, to = 1, 600
-	ref := pgtest.NewDatabase(t)
-	if code, out := blockhaul(t, runArgs("run", ref, filepath.Join(t.TempDir(), "ref"), from, to)...); code != 0 {
-		t.Fatalf("reference run exited %d:\n%s", code, out)
-	}
+	ref := referenceRun(t, from, to)
 	want := fingerprint(t, ref)
 	for _, spec := range []string{"after-copy:2", "before-commit:2", "after-commit:2", "mid-index-build:2", "mid-index-build:1:20ms"} {
 		t.Run(spec, func(t *testing.T) {

@@ -123,12 +123,21 @@ FROM cometbft.blocks b ORDER BY b.height`)
 	sameFingerprint(t, "re-export", fingerprint(t, dsn2), before)
 }
 
-func TestKilledRunsResumeToIdenticalContents(t *testing.T) {
-	const from, to = 1, 4000
-	ref := pgtest.NewDatabase(t)
-	if code, out := blockhaul(t, runArgs("run", ref, filepath.Join(t.TempDir(), "ref"), from, to)...); code != 0 {
+// referenceRun is a fresh database that a plain run of heights from-to
+// filled, with a staging directory of its own: what a test's disturbed
+// runs must end as.
+func referenceRun(t *testing.T, from, to int) (dsn string) {
+	t.Helper()
+	dsn = pgtest.NewDatabase(t)
+	if code, out := blockhaul(t, runArgs("run", dsn, filepath.Join(t.TempDir(), "ref"), from, to)...); code != 0 {
 		t.Fatalf("reference run exited %d:\n%s", code, out)
 	}
+	return dsn
+}
+
+func TestKilledRunsResumeToIdenticalContents(t *testing.T) {
+	const from, to = 1, 4000
+	ref := referenceRun(t, from, to)
 	want := fingerprint(t, ref)
 
 	dsn := pgtest.NewDatabase(t)

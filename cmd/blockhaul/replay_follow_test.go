@@ -237,10 +237,7 @@ func TestReplayThroughARunningFollow(t *testing.T) {
 		t.Errorf("request files left in staging: %v", left)
 	}
 
-	ref := pgtest.NewDatabase(t)
-	if code, out := blockhaul(t, runArgs("run", ref, filepath.Join(t.TempDir(), "ref"), 1, int(row.to))...); code != 0 {
-		t.Fatalf("reference run exited %d:\n%s", code, out)
-	}
+	ref := referenceRun(t, 1, int(row.to))
 	if got, want := eventsPrintOf(t, dsn, row.to), eventsPrintOf(t, ref, row.to); got != want {
 		t.Errorf("events of heights 1-%d after the replay: %s; a fresh export's: %s", row.to, got, want)
 	}
@@ -420,10 +417,7 @@ func TestReplayThroughAFollowRefusedCancelledKilled(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM cometbft.events WHERE height = 7`).Scan(&at7); err != nil || at7 != 0 {
 		t.Errorf("events at height 7: %d (%v); the rerun started over instead of resuming after 200", at7, err)
 	}
-	ref := pgtest.NewDatabase(t)
-	if code, out := blockhaul(t, runArgs("run", ref, filepath.Join(t.TempDir(), "ref"), 1, int(row.to))...); code != 0 {
-		t.Fatalf("reference run exited %d:\n%s", code, out)
-	}
+	ref := referenceRun(t, 1, int(row.to))
 	if got, want := eventsPrintOf(t, dsn, row.to, 7), eventsPrintOf(t, ref, row.to, 7); got != want {
 		t.Errorf("events of heights 1-%d (but 7) after the resumed replay: %s; a fresh export's: %s", row.to, got, want)
 	}

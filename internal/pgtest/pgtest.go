@@ -78,10 +78,7 @@ func WithDatabase(dsn, name string) string {
 func Fingerprint(t testing.TB, dsn, schema string, orderBy map[string]string) map[string]string {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatalf("pgtest: fingerprint: %v", err)
-	}
+	conn := ConnectTo(t, dsn)
 	defer conn.Close(ctx)
 	out := make(map[string]string, len(orderBy))
 	for table, key := range orderBy {
