@@ -43,6 +43,18 @@ type Table struct {
 	PrimaryKey   []string
 	HeightColumn string
 	Indexes      []Index
+	// Facts are lines status --pg prints about the table's rows.
+	Facts []Fact
+}
+
+// Fact is a line status --pg prints about a table's rows, such as what a
+// decoder left undecoded. Query, with %s for the table's qualified name,
+// returns one row: a count (bigint) and a detail (text). Nothing is printed
+// when the count is 0; else Line, formatted with the count and the detail.
+// The query may scan the table: status says so by printing it last.
+type Fact struct {
+	Query string
+	Line  string
 }
 
 // Version is the version of the table's shape: the latest that added one

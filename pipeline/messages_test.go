@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -35,6 +36,10 @@ func TestProtoReplay(t *testing.T) {
 	}
 	var decodedBefore int
 	conn.QueryRow(ctx, "SELECT count(*) FROM cometbft.messages WHERE decoded IS NOT NULL").Scan(&decodedBefore)
+	const unknown = "messages: 1 not decoded, of 1 types: /cosmwasm.wasm.v1.MsgExecuteContract (1)"
+	if out := statusOf(t, cfg); !strings.Contains(out, unknown) || strings.Contains(out, "transactions:") {
+		t.Errorf("status before --proto lacks %q (or counts a signer as unknown):\n%s", unknown, out)
+	}
 
 	rc := cfg
 	rc.Command, rc.RPC, rc.Replay = CmdExport, nil, []string{"messages"}
@@ -52,11 +57,25 @@ func TestProtoReplay(t *testing.T) {
 	if !senderIsSigner || contract != cometbft.Bech32Encode("cosmos", sum[:]) || msg != `{"swap"={}}` || funds != "1uatom" {
 		t.Errorf("decoded: sender %s (the signer: %v), contract %s, msg %s, funds %s", sender, senderIsSigner, contract, msg, funds)
 	}
+	if out := statusOf(t, cfg); strings.Contains(out, "messages:") {
+		t.Errorf("status after --proto still lists messages not decoded:\n%s", out)
+	}
 	var decodedAfter int
 	conn.QueryRow(ctx, "SELECT count(*) FROM cometbft.messages WHERE decoded IS NOT NULL").Scan(&decodedAfter)
 	if decodedAfter != decodedBefore+1 {
 		t.Errorf("decoded messages %d before, %d after; want one more", decodedBefore, decodedAfter)
 	}
+}
+
+// statusOf is what status --pg prints of cfg's store and database.
+func statusOf(t *testing.T, cfg Config) string {
+	t.Helper()
+	sc := testConfig(CmdStatus, cfg.PG, cfg.Staging, nil, 0, 0)
+	var out bytes.Buffer
+	if _, err := Run(context.Background(), sc, &out, quiet); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
 }
 
 // TestProtoFlagsValidated: proto files that do not compile and a prefix

@@ -11,6 +11,8 @@ import (
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/staging"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Status prints what staging holds (chain, staged ranges, gaps, mirrored
@@ -212,6 +214,48 @@ func pgStatus(ctx context.Context, cfg Config, out io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(out, "  indexes: %d deferred, not built yet: %s (the next run builds them)\n", len(pending), strings.Join(pending, ", "))
+	}
+	return tableFacts(ctx, conn, &cfg, out)
+}
+
+// tableFacts prints the facts the family's tables declare about their rows
+// (chain.Fact: what a decoder left undecoded), for the tables the schema
+// has. They may scan their tables, so they come last.
+func tableFacts(ctx context.Context, conn *pgx.Conn, cfg *Config, out io.Writer) error {
+	dec, err := familyDecoder(cfg)
+	if err != nil {
+		return nil // no family: nothing to say of its tables
+	}
+	qs := chain.QuoteIdent(cfg.Schema)
+	for _, t := range dec.Tables() {
+		if len(t.Facts) == 0 {
+			continue
+		}
+		name := qs + "." + chain.QuoteIdent(t.Name)
+		var exists bool
+		if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			continue
+		}
+		for _, f := range t.Facts {
+			var n int64
+			var detail string
+			err := conn.QueryRow(ctx, fmt.Sprintf(f.Query, name)).Scan(&n, &detail)
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "42703" {
+				// Another family's table of the same name (status reads
+				// the family from --chain, the schema may hold another).
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("status of table %s: %w", t.Name, err)
+			}
+			if n > 0 {
+				fmt.Fprintf(out, "  "+f.Line+"\n", n, detail)
+			}
+		}
 	}
 	return nil
 }

@@ -193,6 +193,10 @@ var tables = []chain.Table{
 		},
 		PrimaryKey:   []string{"height", "tx_index"},
 		HeightColumn: "height",
+		Facts: []chain.Fact{{
+			Query: "SELECT count(*), '' FROM %s WHERE array_position(signers, NULL) IS NOT NULL",
+			Line:  "transactions: %d with a signer whose address is not known%s (a multisig key, or no bech32 prefix learnt: --bech32-prefix, then export --replay transactions)",
+		}},
 		Indexes: []chain.Index{
 			{Name: "transactions_hash_idx", Columns: "(hash)", Minimal: true},
 			// Failed transactions are few: a partial index finds them
@@ -301,6 +305,12 @@ var tables = []chain.Table{
 		},
 		PrimaryKey:   []string{"height", "tx_index", "msg_index"},
 		HeightColumn: "height",
+		Facts: []chain.Fact{{
+			Query: `SELECT coalesce(sum(n), 0)::bigint, count(*) || ' types' || coalesce(': ' || string_agg(type_url || ' (' || n || ')', ', ' ORDER BY n DESC, type_url)
+				FILTER (WHERE rank <= 5), '') || CASE WHEN count(*) > 5 THEN ', …' ELSE '' END
+				FROM (SELECT type_url, count(*) AS n, row_number() OVER (ORDER BY count(*) DESC, type_url) AS rank FROM %s WHERE decoded IS NULL GROUP BY type_url) t`,
+			Line: "messages: %d not decoded, of %s (add their .proto files with --proto, then export --replay messages)",
+		}},
 		Indexes: []chain.Index{
 			{Name: "messages_type_url_idx", Columns: "(type_url)"},
 			{Name: "messages_block_time_idx", Columns: "USING brin (block_time)"},
