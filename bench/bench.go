@@ -67,6 +67,9 @@ type Config struct {
 	// COPYed by the baseline at each density. Defaults 20,000 and 2,000.
 	CometBFTBlocks uint64
 	EVMBlocks      uint64
+	// RawMessages exports Cosmos messages without decoding them (their
+	// decoded JSON NULL), to measure what decoding costs (docs/messages.md).
+	RawMessages bool
 	// BatchBlocks is the export batch (one transaction), used by the
 	// baseline too. Default 500, the CLI's.
 	BatchBlocks int
@@ -372,12 +375,20 @@ func (c *Config) familyBlocks() map[string]uint64 {
 	return map[string]uint64{SectionCometBFT: c.CometBFTBlocks, SectionEVM: c.EVMBlocks}
 }
 
+// decoderOptions are the options of the sections' decoders.
+func (c *Config) decoderOptions() family.DecoderOptions {
+	if c.RawMessages {
+		return family.DecoderOptions{Messages: family.NoMessageTypes()}
+	}
+	return family.DecoderOptions{}
+}
+
 // densities are the workloads of the sections named after families.
 func densities(cfg *Config) []density {
 	var out []density
 	for _, f := range family.All() {
 		if n, ok := cfg.familyBlocks()[f.Name]; ok {
-			out = append(out, density{f.Name, f, n, newSynthetic(f.ID, cfg.Seed), f.NewDecoder(family.DecoderOptions{})})
+			out = append(out, density{f.Name, f, n, newSynthetic(f.ID, cfg.Seed), f.NewDecoder(cfg.decoderOptions())})
 		}
 	}
 	return out

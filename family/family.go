@@ -129,6 +129,10 @@ type DecoderOptions struct {
 // without importing the family.
 type MessageTypes = protodec.Set
 
+// NoMessageTypes is a set that knows no message type: messages stay raw
+// (bench's -raw-messages, to measure what decoding costs).
+func NoMessageTypes() *MessageTypes { return protodec.None() }
+
 // ErrProtoCompile is wrapped by LoadMessageTypes' error for .proto files
 // that do not compile (--proto).
 var ErrProtoCompile = protodec.ErrCompile

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/cometbft/protodec"
 )
 
 func TestDecodeCountsMatchSynthetic(t *testing.T) {
@@ -762,5 +763,48 @@ func TestDecodeAttributeForms(t *testing.T) {
 		if err := d.Decode(123, []byte(raw), chain.NewRows(d.Tables())); err == nil {
 			t.Errorf("%s: no error", bad)
 		}
+	}
+}
+
+// BenchmarkDecodeMessages decodes 1,000 synthetic blocks with every message
+// decoded to protojson (the built-in set) and with none (protodec.None):
+// the cost of messages.decoded on the export path, per block and per row.
+func BenchmarkDecodeMessages(b *testing.B) {
+	s := NewSynthetic(SyntheticConfig{Seed: 1})
+	recs := make([][]byte, 1000)
+	for i := range recs {
+		recs[i] = s.AppendRecord(nil, uint64(i+1))
+	}
+	for _, c := range []struct {
+		name string
+		set  *protodec.Set
+	}{{"protojson", protodec.MustBuiltin()}, {"raw", protodec.None()}} {
+		b.Run(c.name, func(b *testing.B) {
+			d := NewDecoderOptions(DecoderOptions{Messages: c.set})
+			rows := chain.NewRows(d.Tables())
+			var nrows, msgs, decoded int
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				j := i % len(recs)
+				if j == 0 {
+					for _, m := range rows.Table(tableMessages) {
+						if m[mDecoded] != nil {
+							decoded++
+						}
+					}
+					nrows += rows.Total()
+					msgs += len(rows.Table(tableMessages))
+					rows.Reset()
+				}
+				if err := d.Decode(uint64(j+1), recs[j], rows); err != nil {
+					b.Fatal(err)
+				}
+			}
+			nrows += rows.Total()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(nrows), "ns/row")
+			if msgs > 0 {
+				b.ReportMetric(float64(decoded)/float64(msgs), "decoded/msg")
+			}
+		})
 	}
 }

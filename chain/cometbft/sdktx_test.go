@@ -32,7 +32,7 @@ type sdkFixture struct {
 		Granter  string `json:"granter"`
 		// The address of each signer's public key; null where CosmJS
 		// derives none (a multisig key).
-		SignerPubkeyAddresses []*string `json:"signer_pubkey_addresses"`
+		SignerPubkeyAddresses []*string           `json:"signer_pubkey_addresses"`
 		Messages              []sdkFixtureMessage `json:"messages"`
 	} `json:"expect"`
 }

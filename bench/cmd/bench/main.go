@@ -42,6 +42,7 @@ func run() error {
 	fs.Int64Var(&cfg.Seed, "seed", 1, "seed of the synthetic chains")
 	fs.Uint64Var(&cfg.CometBFTBlocks, "cometbft-blocks", 20_000, "blocks staged and exported at CometBFT density")
 	fs.Uint64Var(&cfg.EVMBlocks, "evm-blocks", 2_000, "blocks staged and exported at EVM density")
+	fs.BoolVar(&cfg.RawMessages, "raw-messages", false, "export Cosmos messages without decoding them (the cost of messages.decoded)")
 	fs.IntVar(&cfg.BatchBlocks, "batch-blocks", 500, "blocks per export transaction (baseline too)")
 	fs.IntVar(&cfg.Rounds, "rounds", 2, "runs of export and of the baseline (alternating), and of each range size; the best counts")
 	fs.IntVar(&cfg.IngestWorkers, "ingest-workers", 8, "loader workers for ingest")

@@ -58,21 +58,18 @@ var (
 
 // Set is the message types of a set of proto files, by type URL.
 type Set struct {
-	files *protoregistry.Files
-	types *dynamicpb.Types
-	msgs  map[string]*msgType // by type URL, "/" + full name
-	added int                 // files given by the operator
+	marshal   protojson.MarshalOptions
+	unmarshal proto.UnmarshalOptions
+	files     *protoregistry.Files
+	types     *dynamicpb.Types
+	msgs      map[string]*msgType // by type URL, "/" + full name
+	added     int                 // files given by the operator
 }
 
 type msgType struct {
 	mt     protoreflect.MessageType
 	signer protoreflect.FieldDescriptor // cosmos.msg.v1.signer's first field, or nil
 }
-
-var (
-	marshal   = protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true}
-	unmarshal = proto.UnmarshalOptions{}
-)
 
 var builtin = sync.OnceValues(func() (*Set, error) {
 	dec, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(64<<20))
@@ -108,8 +105,14 @@ func MustBuiltin() *Set {
 	return s
 }
 
+// None returns a set that knows no type: every message is kept raw. It
+// measures what decoding costs (BenchmarkDecodeMessages).
+func None() *Set { return newSet(new(protoregistry.Files), 0) }
+
 func newSet(files *protoregistry.Files, added int) *Set {
 	s := &Set{files: files, types: dynamicpb.NewTypes(files), msgs: map[string]*msgType{}, added: added}
+	s.marshal = protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true, Resolver: s.types}
+	s.unmarshal = proto.UnmarshalOptions{Resolver: s.types}
 	files.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
 		s.addMessages(fd.Messages())
 		return true
@@ -198,16 +201,14 @@ func (s *Set) AppendJSON(dst []byte, typeURL string, value []byte) ([]byte, stri
 		return dst, "", fmt.Errorf("%w %s", ErrUnknownType, typeURL)
 	}
 	m := t.mt.New()
-	if err := (proto.UnmarshalOptions{Resolver: s.types}).Unmarshal(value, m.Interface()); err != nil {
+	if err := s.unmarshal.Unmarshal(value, m.Interface()); err != nil {
 		return dst, "", fmt.Errorf("%w %s: %v", ErrMalformed, typeURL, err)
 	}
 	if f := misread(m, 0); f != "" {
 		return dst, "", fmt.Errorf("%w %s: field %s has the wrong wire type", ErrMalformed, typeURL, f)
 	}
 	start := len(dst)
-	opts := marshal
-	opts.Resolver = s.types
-	out, err := opts.MarshalAppend(dst, m.Interface())
+	out, err := s.marshal.MarshalAppend(dst, m.Interface())
 	if err != nil {
 		return dst[:start], "", fmt.Errorf("%w %s: %v", ErrMalformed, typeURL, err)
 	}
