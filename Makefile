@@ -44,10 +44,10 @@ faults:
 
 # CI's short pass of the campaign (.ci/run, after make test): the scenarios
 # only -tags faults builds — database faults on a throwaway cluster, a full
-# disk, damaged node homes; the rest run in make test — without fuzzing:
+# disk, damaged node homes, a damaged archive chunk; the rest run in make test — without fuzzing:
 # 432 s with its build on a 2-core machine at load 20.
 faults-short:
-	@url=$(PG_URL) && FUZZTIME=0 FAULTS_RUN='^(TestDatabaseFaults|TestFullDisk|TestDamagedNodeHome)$$' GO=$(GO) scripts/faults.sh "$$url"
+	@url=$(PG_URL) && FUZZTIME=0 FAULTS_RUN='^(TestDatabaseFaults|TestFullDisk|TestDamagedNodeHome|TestDamagedArchiveChunk)$$' GO=$(GO) scripts/faults.sh "$$url"
 
 # Loads $(DEMO_TO) synthetic CometBFT blocks into a fresh database
 # blockhaul_demo, then prints a few rows.
