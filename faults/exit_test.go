@@ -2,7 +2,6 @@ package faults
 
 import (
 	"context"
-	"encoding/binary"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/blockhaul/blockhaul/staging/stagingtest"
-	"github.com/cockroachdb/pebble/v2"
 )
 
 // TestExitStatuses asserts every exit status docs/exit-status.md maps, each for its
@@ -63,7 +61,7 @@ func TestExitStatuses(t *testing.T) {
 		{"4 corrupt staged record", 4, func(t *testing.T) []string {
 			j := newJob(t)
 			mustRun(t, "fetch", j.args("fetch", 1, 40)...)
-			flipRecordByte(t, j.staging, 25)
+			stagingtest.FlipRecordBytes(t, j.staging, 0x40, 25)
 			return j.args("export", 1, 40)
 		}, `corrupt record at height 25`},
 		{"4 continuity break", 4, func(t *testing.T) []string {
@@ -102,30 +100,6 @@ func TestExitStatuses(t *testing.T) {
 			t.Fatalf("SIGTERM: exit %d, want 3:\n%s", code, tail(p.out.String(), 20))
 		}
 	})
-}
-
-// flipRecordByte flips one byte of the compressed payload of height h's
-// staged value, through Pebble itself, so that the record's checksum fails.
-func flipRecordByte(t *testing.T, dir string, h uint64) {
-	t.Helper()
-	db, err := pebble.Open(dir, &pebble.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	key := make([]byte, 9)
-	key[0] = 'b'
-	binary.BigEndian.PutUint64(key[1:], h)
-	v, closer, err := db.Get(key)
-	if err != nil {
-		t.Fatalf("staged value of %d: %v", h, err)
-	}
-	bad := append([]byte(nil), v...)
-	closer.Close()
-	bad[len(bad)-len(bad)/3] ^= 0x40
-	if err := db.Set(key, bad, pebble.Sync); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // replaceWithOtherChain stages, in place of height h, block h of another

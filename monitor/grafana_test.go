@@ -3,8 +3,10 @@ package monitor
 import (
 	"encoding/json"
 	"io"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -59,11 +61,7 @@ func TestGrafanaDashboardQueriesRegisteredMetrics(t *testing.T) {
 	m.PGRetry("connection")
 	m.SetTip(10)
 	m.ReorgRepaired()
-	m.WatchEndpoints(func() []EndpointHealth { return []EndpointHealth{{endpoint, true}} })
-	mfs, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	mfs := gatherWatching(t, m)
 	series := map[string]bool{}
 	for _, mf := range mfs {
 		name := mf.GetName()
@@ -122,16 +120,8 @@ func TestGrafanaDashboardQueriesRegisteredMetrics(t *testing.T) {
 		}
 	}
 	if t.Failed() {
-		t.Logf("registered: %s", strings.Join(keys(series), " "))
+		t.Logf("registered: %s", strings.Join(slices.Collect(maps.Keys(series)), " "))
 	}
-}
-
-func keys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // Issue 20 §7: the labelled series a job will use are published at zero
@@ -141,11 +131,7 @@ func TestLabelledMetricsPublishedBeforeFirstUse(t *testing.T) {
 	m := New(Options{Out: io.Discard, Terminal: ptr(false)})
 	m.PublishRetryReasons("timeout")
 	m.PublishPGRetryCauses("connection")
-	m.WatchEndpoints(func() []EndpointHealth { return []EndpointHealth{{endpoint, true}} })
-	mfs, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	mfs := gatherWatching(t, m)
 	got := map[string]int{}
 	for _, mf := range mfs {
 		got[mf.GetName()] = len(mf.GetMetric())
@@ -161,4 +147,15 @@ func TestLabelledMetricsPublishedBeforeFirstUse(t *testing.T) {
 			t.Errorf("%s: %d series before any event, want %d", name, got[name], n)
 		}
 	}
+}
+
+// gatherWatching gathers m's metrics with the test endpoint watched.
+func gatherWatching(t *testing.T, m *Monitor) []*dto.MetricFamily {
+	t.Helper()
+	m.WatchEndpoints(func() []EndpointHealth { return []EndpointHealth{{endpoint, true}} })
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mfs
 }

@@ -19,13 +19,9 @@ func TestBoundedRunAnalyzesWhatItFilled(t *testing.T) {
 			stg := filepath.Join(t.TempDir(), "s")
 			src := newCounting(300)
 			if cmd == CmdExport {
-				if _, err := runWith(t, testConfig(CmdFetch, dsn, stg, nil, 1, 300), src); err != nil {
-					t.Fatal(err)
-				}
+				mustRunWith(t, testConfig(CmdFetch, dsn, stg, nil, 1, 300), src)
 			}
-			if _, err := runWith(t, testConfig(cmd, dsn, stg, nil, 1, 300), src); err != nil {
-				t.Fatal(err)
-			}
+			mustRunWith(t, testConfig(cmd, dsn, stg, nil, 1, 300), src)
 			conn := pgtest.ConnectTo(t, dsn)
 			defer conn.Close(ctx)
 			for _, table := range []string{"blocks", "transactions", "events"} {

@@ -38,9 +38,7 @@ func TestIndexesFlagChoosesTheSet(t *testing.T) {
 			if err := cfg.Indexes.Set(tc.set); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := runWith(t, cfg, newCounting(1000)); err != nil {
-				t.Fatal(err)
-			}
+			mustRunWith(t, cfg, newCounting(1000))
 			if got := secondaryIndexes(t, dsn, "cometbft"); !slices.Equal(got, tc.want) {
 				t.Fatalf("secondary indexes %v, want %v", got, tc.want)
 			}

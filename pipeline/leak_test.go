@@ -20,9 +20,7 @@ func TestNoGoroutineOutlivesAJob(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	before := goroutines()
 
-	if _, err := runWith(t, testConfig(CmdRun, dsn, filepath.Join(t.TempDir(), "a"), nil, 1, 300), newCounting(1000)); err != nil {
-		t.Fatal(err)
-	}
+	mustRunWith(t, testConfig(CmdRun, dsn, filepath.Join(t.TempDir(), "a"), nil, 1, 300), newCounting(1000))
 	if _, err := runWith(t, testConfig(CmdRun, dsn, filepath.Join(t.TempDir(), "b"), nil, 1, 5000), newCounting(100)); err == nil {
 		t.Fatal("a range past the tip succeeded")
 	}

@@ -141,9 +141,7 @@ func (s *midReorgOnce) Fetch(ctx context.Context, from, to uint64) ([]chain.Bloc
 func TestRunRetriesTransientParentMismatch(t *testing.T) {
 	const at = 233 // inside span 225-240
 	cleanDSN, cleanStg := pgtest.NewDatabase(t), filepath.Join(t.TempDir(), "clean")
-	if _, err := runWith(t, testConfig(CmdRun, cleanDSN, cleanStg, nil, 1, 400), newCounting(1000)); err != nil {
-		t.Fatal(err)
-	}
+	mustRunWith(t, testConfig(CmdRun, cleanDSN, cleanStg, nil, 1, 400), newCounting(1000))
 	dsn, stg := pgtest.NewDatabase(t), filepath.Join(t.TempDir(), "faulted")
 	src := &midReorgOnce{countingSource: newCounting(1000), other: cometbftsynth.NewSynthetic(cometbftsynth.SyntheticConfig{Seed: 4}), at: at}
 	cfg := testConfig(CmdRun, dsn, stg, nil, 1, 400)

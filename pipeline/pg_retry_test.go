@@ -47,9 +47,7 @@ func scrapeSum(t *testing.T, addr, name string) float64 {
 func TestRunRidesOutTerminatedBackend(t *testing.T) {
 	ref := pgtest.NewDatabase(t)
 	refCfg := testConfig(CmdRun, ref, filepath.Join(t.TempDir(), "ref"), nil, 1, 600)
-	if _, err := runWith(t, refCfg, newCounting(1000)); err != nil {
-		t.Fatal(err)
-	}
+	mustRunWith(t, refCfg, newCounting(1000))
 	dsn := pgtest.NewDatabase(t)
 	admin := pgtest.ConnectTo(t, dsn)
 	defer admin.Close(context.Background())
@@ -138,9 +136,7 @@ func TestPGRetryFlagsAreValidated(t *testing.T) {
 // with the tables of an undisturbed run, indexes built.
 func TestRunRidesOutServerCrashRestart(t *testing.T) {
 	ref := pgtest.NewDatabase(t)
-	if _, err := runWith(t, testConfig(CmdRun, ref, filepath.Join(t.TempDir(), "ref"), nil, 1, 600), newCounting(1000)); err != nil {
-		t.Fatal(err)
-	}
+	mustRunWith(t, testConfig(CmdRun, ref, filepath.Join(t.TempDir(), "ref"), nil, 1, 600), newCounting(1000))
 	cluster := pgtest.StartCluster(t)
 	dsn := cluster.NewDatabase(t, "crash")
 	var hits atomic.Int64

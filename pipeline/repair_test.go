@@ -3,7 +3,6 @@ package pipeline
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -19,7 +18,6 @@ import (
 	"github.com/blockhaul/blockhaul/internal/storetest"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/blockhaul/blockhaul/staging/stagingtest"
-	"github.com/cockroachdb/pebble/v2"
 )
 
 func repairCmd(chainName, stg string) Config {
@@ -33,35 +31,6 @@ func repairCmd(chainName, stg string) Config {
 func runRepair(t *testing.T, cfg Config) (archive.RepairReport, error) {
 	t.Helper()
 	return runReport[archive.RepairReport](t, cfg)
-}
-
-// flipRecords overwrites the staged values of heights with a byte flipped
-// in their payload, through Pebble itself (the store's checksum then fails,
-// Pebble's does not): records corrupt as a bad write would leave them.
-func flipRecords(t *testing.T, dir string, heights []uint64) {
-	t.Helper()
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebble{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, h := range heights {
-		k := make([]byte, 9)
-		k[0] = 'b'
-		binary.BigEndian.PutUint64(k[1:], h)
-		v, closer, err := db.Get(k)
-		if err != nil {
-			t.Fatalf("read %d: %v", h, err)
-		}
-		v = bytes.Clone(v)
-		closer.Close()
-		v[len(v)-len(v)/3] ^= 0x20
-		if err := db.Set(k, v, pebble.Sync); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // quietPebble drops Pebble's log lines (WAL replay notices); a failure is
@@ -121,7 +90,7 @@ func TestRepairCorruptAndMissingRecords(t *testing.T) {
 				}
 			}
 			slices.Sort(flipped)
-			flipRecords(t, stg, flipped)
+			stagingtest.FlipRecordBytes(t, stg, 0x20, flipped...)
 			replaceRaw(t, stg, 700, 900)
 			replaceRaw(t, stg, 701, 1200)
 			s := stagingtest.Open(t, stg, staging.Options{})
@@ -249,7 +218,7 @@ func (refusingSource) Fetch(_ context.Context, from, to uint64) ([]chain.Block, 
 func TestRepairExitsDataWrongWhenTheSourceCannotServe(t *testing.T) {
 	const to = 600
 	stg := archiveFixture(t, "cometbft", to)
-	flipRecords(t, stg, []uint64{100, 300})
+	stagingtest.FlipRecordBytes(t, stg, 0x20, 100, 300)
 	cfg := repairCmd("cometbft", stg)
 	cfg.Source = refusingSource{cometbftsynth.NewSynthetic(cometbftsynth.SyntheticConfig{Seed: cfg.SyntheticSeed, Tip: func() uint64 { return to + 100 }, TxPerBlock: 3})}
 	r, err := runRepair(t, cfg)

@@ -74,16 +74,12 @@ func TestReplayBesideFollow(t *testing.T) {
 	replayed := []string{"transactions", "events", "commit_signatures"}
 
 	ref := pgtest.NewDatabase(t)
-	if _, err := runWith(t, testConfig(CmdRun, ref, filepath.Join(t.TempDir(), "ref"), nil, 1, 600), newCounting(600)); err != nil {
-		t.Fatal(err)
-	}
+	mustRunWith(t, testConfig(CmdRun, ref, filepath.Join(t.TempDir(), "ref"), nil, 1, 600), newCounting(600))
 	want := columnPrints(t, ref, "cometbft", all)
 
 	dsn := pgtest.NewDatabase(t)
 	stg := filepath.Join(t.TempDir(), "s")
-	if _, err := runWith(t, testConfig(CmdFollow, dsn, stg, nil, 1, 300), newCounting(300)); err != nil {
-		t.Fatal(err)
-	}
+	mustRunWith(t, testConfig(CmdFollow, dsn, stg, nil, 1, 300), newCounting(300))
 	ageSchema(t, dsn)
 	blocksBefore := columnPrints(t, dsn, "cometbft", tablesNamed(all, "blocks"))["blocks"]
 
@@ -186,9 +182,7 @@ func TestReplayResumesAfterACrash(t *testing.T) {
 	events := tablesNamed(all, "events")
 	ref := pgtest.NewDatabase(t)
 	stg := filepath.Join(t.TempDir(), "s")
-	if _, err := runWith(t, testConfig(CmdRun, ref, stg, nil, 1, 300), newCounting(300)); err != nil {
-		t.Fatal(err)
-	}
+	mustRunWith(t, testConfig(CmdRun, ref, stg, nil, 1, 300), newCounting(300))
 	want := columnPrints(t, ref, "cometbft", events)["events"]
 	eventsTotal := queryInt(t, ref, `SELECT count(*) FROM cometbft.events`)
 
@@ -202,9 +196,7 @@ func TestReplayResumesAfterACrash(t *testing.T) {
 	} {
 		t.Run(string(c.point), func(t *testing.T) {
 			dsn := pgtest.NewDatabase(t)
-			if _, err := runWith(t, testConfig(CmdFollow, dsn, stg, nil, 1, 300), newCounting(300)); err != nil {
-				t.Fatal(err)
-			}
+			mustRunWith(t, testConfig(CmdFollow, dsn, stg, nil, 1, 300), newCounting(300))
 			ageSchema(t, dsn)
 			replay := func() (Summary, error) {
 				cfg := testConfig(CmdExport, dsn, stg, nil, 1, 0)
@@ -264,9 +256,7 @@ func TestReplayResumesAfterACrash(t *testing.T) {
 func TestReplayRefusesWhatIsNotThere(t *testing.T) {
 	stg := filepath.Join(t.TempDir(), "s")
 	dsn := pgtest.NewDatabase(t)
-	if _, err := runWith(t, testConfig(CmdRun, dsn, stg, nil, 101, 200), newCounting(300)); err != nil {
-		t.Fatal(err)
-	}
+	mustRunWith(t, testConfig(CmdRun, dsn, stg, nil, 101, 200), newCounting(300))
 	empty := pgtest.NewDatabase(t)
 	for _, c := range []struct {
 		name     string

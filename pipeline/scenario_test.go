@@ -52,12 +52,18 @@ func runWith(t *testing.T, cfg Config, src *countingSource) (Summary, error) {
 	return Run(context.Background(), cfg, io.Discard, quiet)
 }
 
+// mustRunWith runs cfg on src and fails the test on an error.
+func mustRunWith(t *testing.T, cfg Config, src *countingSource) {
+	t.Helper()
+	if _, err := runWith(t, cfg, src); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestCoveredRangeWithStaleTipSucceedsWithoutRPC(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	stg := filepath.Join(t.TempDir(), "s")
-	if _, err := runWith(t, testConfig(CmdRun, dsn, stg, nil, 1, 400), newCounting(1000)); err != nil {
-		t.Fatal(err)
-	}
+	mustRunWith(t, testConfig(CmdRun, dsn, stg, nil, 1, 400), newCounting(1000))
 	lagging := newCounting(100) // a node whose tip is below the range
 	sum, err := runWith(t, testConfig(CmdRun, dsn, stg, nil, 1, 400), lagging)
 	if err != nil || !sum.Complete || ExitCode(err) != ExitComplete {
@@ -67,12 +73,8 @@ func TestCoveredRangeWithStaleTipSucceedsWithoutRPC(t *testing.T) {
 		t.Fatalf("a covered range made %d source calls, want 0", n)
 	}
 	// export and fetch of the same range say the same.
-	if _, err := runWith(t, testConfig(CmdExport, dsn, stg, nil, 1, 400), lagging); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := runWith(t, testConfig(CmdFetch, dsn, stg, nil, 1, 400), lagging); err != nil {
-		t.Fatal(err)
-	}
+	mustRunWith(t, testConfig(CmdExport, dsn, stg, nil, 1, 400), lagging)
+	mustRunWith(t, testConfig(CmdFetch, dsn, stg, nil, 1, 400), lagging)
 	if n := lagging.calls.Load(); n != 0 {
 		t.Fatalf("covered export/fetch made %d source calls", n)
 	}
@@ -117,9 +119,7 @@ func TestBackfillWithoutEndStopsWhereHeadStarted(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	src := newCounting(5000)
 	head := testConfig(CmdFollow, dsn, filepath.Join(t.TempDir(), "h"), nil, 700, 800)
-	if _, err := runWith(t, head, src); err != nil {
-		t.Fatal(err)
-	}
+	mustRunWith(t, head, src)
 	bf := testConfig(CmdRun, dsn, filepath.Join(t.TempDir(), "b"), nil, 1, 0)
 	bf.Alias = "history"
 	sum, err := runWith(t, bf, src)
@@ -177,9 +177,7 @@ func TestDeferIndexesModes(t *testing.T) {
 			if tc.before != "" {
 				first := testConfig(CmdRun, dsn, stg, nil, 1, 100)
 				first.DeferIndexes = IndexesNever
-				if _, err := runWith(t, first, newCounting(5000)); err != nil {
-					t.Fatal(err)
-				}
+				mustRunWith(t, first, newCounting(5000))
 				if tc.before == "deferred" {
 					if err := export.DeferIndexes(context.Background(), conn, "cometbft", cometbft.NewDecoder().Tables(), quiet); err != nil {
 						t.Fatal(err)
@@ -198,9 +196,7 @@ func TestDeferIndexesModes(t *testing.T) {
 			cfg := testConfig(CmdRun, dsn, stg, nil, from, from+399)
 			cfg.DeferIndexes = tc.mode
 			cfg.FetchWorkers = 1
-			if _, err := runWith(t, cfg, src); err != nil {
-				t.Fatal(err)
-			}
+			mustRunWith(t, cfg, src)
 			if got := during.Load(); got != int64(tc.during) {
 				t.Fatalf("%d secondary indexes existed during the fill, want %d", got, tc.during)
 			}
@@ -229,9 +225,7 @@ func TestFollowNeverDefersIndexesOnItsOwn(t *testing.T) {
 	}
 	cfg := testConfig(CmdFollow, dsn, filepath.Join(t.TempDir(), "s"), nil, 1, 300)
 	cfg.FetchWorkers = 1
-	if _, err := runWith(t, cfg, src); err != nil {
-		t.Fatal(err)
-	}
+	mustRunWith(t, cfg, src)
 	if during.Load() <= 0 {
 		t.Fatalf("%d secondary indexes while follow filled empty tables, want all of them", during.Load())
 	}
@@ -261,9 +255,7 @@ func TestMetricsAdvanceDuringRun(t *testing.T) {
 	}
 	cfg := testConfig(CmdRun, dsn, filepath.Join(t.TempDir(), "s"), nil, 1, 2000)
 	cfg.Monitor, cfg.HTTPAddr, cfg.FetchWorkers, cfg.FetchSpan = m, addr, 1, 16
-	if _, err := runWith(t, cfg, src); err != nil {
-		t.Fatal(err)
-	}
+	mustRunWith(t, cfg, src)
 	if len(scrapes) < 3 {
 		t.Fatalf("only %d scrapes", len(scrapes))
 	}

@@ -15,12 +15,8 @@ func TestStatusShowsRangesGapsAndBothCheckpoints(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	stg := filepath.Join(t.TempDir(), "s")
 	src := newCounting(1000)
-	if _, err := runWith(t, testConfig(CmdRun, dsn, stg, nil, 1, 100), src); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := runWith(t, testConfig(CmdFetch, dsn, stg, nil, 151, 200), src); err != nil {
-		t.Fatal(err)
-	}
+	mustRunWith(t, testConfig(CmdRun, dsn, stg, nil, 1, 100), src)
+	mustRunWith(t, testConfig(CmdFetch, dsn, stg, nil, 151, 200), src)
 	cfg := testConfig(CmdStatus, dsn, stg, nil, 0, 0)
 	cfg.PG = dsn + "&password=hunter2"
 	var out bytes.Buffer
@@ -48,12 +44,8 @@ func TestMergeThenExportFromOneStore(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
 	src := newCounting(1000)
-	if _, err := runWith(t, testConfig(CmdFetch, dsn, a, nil, 1, 150), src); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := runWith(t, testConfig(CmdFetch, dsn, b, nil, 151, 300), src); err != nil {
-		t.Fatal(err)
-	}
+	mustRunWith(t, testConfig(CmdFetch, dsn, a, nil, 1, 150), src)
+	mustRunWith(t, testConfig(CmdFetch, dsn, b, nil, 151, 300), src)
 	merge := testConfig(CmdMerge, dsn, a, nil, 0, 0)
 	merge.MergeFrom = b
 	var out bytes.Buffer
@@ -80,9 +72,7 @@ func TestStatusLabelsLowestStagedHeight(t *testing.T) {
 	stg := filepath.Join(t.TempDir(), "s")
 	src := newCounting(1000)
 	for _, r := range [][2]uint64{{151, 200}, {1, 100}} {
-		if _, err := runWith(t, testConfig(CmdFetch, "", stg, nil, r[0], r[1]), src); err != nil {
-			t.Fatal(err)
-		}
+		mustRunWith(t, testConfig(CmdFetch, "", stg, nil, r[0], r[1]), src)
 	}
 	var out bytes.Buffer
 	if _, err := Run(context.Background(), testConfig(CmdStatus, "", stg, nil, 0, 0), &out, quiet); err != nil {
@@ -102,9 +92,7 @@ func TestStatusLabelsLowestStagedHeight(t *testing.T) {
 func TestRefusedMergePrintsNoCount(t *testing.T) {
 	dir := t.TempDir()
 	comet, evm := filepath.Join(dir, "comet"), filepath.Join(dir, "evm")
-	if _, err := runWith(t, testConfig(CmdFetch, "", comet, nil, 1, 10), newCounting(1000)); err != nil {
-		t.Fatal(err)
-	}
+	mustRunWith(t, testConfig(CmdFetch, "", comet, nil, 1, 10), newCounting(1000))
 	ecfg := testConfig(CmdFetch, "", evm, nil, 1, 10)
 	ecfg.Chain = "evm"
 	if _, err := Run(context.Background(), ecfg, io.Discard, quiet); err != nil {
@@ -142,9 +130,7 @@ func TestSummaryShowsRangeWithoutTo(t *testing.T) {
 func TestMergeAndStatusTakeFromAlone(t *testing.T) {
 	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
 	src := newCounting(1000)
-	if _, err := runWith(t, testConfig(CmdFetch, "", a, nil, 1, 100), src); err != nil {
-		t.Fatal(err)
-	}
+	mustRunWith(t, testConfig(CmdFetch, "", a, nil, 1, 100), src)
 	merge := testConfig(CmdMerge, "", b, nil, 61, 0)
 	merge.MergeFrom, merge.FromSet = a, true
 	var out bytes.Buffer

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,9 +76,7 @@ func TestTablesChoosesWhatIsWritten(t *testing.T) {
 	stg := filepath.Join(t.TempDir(), "s")
 	src := newCounting(300)
 	full := pgtest.NewDatabase(t)
-	if _, err := runWith(t, testConfig(CmdRun, full, stg, nil, 1, 300), src); err != nil {
-		t.Fatal(err)
-	}
+	mustRunWith(t, testConfig(CmdRun, full, stg, nil, 1, 300), src)
 	want := columnPrints(t, full, "cometbft", all)
 	if len(want) != len(all) {
 		t.Fatalf("the full export holds %d of the %d tables", len(want), len(all))
@@ -106,7 +106,7 @@ func TestTablesChoosesWhatIsWritten(t *testing.T) {
 				}
 			}
 			if len(got) != len(wantTables) {
-				t.Errorf("tables written: %v, want %v", keys(got), wantTables)
+				t.Errorf("tables written: %v, want %v", slices.Collect(maps.Keys(got)), wantTables)
 			}
 			for _, name := range wantTables {
 				if got[name] != want[name] {
@@ -118,14 +118,6 @@ func TestTablesChoosesWhatIsWritten(t *testing.T) {
 			}
 		})
 	}
-}
-
-func keys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // TestTablesRefusedNamingTheValidOnes: an unknown table, a list that mixes

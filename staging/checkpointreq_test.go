@@ -22,11 +22,8 @@ import (
 func TestCheckpointRequest(t *testing.T) {
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "s")
-	s := openDir(t, dir)
+	s := openBoundWith(t, dir, Options{}, chain.FamilyCometBFT, "c")
 	defer s.Close()
-	if err := s.Bind(chain.FamilyCometBFT, "c"); err != nil {
-		t.Fatal(err)
-	}
 	b := s.NewBatch()
 	for h := uint64(1); h <= 50; h++ {
 		if err := b.Put(chain.Block{Height: h, Hash: []byte{byte(h)}, ParentHash: []byte{byte(h - 1)}, Raw: []byte(`{"h":1}`)}); err != nil {

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/internal/storetest"
 )
 
@@ -29,10 +28,7 @@ func corruptFixture(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	s := openBound(t, dir)
-	putBig(t, s, 1, 200)
-	if err := s.db.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	putFlushed(t, s, 1, 200)
 	putBig(t, s, 201, 220)
 	if err := s.SetMirror("t", Checkpoint{Height: 5}); err != nil {
 		t.Fatal(err)
@@ -41,6 +37,16 @@ func corruptFixture(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// putFlushed stages heights from-to (putBig) and flushes them into a table
+// of their own.
+func putFlushed(t *testing.T, s *Store, from, to uint64) {
+	t.Helper()
+	putBig(t, s, from, to)
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func putBig(t *testing.T, s *Store, from, to uint64) {
@@ -152,15 +158,22 @@ func refetchAndCheck(t *testing.T, s *Store) {
 	}
 }
 
+// storeWithCorruptBlob opens the corrupt fixture's store with a byte of its
+// blob file flipped a third of the way in; blob names that file.
+func storeWithCorruptBlob(t *testing.T) (s *Store, blob string) {
+	t.Helper()
+	dir := corruptFixture(t)
+	blob = storeFile(t, dir, ".blob")
+	flipByte(t, filepath.Join(dir, blob), func(n int) int { return n / 3 })
+	return openDir(t, dir), blob
+}
+
 // A flipped byte in a blob file: the record(s) of that block fail Pebble's
 // checksum on every read. The read names the blob file and the height; the
 // record is removed, so that the missing-heights query reports it, and a
 // fetch of that height replaces it instead of being refused as staged.
 func TestCorruptBlobBlockIsNamedAndReplaceable(t *testing.T) {
-	dir := corruptFixture(t)
-	blob := storeFile(t, dir, ".blob")
-	flipByte(t, filepath.Join(dir, blob), func(n int) int { return n / 3 })
-	s := openDir(t, dir)
+	s, blob := storeWithCorruptBlob(t)
 	defer s.Close()
 	if m, err := s.Missing(1, 220); err != nil || len(m) != 0 {
 		t.Fatalf("before any read: missing %v, %v (the index is intact)", m, err)
@@ -202,10 +215,7 @@ func TestCorruptBlobBlockIsNamedAndReplaceable(t *testing.T) {
 // The same through Get: the first read of the bad height is the named
 // error; every other height reads.
 func TestCorruptBlobBlockThroughGet(t *testing.T) {
-	dir := corruptFixture(t)
-	blob := storeFile(t, dir, ".blob")
-	flipByte(t, filepath.Join(dir, blob), func(n int) int { return n / 3 })
-	s := openDir(t, dir)
+	s, blob := storeWithCorruptBlob(t)
 	defer s.Close()
 	bad, first := readAll(t, s, 1, 220)
 	if len(bad) == 0 || len(bad) > 4 {
@@ -274,10 +284,7 @@ func TestTruncatedBlobFileOfApartHeights(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := storeFile(t, dir, ".blob")
-	putBig(t, s, 101, 300)
-	if err := s.db.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	putFlushed(t, s, 101, 300)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -418,10 +425,7 @@ func TestDamagedManifestIsNeverSilent(t *testing.T) {
 	base := t.TempDir()
 	s := openBound(t, base)
 	for h := uint64(1); h <= 400; h += 50 {
-		putBig(t, s, h, h+49)
-		if err := s.db.Flush(); err != nil {
-			t.Fatal(err)
-		}
+		putFlushed(t, s, h, h+49)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -552,10 +556,7 @@ func TestDiskUsageCountsBlobFiles(t *testing.T) {
 // another hash it is a conflict.
 func TestBatchCountsAHeightOnce(t *testing.T) {
 	dir := t.TempDir()
-	s := openDir(t, dir)
-	if err := s.Bind(chain.FamilyCometBFT, "test-1"); err != nil {
-		t.Fatal(err)
-	}
+	s := openBound(t, dir)
 	b := s.NewBatch()
 	for _, h := range []uint64{1, 2, 2, 3} {
 		if err := b.Put(testBlock(h)); err != nil {

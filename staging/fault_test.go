@@ -182,14 +182,8 @@ func checkWhole(t *testing.T, s *Store, want, max uint64) {
 func TestFullDiskStopsAtReserve(t *testing.T) {
 	dir := t.TempDir()
 	fs := newSmallFS(12 << 20)
-	s, err := Open(dir, Options{fs: fs, MemTableSize: 1 << 20, MinFreeBytes: 2 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openBoundWith(t, dir, Options{fs: fs, MemTableSize: 1 << 20, MinFreeBytes: 2 << 20}, chain.FamilyCometBFT, "test-1")
 	defer s.Close()
-	if err := s.Bind(chain.FamilyCometBFT, "test-1"); err != nil {
-		t.Fatal(err)
-	}
 	committed, failed, err := fillUntilError(t, s, 1, 1000)
 	var ns *NoSpaceError
 	if !errors.As(err, &ns) {
@@ -304,13 +298,7 @@ func testENOSPCInPebble(t *testing.T, wal bool) {
 	if !wal {
 		memtable = 1 << 20
 	}
-	s, err := Open(dir, Options{fs: fs, MemTableSize: memtable})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Bind(chain.FamilyCometBFT, "test-1"); err != nil {
-		t.Fatal(err)
-	}
+	s := openBoundWith(t, dir, Options{fs: fs, MemTableSize: memtable}, chain.FamilyCometBFT, "test-1")
 	var committed, failed []uint64
 	if wal {
 		fs.refuse = func(name string) bool { return strings.HasSuffix(name, ".log") }
@@ -416,13 +404,7 @@ func TestTmpfsFillsUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := Options{MemTableSize: 1 << 20, MinFreeBytes: 4 << 20} // four memtables, as the default
-	s, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Bind(chain.FamilyCometBFT, "test-1"); err != nil {
-		t.Fatal(err)
-	}
+	s := openBoundWith(t, dir, opts, chain.FamilyCometBFT, "test-1")
 	committed, failed, err := fillUntilError(t, s, 1, 1000)
 	var ns *NoSpaceError
 	if !errors.As(err, &ns) || ns.Err != nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "no space left") {

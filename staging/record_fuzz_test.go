@@ -15,14 +15,8 @@ import (
 func FuzzRecordCodec(f *testing.F) {
 	f.Add(uint64(1), []byte("hash-1"), []byte("hash-0"), []byte(`{"block":{}}`), 3, byte(1), []byte{})
 	f.Add(uint64(1<<40), bytes.Repeat([]byte{7}, 32), []byte{}, bytes.Repeat([]byte("ab"), 300), 20, byte(0x80), []byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
-	s, err := Open(f.TempDir(), Options{})
-	if err != nil {
-		f.Fatal(err)
-	}
+	s := openBoundWith(f, f.TempDir(), Options{}, chain.FamilyEVM, "fuzz-1")
 	defer s.Close()
-	if err := s.Bind(chain.FamilyEVM, "fuzz-1"); err != nil {
-		f.Fatal(err)
-	}
 	f.Fuzz(func(t *testing.T, h uint64, hash, parent, raw []byte, at int, flip byte, arbitrary []byte) {
 		// Arbitrary values: no panic; a value that decodes is consistent.
 		if b, hdr, err := s.decodeValue(h, arbitrary, nil); err == nil {

@@ -20,10 +20,7 @@ func salvageFixture(t *testing.T) (string, map[uint64][]byte) {
 	dir := t.TempDir()
 	s := openBound(t, dir)
 	for h := uint64(1); h <= 400; h += 100 {
-		putBig(t, s, h, h+99)
-		if err := s.db.Flush(); err != nil {
-			t.Fatal(err)
-		}
+		putFlushed(t, s, h, h+99)
 		if h == 1 {
 			if err := s.Delete(50, 59); err != nil {
 				t.Fatal(err)
@@ -49,8 +46,15 @@ func salvageFixture(t *testing.T) (string, map[uint64][]byte) {
 // openBound opens a store in dir bound to the test chain.
 func openBound(t *testing.T, dir string) *Store {
 	t.Helper()
-	s := openDir(t, dir)
-	if err := s.Bind(chain.FamilyCometBFT, "test-1"); err != nil {
+	return openBoundWith(t, dir, Options{}, chain.FamilyCometBFT, "test-1")
+}
+
+// openBoundWith opens a store in dir with opts, bound to the chain id of
+// family fam.
+func openBoundWith(t testing.TB, dir string, opts Options, fam chain.Family, id string) *Store {
+	t.Helper()
+	s := openDirWith(t, dir, opts)
+	if err := s.Bind(fam, id); err != nil {
 		t.Fatal(err)
 	}
 	return s

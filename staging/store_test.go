@@ -7,10 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/blockhaul/blockhaul/chain/chaintest"
 	"reflect"
 	"sort"
 	"testing"
+
+	"github.com/blockhaul/blockhaul/chain/chaintest"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/cockroachdb/pebble/v2"
@@ -31,7 +32,7 @@ func openDir(t *testing.T, dir string) *Store {
 
 // openDirWith opens the store in dir with opts or fails the test; the
 // caller closes it.
-func openDirWith(t *testing.T, dir string, opts Options) *Store {
+func openDirWith(t testing.TB, dir string, opts Options) *Store {
 	t.Helper()
 	s, err := Open(dir, opts)
 	if err != nil {
@@ -411,14 +412,8 @@ func TestMergeFrom(t *testing.T) {
 		}
 	}
 	// Another chain is refused.
-	c, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := openBoundWith(t, t.TempDir(), Options{}, chain.FamilyCometBFT, "other-9")
 	defer c.Close()
-	if err := c.Bind(chain.FamilyCometBFT, "other-9"); err != nil {
-		t.Fatal(err)
-	}
 	put(t, c, 20)
 	var wc *WrongChainError
 	if _, err := a.MergeFrom(c, 0, ^uint64(0)); !errors.As(err, &wc) {

@@ -68,13 +68,7 @@ func TestCommitStuckBehindAFailedFlushReturns(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	fs := &heldFlushFS{FS: vfs.Default, started: make(chan struct{}), release: make(chan struct{})}
 	seen := stallSeen{stalled: make(chan struct{}), once: new(sync.Once)}
-	s, err := Open(dir, Options{fs: fs, MemTableSize: 1 << 20, MinFreeBytes: -1, Logger: slog.New(seen)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Bind(chain.FamilyCometBFT, "test-1"); err != nil {
-		t.Fatal(err)
-	}
+	s := openBoundWith(t, dir, Options{fs: fs, MemTableSize: 1 << 20, MinFreeBytes: -1, Logger: slog.New(seen)}, chain.FamilyCometBFT, "test-1")
 	// Commit until Pebble stalls the writer: the first memtable's flush
 	// is held, the second fills, and the next commit waits for the flush.
 	committed := make(chan error, 1)

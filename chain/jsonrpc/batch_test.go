@@ -69,13 +69,7 @@ func TestCallKeepsResultBytes(t *testing.T) {
 func TestCallGzip(t *testing.T) {
 	s := newServer(t, rpctest.Config{Gzip: true})
 	c, _ := newClient(t, Config{Endpoints: []string{credURL(s)}})
-	var got []string
-	if err := c.Call(context.Background(), "echo", []string{"compressed"}, &got); err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 1 || got[0] != "compressed" {
-		t.Errorf("result %q", got)
-	}
+	callEcho(t, c, "compressed")
 	if s.Gzipped() != 1 {
 		t.Errorf("server sent %d gzip responses, want 1 (client must accept gzip)", s.Gzipped())
 	}

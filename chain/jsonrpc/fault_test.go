@@ -52,13 +52,7 @@ func TestThrottleHonoursRetryAfter(t *testing.T) {
 			s := newServer(t, rpctest.Config{Faults: arr.wrap(rpctest.Sequence(tc.fault))})
 			rec := &recorder{}
 			c, logs := newClient(t, Config{Endpoints: []string{credURL(s)}, Observer: rec})
-			var got []int
-			if err := c.Call(context.Background(), "echo", []int{42}, &got); err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != 1 || got[0] != 42 {
-				t.Errorf("result %v", got)
-			}
+			callEcho(t, c, 42)
 			if s.Requests() != 2 {
 				t.Fatalf("server saw %d requests, want the throttled one and one retry", s.Requests())
 			}
@@ -110,13 +104,7 @@ func TestTransientFailuresRetried(t *testing.T) {
 			s := newServer(t, rpctest.Config{Faults: rpctest.Sequence(tc.fault, tc.fault)})
 			rec := &recorder{}
 			c, _ := newClient(t, Config{Endpoints: []string{credURL(s)}, Observer: rec, UnhealthyAfter: 5})
-			var got []string
-			if err := c.Call(context.Background(), "echo", []string{"x"}, &got); err != nil {
-				t.Fatalf("Call: %v", err)
-			}
-			if len(got) != 1 || got[0] != "x" {
-				t.Errorf("result %v", got)
-			}
+			callEcho(t, c, "x")
 			if s.Requests() != 3 {
 				t.Errorf("server saw %d requests, want 2 failures and a success", s.Requests())
 			}
@@ -155,13 +143,7 @@ func TestTimeoutRetried(t *testing.T) {
 	rec := &recorder{}
 	c, _ := newClient(t, Config{Endpoints: []string{credURL(s)}, Timeout: 100 * time.Millisecond, Observer: rec})
 	start := time.Now()
-	var got []int
-	if err := c.Call(context.Background(), "echo", []int{7}, &got); err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 1 || got[0] != 7 {
-		t.Errorf("result %v", got)
-	}
+	callEcho(t, c, 7)
 	if s.Requests() != 2 {
 		t.Errorf("server saw %d requests, want the hung one and a retry", s.Requests())
 	}
@@ -479,5 +461,17 @@ func TestLoadSpreadsOverHealthyEndpoints(t *testing.T) {
 		if st.Requests != 10 || st.InFlight != 0 || !st.Healthy {
 			t.Errorf("endpoint %d stats %+v", i, st)
 		}
+	}
+}
+
+// callEcho calls echo with [v] and fails the test unless the answer is [v].
+func callEcho[T comparable](t *testing.T, c *Client, v T) {
+	t.Helper()
+	var got []T
+	if err := c.Call(context.Background(), "echo", []T{v}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != v {
+		t.Errorf("result %v", got)
 	}
 }
