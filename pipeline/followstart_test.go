@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"path/filepath"
@@ -27,14 +26,7 @@ func TestFollowWithoutFromStartsAfterTheHeightsHeld(t *testing.T) {
 
 		cfg := testConfig(CmdFollow, dsn, filepath.Join(t.TempDir(), "follow"), fc, 1, 400)
 		cfg.FromSet = false // follow without --from
-		var out bytes.Buffer
-		sum, err := Run(context.Background(), cfg, &out, quiet)
-		if err != nil || !sum.Complete {
-			t.Fatalf("follow: %v (complete %v)", err, sum.Complete)
-		}
-		if !strings.Contains(out.String(), "follow: heights 301-400, complete") {
-			t.Errorf("summary does not say the heights exported:\n%s", out.String())
-		}
+		sum := runSaying(t, cfg, "follow: heights 301-400, complete")
 		if head, _ := streamRows(t, dsn); head != "start 301 height 400" {
 			t.Fatalf("head checkpoint %q, want start 301 height 400", head)
 		}

@@ -114,14 +114,22 @@ func TestRefusedMergePrintsNoCount(t *testing.T) {
 func TestSummaryShowsRangeWithoutTo(t *testing.T) {
 	cfg := testConfig(CmdFetch, "", filepath.Join(t.TempDir(), "s"), nil, 11, 0)
 	cfg.Source = newCounting(60)
+	runSaying(t, cfg, "blockhaul fetch: heights 11-60, complete")
+}
+
+// runSaying runs cfg to completion and fails the test unless its summary
+// says want.
+func runSaying(t *testing.T, cfg Config, want string) Summary {
+	t.Helper()
 	var out bytes.Buffer
 	sum, err := Run(context.Background(), cfg, &out, quiet)
 	if err != nil || !sum.Complete {
-		t.Fatalf("fetch to the tip: %v, complete %v", err, sum.Complete)
+		t.Fatalf("%s: %v (complete %v)", cfg.Command, err, sum.Complete)
 	}
-	if !strings.Contains(out.String(), "blockhaul fetch: heights 11-60, complete") {
-		t.Errorf("summary lacks the range:\n%s", out.String())
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, out.String())
 	}
+	return sum
 }
 
 // TestMergeAndStatusTakeFromAlone: --from without --to bounds the low side
