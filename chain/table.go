@@ -45,6 +45,12 @@ type Table struct {
 	Indexes      []Index
 	// Facts are lines status --pg prints about the table's rows.
 	Facts []Fact
+	// Definition, when set, is what the rows are made from beyond the
+	// table's shape (an EVM event table: the event's declaration and the
+	// addresses it is read from). Export records it on the table (as its
+	// PostgreSQL comment) and refuses a table made from another
+	// definition: the same columns would hold rows that mean other things.
+	Definition string
 }
 
 // Fact is a line status --pg prints about a table's rows, such as what a

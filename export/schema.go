@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/blockhaul/blockhaul/chain"
@@ -126,6 +127,13 @@ func EnsureSchema(ctx context.Context, conn *pgx.Conn, schema string, tables []c
 				for _, ix := range t.Indexes {
 					stmts = append(stmts, t.IndexSQL(qs, ix))
 				}
+			}
+		}
+		for _, t := range tables {
+			if t.Definition != "" && slices.Contains(plan.create, t.Name) {
+				// What the rows are made from, checked by checkShapes
+				// when the table is written again.
+				stmts = append(stmts, fmt.Sprintf("COMMENT ON TABLE %s.%s IS %s", qs, chain.QuoteIdent(t.Name), quoteLiteral(t.Definition)))
 			}
 		}
 		stmts = append(stmts, ownTablesSQL(qs)...)
@@ -330,6 +338,19 @@ ORDER BY a.attnum`, schema, t.Name)
 				pk = append(pk, name)
 			}
 		}
+		if t.Definition != "" {
+			var def *string
+			if err := tx.QueryRow(ctx, "SELECT obj_description(to_regclass($1), 'pg_class')", chain.QuoteIdent(schema)+"."+chain.QuoteIdent(t.Name)).Scan(&def); err != nil {
+				return plan, fmt.Errorf("export: read the definition of %s.%s: %w", schema, t.Name, err)
+			}
+			if def == nil || *def != t.Definition {
+				was := "none recorded"
+				if def != nil {
+					was = strconv.Quote(*def)
+				}
+				diffs = append(diffs, fmt.Sprintf("made from another definition: %s, not %q (drop the table and fill it again with blockhaul export --replay %s)", was, t.Definition, t.Name))
+			}
+		}
 		if !slices.Equal(sorted(pk), sorted(t.PrimaryKey)) {
 			diffs = append(diffs, fmt.Sprintf("primary key (%s), not (%s)", strings.Join(pk, ", "), strings.Join(t.PrimaryKey, ", ")))
 		}
@@ -342,6 +363,10 @@ ORDER BY a.attnum`, schema, t.Name)
 	}
 	return plan, nil
 }
+
+// quoteLiteral quotes s as a PostgreSQL string literal (standard
+// conforming strings: only the quote is doubled).
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 func sorted(s []string) []string {
 	s = slices.Clone(s)

@@ -8,6 +8,7 @@ import (
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/evm"
+	"github.com/blockhaul/blockhaul/chain/evm/events"
 	"github.com/blockhaul/blockhaul/chain/evmsynth"
 	"github.com/blockhaul/blockhaul/chain/synthreorg"
 	"github.com/blockhaul/blockhaul/export"
@@ -31,7 +32,13 @@ var EVM = register(&Family{
 	SyntheticDensity: fmt.Sprintf("≈%d tx, ≈%d logs/block", evmsynth.DefaultSyntheticTxPerBlock, evmsynth.DefaultSyntheticLogsPerBlock),
 	Rates:            archive.Rates{StagingBytesPerBlock: 92e3, DBBytesPerBlock: 135e3, FetchBlocksPerSec: 700, ExportBlocksPerSec: 155},
 
-	NewDecoder: func(DecoderOptions) export.Decoder { return evm.NewDecoder() },
+	NewDecoder: func(o DecoderOptions) export.Decoder {
+		if o.Events != nil {
+			return events.NewDecoder(evm.NewDecoder(), o.Events)
+		}
+		return evm.NewDecoder()
+	},
+	CompileABIs: events.Compile,
 	Verifier: func(v chain.Verification) func([]byte) ([]byte, error) {
 		switch v {
 		case chain.VerifyLinks:

@@ -35,6 +35,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/cometbft/protodec"
+	"github.com/blockhaul/blockhaul/chain/evm/events"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/loader"
@@ -73,6 +74,9 @@ type Family struct {
 
 	// NewDecoder returns the family's decoder of every table.
 	NewDecoder func(DecoderOptions) export.Decoder
+	// CompileABIs reads --abi values into the event tables its decoder
+	// adds (DecoderOptions.Events); nil for a family without EVM logs.
+	CompileABIs func(values []string) (*EventTables, error)
 	// Verifier returns the function that recomputes a raw record's block
 	// hash (returning it) at level v, nil when v recomputes nothing.
 	Verifier func(v chain.Verification) func(raw []byte) ([]byte, error)
@@ -122,6 +126,9 @@ type DecoderOptions struct {
 	// Bech32Prefix is the chain's account address prefix for CometBFT's
 	// transactions.signers (--bech32-prefix); "" learns it from the chain.
 	Bech32Prefix string
+	// Events are EVM event tables from ABIs (--abi, compiled by the
+	// family's CompileABIs); nil: none.
+	Events *EventTables
 }
 
 // MessageTypes is CometBFT's set of Cosmos message types, compiled from
@@ -144,6 +151,10 @@ var ErrProtoCompile = protodec.ErrCompile
 func LoadMessageTypes(ctx context.Context, protoDirs, descriptorSets []string) (*MessageTypes, error) {
 	return protodec.Load(ctx, protodec.Options{ProtoDirs: protoDirs, DescriptorSets: descriptorSets})
 }
+
+// EventTables are the EVM event tables of --abi values (chain/evm/events),
+// named here so that a Config holds them without importing the family.
+type EventTables = events.Set
 
 // EventEncoding is CometBFT's decoder option --event-encoding (auto,
 // base64 or text; a flag value), named here so that a Config holds it

@@ -154,6 +154,10 @@ type Config struct {
 	// nil: the built-in set.
 	messages *family.MessageTypes
 
+	// ABI are the --abi values (NAME=FILE[@ADDRESS,...]): EVM event tables
+	// from contract ABIs; Events is what Validate compiled them into.
+	ABI          []string
+	Events       *family.EventTables
 	VerifyBlocks chain.Verification // --verify-blocks: what is recomputed of a block before it is staged
 
 	Tables string   // --tables: the tables run, export and follow write (see export.ParseTables); empty: all
@@ -359,6 +363,16 @@ func (c *Config) Validate() error {
 		bad("chain", "%v", ferr)
 	}
 	c.Family = fam
+	c.Events = nil
+	if len(c.ABI) > 0 && fam != nil {
+		if fam.CompileABIs == nil {
+			bad("abi", "the %s family has no EVM logs to decode: --abi is for --chain evm", fam.Name)
+		} else if set, err := fam.CompileABIs(c.ABI); err != nil {
+			bad("abi", "%v", err)
+		} else {
+			c.Events = set
+		}
+	}
 	switch c.DeferIndexes {
 	case IndexesAuto, IndexesAlways, IndexesNever, "":
 	default:

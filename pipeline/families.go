@@ -100,7 +100,7 @@ func familyDecoder(cfg *Config) (export.Decoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fam.NewDecoder(family.DecoderOptions{EventEncoding: cfg.EventEncoding, Messages: cfg.messages, Bech32Prefix: cfg.Bech32Prefix}), nil
+	return fam.NewDecoder(family.DecoderOptions{EventEncoding: cfg.EventEncoding, Messages: cfg.messages, Bech32Prefix: cfg.Bech32Prefix, Events: cfg.Events}), nil
 }
 
 // newRPCSource builds the JSON-RPC client of cfg.RPC and the family's

@@ -261,3 +261,15 @@ func Tables() []chain.Table {
 	}
 	return []chain.Table{TableBlocks: blocks, TableTransactions: txs, TableLogs: logs, TableWithdrawals: withdrawals}
 }
+
+// Positions of the logs table's columns, for decoders that read the rows
+// this one appends (chain/evm/events decodes them by ABI).
+const (
+	LogColBlockNumber = colLogBlockNumber
+	LogColBlockTime   = colLogBlockTime
+	LogColIndex       = colLogIndex
+	LogColTxHash      = colLogTxHash
+	LogColAddress     = colLogAddress
+	LogColTopic0      = colLogTopic0
+	LogColData        = colLogData
+)
