@@ -177,6 +177,9 @@ func RemoveUnused(dir, made string) (bool, error) {
 	if made == "" {
 		return false, nil
 	}
+	if _, err := os.Stat(made); errors.Is(err, os.ErrNotExist) {
+		return false, nil // refused before it made the directory: nothing to remove
+	}
 	s, err := Open(dir, Options{ReadOnly: true})
 	var ns *NoStoreError
 	if errors.As(err, &ns) {
