@@ -90,14 +90,21 @@ func Publish(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) e
 	if r == nil {
 		return err
 	}
-	if cfg.JSON {
-		if jerr := archive.WriteJSON(out, r); jerr != nil && err == nil {
-			err = jerr
-		}
-		return err
-	}
+	return writeReport(out, cfg.JSON, publishText{r, cfg.Staging, err != nil}, err)
+}
+
+// publishText is publish's report as text (as JSON: the report's own
+// fields); failed leaves out the manifest line of a publish that failed.
+type publishText struct {
+	*chunked.PublishReport
+	staging string
+	failed  bool
+}
+
+func (p publishText) WriteText(out io.Writer) {
+	r := p.PublishReport
 	fmt.Fprintf(out, "publish of %s to %s: chunks of %d blocks: %s uploaded (%.1f MB), %s already there",
-		cfg.Staging, r.Dest, r.ChunkBlocks, archive.Quantity(r.Published, "chunk"), float64(r.Bytes)/1e6, archive.Quantity(r.Present, "chunk"))
+		p.staging, r.Dest, r.ChunkBlocks, archive.Quantity(r.Published, "chunk"), float64(r.Bytes)/1e6, archive.Quantity(r.Present, "chunk"))
 	if r.Replaced > 0 {
 		fmt.Fprintf(out, " (%s found not as listed, uploaded again)", archive.Quantity(r.Replaced, "chunk"))
 	}
@@ -110,11 +117,10 @@ func Publish(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) e
 		fmt.Fprintf(out, "  not published: staged heights %d-%d (%s)\n", s.From, s.To, s.Reason)
 	}
 	switch {
-	case err != nil:
+	case p.failed:
 	case r.Manifest:
 		fmt.Fprintf(out, "  manifest: %s, %s between them\n", archive.Quantity(r.Chunks, "chunk"), archive.Quantity(len(r.Gaps), "gap"))
 	default:
 		fmt.Fprintf(out, "  manifest part %s written (%s); the manifest is written by a publish without --shards once every shard is done\n", r.Part, archive.Quantity(r.Chunks, "chunk"))
 	}
-	return err
 }
