@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/internal/gomodule"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/internal/rpctest"
 )
@@ -21,6 +22,10 @@ import (
 // sender is the tx's signer, its contract the bech32 of sha256("contract"),
 // its msg the bytes {"swap"={}}.
 func TestProtoReplay(t *testing.T) {
+	// CosmWasm's wasmd v0.53.0 (Apache-2.0): its tx.proto and the
+	// types.proto it imports, from the Go module proxy.
+	wasmd := gomodule.Files(t, "github.com/CosmWasm/wasmd", "v0.53.0", "proto",
+		"cosmwasm/wasm/v1/tx.proto", "cosmwasm/wasm/v1/types.proto")
 	srv := rpctest.NewServer(rpctest.Config{Handler: newCometReplay(t, "node-0.38-sdk").handle})
 	defer srv.Close()
 	cfg := rpcRunConfig(t, srv.URL)
@@ -43,7 +48,7 @@ func TestProtoReplay(t *testing.T) {
 
 	rc := cfg
 	rc.Command, rc.RPC, rc.Replay = CmdExport, nil, []string{"messages"}
-	rc.Proto = []string{filepath.Join("..", "chain", "cometbft", "testdata", "protos", "wasmd")}
+	rc.Proto = []string{wasmd}
 	mustRunCfg(t, rc)
 
 	sum := sha256.Sum256([]byte("contract"))

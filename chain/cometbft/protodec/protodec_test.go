@@ -15,6 +15,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/types/descriptorpb"
+
+	"github.com/blockhaul/blockhaul/internal/gomodule"
 )
 
 // Wire helpers: the messages below are written field by field from the
@@ -191,12 +193,21 @@ func akashLease() ([]byte, string) {
 	return msg(nil, 1, id), `{"bid_id":{"owner":"` + owner + `","dseq":"12345678","gseq":1,"oseq":1,"provider":"` + provider + `"}}`
 }
 
-// TestAkashProtos adds Akash's published proto files (akash-api v0.0.82,
-// from the Go module proxy; testdata/akash) by directory and as a compiled
-// descriptor set, and decodes Akash messages with both.
+// akashProtos is the directory of Akash's published proto files that
+// TestAkashProtos reads: the base, deployment v1beta3, escrow v1beta3 and
+// market v1beta4 packages of github.com/akash-network/akash-api v0.0.82
+// (proto/node; Apache-2.0), fetched through the Go module proxy.
+func akashProtos(t *testing.T) string {
+	return gomodule.Files(t, "github.com/akash-network/akash-api", "v0.0.82", "proto/node",
+		"akash/base/v1beta3", "akash/deployment/v1beta3", "akash/escrow/v1beta3", "akash/market/v1beta4")
+}
+
+// TestAkashProtos adds Akash's published proto files (akashProtos) by
+// directory and as a compiled descriptor set, and decodes Akash messages
+// with both.
 func TestAkashProtos(t *testing.T) {
 	ctx := context.Background()
-	dir := filepath.Join("testdata", "akash")
+	dir := akashProtos(t)
 	s, err := Load(ctx, Options{ProtoDirs: []string{dir}})
 	if err != nil {
 		t.Fatal(err)
