@@ -441,36 +441,73 @@ func (g *generator) end(mode string) {
 	g.lit(`]}`)
 }
 
+// eventEnd closes an event: a transaction's event with the index of the
+// message that wrote it (none for the fee's), a finalize_block event with
+// its mode.
+type eventEnd struct{ msgIndex, mode string }
+
+func inTx(msgIndex string) eventEnd { return eventEnd{msgIndex: msgIndex} }
+
+func (g *generator) close(e eventEnd) {
+	if e.msgIndex != "" {
+		g.attr("msg_index", e.msgIndex)
+	}
+	g.end(e.mode)
+}
+
+// The bank module's events, as x/bank writes them.
+
+// coinEvent writes an event of one account and an amount: coin_spent
+// (its spender), coin_received (its receiver), coinbase (its minter).
+func (g *generator) coinEvent(typ, role, account string, amount uint64, denom string, e eventEnd) {
+	g.ev(typ)
+	g.attr(role, account)
+	g.attrCoin("amount", amount, denom)
+	g.close(e)
+}
+
+func (g *generator) transfer(recipient, sender string, amount uint64, denom string, e eventEnd) {
+	g.ev("transfer")
+	g.attr("recipient", recipient)
+	g.attr("sender", sender)
+	g.attrCoin("amount", amount, denom)
+	g.close(e)
+}
+
+// send writes the three events of a bank send from one account to another.
+func (g *generator) send(from, to string, amount uint64, denom string, e eventEnd) {
+	g.coinEvent("coin_spent", "spender", from, amount, denom, e)
+	g.coinEvent("coin_received", "receiver", to, amount, denom, e)
+	g.transfer(to, from, amount, denom, e)
+}
+
+// messageSender is the "message" event naming a message's sender.
+func (g *generator) messageSender(sender string, e eventEnd) {
+	g.ev("message")
+	g.attr("sender", sender)
+	g.close(e)
+}
+
+// messageModule is the "message" event naming the module that handled a
+// message.
+func (g *generator) messageModule(module string, e eventEnd) {
+	g.ev("message")
+	g.attr("module", module)
+	g.close(e)
+}
+
 // blockEvents renders the finalize_block_events of block h: what
 // blockEventCount counts.
 func (g *generator) blockEvents(h uint64) {
 	s := g.s
 	p := &g.plan
 	m := &s.modules
-	const begin = "BeginBlock"
+	begin := eventEnd{mode: "BeginBlock"}
 	minted := g.r.between(4_000_000, 4_600_000)
 
-	g.ev("coin_received")
-	g.attr("receiver", m.mint)
-	g.attrCoin("amount", minted, "uatom")
-	g.end(begin)
-	g.ev("coinbase")
-	g.attr("minter", m.mint)
-	g.attrCoin("amount", minted, "uatom")
-	g.end(begin)
-	g.ev("coin_spent")
-	g.attr("spender", m.mint)
-	g.attrCoin("amount", minted, "uatom")
-	g.end(begin)
-	g.ev("coin_received")
-	g.attr("receiver", m.feeCollector)
-	g.attrCoin("amount", minted, "uatom")
-	g.end(begin)
-	g.ev("transfer")
-	g.attr("recipient", m.feeCollector)
-	g.attr("sender", m.mint)
-	g.attrCoin("amount", minted, "uatom")
-	g.end(begin)
+	g.coinEvent("coin_received", "receiver", m.mint, minted, "uatom", begin)
+	g.coinEvent("coinbase", "minter", m.mint, minted, "uatom", begin)
+	g.send(m.mint, m.feeCollector, minted, "uatom", begin)
 	g.ev("mint")
 	g.num = appendDec(g.num[:0], 0, 620_000_000_000_000_000+g.r.next()%10_000_000_000_000_000)
 	g.attrBytes("bonded_ratio", g.num)
@@ -478,22 +515,10 @@ func (g *generator) blockEvents(h uint64) {
 	g.attrBytes("inflation", g.num)
 	g.attrDec("annual_provisions", 40_000_000_000_000+g.r.next()%4_000_000_000_000, "")
 	g.attrUint("amount", minted)
-	g.end(begin)
+	g.end(begin.mode)
 
 	fees := minted + g.r.between(0, 200_000)
-	g.ev("coin_spent")
-	g.attr("spender", m.feeCollector)
-	g.attrCoin("amount", fees, "uatom")
-	g.end(begin)
-	g.ev("coin_received")
-	g.attr("receiver", m.distribution)
-	g.attrCoin("amount", fees, "uatom")
-	g.end(begin)
-	g.ev("transfer")
-	g.attr("recipient", m.distribution)
-	g.attr("sender", m.feeCollector)
-	g.attrCoin("amount", fees, "uatom")
-	g.end(begin)
+	g.send(m.feeCollector, m.distribution, fees, "uatom", begin)
 
 	if h > 1 {
 		share := fees / uint64(len(s.vals))
@@ -505,11 +530,11 @@ func (g *generator) blockEvents(h uint64) {
 			g.ev("commission")
 			g.attrDec("amount", reward/20, "uatom")
 			g.attr("validator", v.operator)
-			g.end(begin)
+			g.end(begin.mode)
 			g.ev("rewards")
 			g.attrDec("amount", reward, "uatom")
 			g.attr("validator", v.operator)
-			g.end(begin)
+			g.end(begin.mode)
 		}
 		for i, v := range s.vals {
 			if !p.absent[i] {
@@ -519,7 +544,7 @@ func (g *generator) blockEvents(h uint64) {
 			g.attr("address", v.cons)
 			g.attrUint("missed_blocks", g.r.between(1, 500))
 			g.attrUint("height", h)
-			g.end(begin)
+			g.end(begin.mode)
 		}
 	}
 
