@@ -183,7 +183,7 @@ func loadDescriptorSet(file string, user, base *protoregistry.Files) error {
 		}
 		fd, err := protodesc.NewFile(fdp, r)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %v", path, err)
 		}
 		return user.RegisterFile(fd)
 	}

@@ -291,6 +291,15 @@ func TestLoadErrors(t *testing.T) {
 	missing := write("m.proto", "syntax = \"proto3\";\npackage x;\nimport \"nowhere/gone.proto\";\nmessage M { string a = 1; }\n")
 	notSet := filepath.Join(write("x", ""), "x")
 	os.WriteFile(notSet, []byte("\xff\xff\xff"), 0o644)
+	// A set that does not link: a field of a type no file declares.
+	unlinked := filepath.Join(write("x", ""), "unlinked.binpb")
+	raw, _ := proto.Marshal(&descriptorpb.FileDescriptorSet{File: []*descriptorpb.FileDescriptorProto{{
+		Name: proto.String("x/bad.proto"), Package: proto.String("x"), Syntax: proto.String("proto3"),
+		MessageType: []*descriptorpb.DescriptorProto{{Name: proto.String("M"), Field: []*descriptorpb.FieldDescriptorProto{{
+			Name: proto.String("a"), Number: proto.Int32(1), Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum(),
+			Type: descriptorpb.FieldDescriptorProto_TYPE_MESSAGE.Enum(), TypeName: proto.String(".x.Missing")}}}},
+	}}})
+	os.WriteFile(unlinked, raw, 0o644)
 	for _, c := range []struct {
 		name  string
 		opts  Options
@@ -303,6 +312,7 @@ func TestLoadErrors(t *testing.T) {
 		{"empty directory", Options{ProtoDirs: []string{t.TempDir()}}, ErrCompile, "no .proto files"},
 		{"not a descriptor set", Options{DescriptorSets: []string{notSet}}, ErrDescriptorSet, notSet},
 		{"no such file", Options{DescriptorSets: []string{notSet + ".none"}}, ErrDescriptorSet, ".none"},
+		{"a set that does not link", Options{DescriptorSets: []string{unlinked}}, ErrDescriptorSet, `unlinked.binpb: x/bad.proto: proto: message field "x.M.a" cannot resolve type: "x.Missing" not found`},
 	} {
 		_, err := Load(ctx, c.opts)
 		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.names) {
