@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/blockhaul/blockhaul/internal/gomodule"
 )
 
 // realTx is one entry of testdata/chainindexing/txs.json: a transaction's
@@ -176,6 +178,40 @@ func isDefault(v any) bool { return v == "" || v == false || v == "0" || v == ni
 // JSON by sha256(bytes) = txhash. Ethermint's MsgEthereumTx, whose proto
 // files are not given, is an unknown type.
 func TestRealTransactions(t *testing.T) {
+	s, err := Load(context.Background(), Options{ProtoDirs: []string{"testdata/chainmain"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded, unknown := checkRealTxs(t, s, func(typeURL string) bool { return typeURL != msgEthereumTx })
+	if decoded != 22 || unknown != 7 {
+		t.Errorf("%d messages decoded, %d MsgEthereumTx unknown; want 22 and 7", decoded, unknown)
+	}
+}
+
+// TestRealEthermintTransactions decodes the 7 MsgEthereumTx of Cronos
+// mainnet height 68821 (a LegacyTx in each: nonce, gas price, recipient,
+// calldata, signature) with Ethermint's published proto files, from its Go
+// module through the module proxy, against the node's JSON.
+func TestRealEthermintTransactions(t *testing.T) {
+	dir := gomodule.Files(t, "github.com/evmos/ethermint", "v0.19.3", "proto", "ethermint/evm/v1/tx.proto", "ethermint/evm/v1/evm.proto")
+	s, err := Load(context.Background(), Options{ProtoDirs: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded, _ := checkRealTxs(t, s, func(typeURL string) bool { return typeURL == msgEthereumTx })
+	if decoded != 7 {
+		t.Errorf("%d MsgEthereumTx decoded, want 7", decoded)
+	}
+}
+
+const msgEthereumTx = "/ethermint.evm.v1.MsgEthereumTx"
+
+// checkRealTxs decodes with s the messages of testdata/chainindexing/txs.json
+// whose type URL want takes, each against the node's JSON; of the others it
+// counts those s does not know. Every transaction's bytes must hash to its
+// txhash and hold the messages of the node's JSON.
+func checkRealTxs(t *testing.T, s *Set, want func(typeURL string) bool) (decoded, unknown int) {
+	t.Helper()
 	raw, err := os.ReadFile("testdata/chainindexing/txs.json")
 	if err != nil {
 		t.Fatal(err)
@@ -184,11 +220,9 @@ func TestRealTransactions(t *testing.T) {
 	if err := json.Unmarshal(raw, &txs); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Load(context.Background(), Options{ProtoDirs: []string{"testdata/chainmain"}})
-	if err != nil {
-		t.Fatal(err)
+	if len(txs) != 27 {
+		t.Fatalf("%d transactions in txs.json, want 27", len(txs))
 	}
-	decoded, unknown := map[string]int{}, 0
 	for _, tx := range txs {
 		b, err := base64.StdEncoding.DecodeString(tx.TxBytes)
 		if err != nil {
@@ -207,11 +241,10 @@ func TestRealTransactions(t *testing.T) {
 				t.Fatalf("%s message %d: %s in the bytes, %v in the node's JSON", tx.TxHash, i, m.typeURL, node["@type"])
 			}
 			js, _, err := s.AppendJSON(nil, m.typeURL, m.value)
-			if m.typeURL == "/ethermint.evm.v1.MsgEthereumTx" {
-				if !errors.Is(err, ErrUnknownType) {
-					t.Errorf("%s: MsgEthereumTx: %v, want ErrUnknownType", tx.TxHash, err)
+			if !want(m.typeURL) {
+				if errors.Is(err, ErrUnknownType) {
+					unknown++
 				}
-				unknown++
 				continue
 			}
 			if err != nil {
@@ -241,14 +274,8 @@ func TestRealTransactions(t *testing.T) {
 			if len(diffs) > 0 {
 				t.Errorf("%s %s height %s %s differs from the node's JSON:\n  %s", tx.ChainID, tx.TxHash, tx.Height, m.typeURL, strings.Join(diffs, "\n  "))
 			}
-			decoded[m.typeURL]++
+			decoded++
 		}
 	}
-	n := 0
-	for _, c := range decoded {
-		n += c
-	}
-	if len(txs) != 27 || n != 22 || unknown != 7 {
-		t.Errorf("%d transactions, %d messages decoded (%v), %d unknown", len(txs), n, decoded, unknown)
-	}
+	return decoded, unknown
 }
