@@ -154,19 +154,24 @@ func jsonText(v any) string {
 }
 
 // Fields that today's descriptors (Cosmos SDK v0.53, ibc-go v8, chain-main's
-// current nft/v1/tx.proto) have and the nodes that printed these
-// transactions (2021-2023) did not: absent from the old wire, so printed with
+// current nft/v1/tx.proto, Osmosis v7.0.0's lockup) have and the nodes that
+// printed these transactions (2021-2023) did not: absent from the old wire, so printed with
 // their defaults, which the test requires.
 var newerFields = map[string][]string{
-	"/chainmain.nft.v1.MsgIssueDenom":  {"uri"},                           // field 5, added after 2021
-	"/cosmos.gov.v1.MsgSubmitProposal": {"title", "summary", "expedited"}, // fields 5-7, SDK v0.47/v0.50
+	"/chainmain.nft.v1.MsgIssueDenom":           {"uri"},                           // field 5, added after 2021
+	"/cosmos.gov.v1.MsgSubmitProposal":          {"title", "summary", "expedited"}, // fields 5-7, SDK v0.47/v0.50
+	"/ibc.applications.transfer.v1.MsgTransfer": {"memo"},                          // field 8, ibc-go v5
+	"/osmosis.lockup.MsgBeginUnlocking":         {"coins"},                         // field 3, Osmosis v7 (the block is v6's)
 }
 
 // Fields renamed since (same number, same type): ibc-go v7 named
 // MsgUpdateClient's header client_message.
 var renamedFields = map[string][2]string{"/ibc.core.client.v1.MsgUpdateClient": {"header", "client_message"}}
 
-func isDefault(v any) bool { return v == "" || v == false || v == "0" || v == nil }
+func isDefault(v any) bool {
+	a, isArray := v.([]any)
+	return v == "" || v == false || v == "0" || v == nil || (isArray && len(a) == 0)
+}
 
 // TestRealTransactions decodes 27 real transactions of crypto.org and
 // Cronos nodes — gov v1beta1 and v1 proposals (nested Any content and
@@ -182,7 +187,7 @@ func TestRealTransactions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	decoded, unknown := checkRealTxs(t, s, func(typeURL string) bool { return typeURL != msgEthereumTx })
+	decoded, unknown := checkRealTxs(t, s, chainIndexingTxs, 27, func(typeURL string) bool { return typeURL != msgEthereumTx })
 	if decoded != 22 || unknown != 7 {
 		t.Errorf("%d messages decoded, %d MsgEthereumTx unknown; want 22 and 7", decoded, unknown)
 	}
@@ -198,7 +203,7 @@ func TestRealEthermintTransactions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	decoded, _ := checkRealTxs(t, s, func(typeURL string) bool { return typeURL == msgEthereumTx })
+	decoded, _ := checkRealTxs(t, s, chainIndexingTxs, 27, func(typeURL string) bool { return typeURL == msgEthereumTx })
 	if decoded != 7 {
 		t.Errorf("%d MsgEthereumTx decoded, want 7", decoded)
 	}
@@ -206,13 +211,43 @@ func TestRealEthermintTransactions(t *testing.T) {
 
 const msgEthereumTx = "/ethermint.evm.v1.MsgEthereumTx"
 
-// checkRealTxs decodes with s the messages of testdata/chainindexing/txs.json
-// whose type URL want takes, each against the node's JSON; of the others it
+// The files of real transactions, each beside a README naming its source.
+const (
+	chainIndexingTxs = "testdata/chainindexing/txs.json"
+	osmosisTxs       = "testdata/osmosis/txs.json"
+)
+
+// TestRealOsmosisTransactions decodes every transaction of Osmosis mainnet
+// block 2,836,990 (2022-01-17; 64 transactions: 59 gamm
+// MsgSwapExactAmountIn, a lockup MsgBeginUnlocking, 3 IBC MsgTransfer, an
+// IBC MsgUpdateClient and MsgRecvPacket) against osmosisd's own JSON of
+// them: the IBC messages with the built-in set alone, which knows none of
+// Osmosis's; all 65 messages with Osmosis v7.0.0's published gamm and
+// lockup proto files added, from its Go module through the module proxy.
+func TestRealOsmosisTransactions(t *testing.T) {
+	osmosis := func(typeURL string) bool { return strings.HasPrefix(typeURL, "/osmosis.") }
+	decoded, unknown := checkRealTxs(t, MustBuiltin(), osmosisTxs, 64, func(typeURL string) bool { return !osmosis(typeURL) })
+	if decoded != 5 || unknown != 60 {
+		t.Errorf("built-in set: %d messages decoded, %d of Osmosis's unknown; want 5 and 60", decoded, unknown)
+	}
+	dir := gomodule.Files(t, "github.com/osmosis-labs/osmosis/v7", "v7.0.0", "proto",
+		"osmosis/gamm/v1beta1/tx.proto", "osmosis/lockup/tx.proto", "osmosis/lockup/lock.proto")
+	s, err := Load(context.Background(), Options{ProtoDirs: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if decoded, _ := checkRealTxs(t, s, osmosisTxs, 64, osmosis); decoded != 60 {
+		t.Errorf("with Osmosis's proto files: %d of its messages decoded, want 60", decoded)
+	}
+}
+
+// checkRealTxs decodes with s the messages of file (n transactions) whose
+// type URL want takes, each against the node's JSON; of the others it
 // counts those s does not know. Every transaction's bytes must hash to its
 // txhash and hold the messages of the node's JSON.
-func checkRealTxs(t *testing.T, s *Set, want func(typeURL string) bool) (decoded, unknown int) {
+func checkRealTxs(t *testing.T, s *Set, file string, n int, want func(typeURL string) bool) (decoded, unknown int) {
 	t.Helper()
-	raw, err := os.ReadFile("testdata/chainindexing/txs.json")
+	raw, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,8 +255,8 @@ func checkRealTxs(t *testing.T, s *Set, want func(typeURL string) bool) (decoded
 	if err := json.Unmarshal(raw, &txs); err != nil {
 		t.Fatal(err)
 	}
-	if len(txs) != 27 {
-		t.Fatalf("%d transactions in txs.json, want 27", len(txs))
+	if len(txs) != n {
+		t.Fatalf("%d transactions in %s, want %d", len(txs), file, n)
 	}
 	for _, tx := range txs {
 		b, err := base64.StdEncoding.DecodeString(tx.TxBytes)
