@@ -312,12 +312,17 @@ func TestLoadErrors(t *testing.T) {
 		{"empty directory", Options{ProtoDirs: []string{t.TempDir()}}, ErrCompile, "no .proto files"},
 		{"not a descriptor set", Options{DescriptorSets: []string{notSet}}, ErrDescriptorSet, notSet},
 		{"no such file", Options{DescriptorSets: []string{notSet + ".none"}}, ErrDescriptorSet, ".none"},
-		{"a set that does not link", Options{DescriptorSets: []string{unlinked}}, ErrDescriptorSet, `unlinked.binpb: x/bad.proto: proto: message field "x.M.a" cannot resolve type: "x.Missing" not found`},
+		{"a set that does not link", Options{DescriptorSets: []string{unlinked}}, ErrDescriptorSet, "unlinked.binpb: x/bad.proto: "},
 	} {
 		_, err := Load(ctx, c.opts)
 		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.names) {
 			t.Errorf("%s: %v; want %v naming %q", c.name, err, c.want, c.names)
 		}
+	}
+	// protobuf's own words follow the file (their spacing varies between
+	// builds, on purpose); they name the type that is missing.
+	if _, err := Load(ctx, Options{DescriptorSets: []string{unlinked}}); err == nil || !strings.Contains(err.Error(), `"x.Missing"`) {
+		t.Errorf("a set that does not link: %v; want the missing type named", err)
 	}
 }
 
