@@ -116,7 +116,8 @@ func TestProtoFlagsValidated(t *testing.T) {
 // TestRealBlocksSigners exports real blocks of crypto.org and Cronos nodes
 // (CometBFT 0.34 answers; chain/cometbft/protodec/testdata/chainindexing,
 // from crypto-com/chain-indexing) through the RPC path into PostgreSQL,
-// one height a run, and checks what the issue found NULL: each
+// one height a run (the status answer, chain id and tip, is the test's
+// own; /block and /block_results are the node's), and checks what the issue found NULL: each
 // transaction's signer and fee payer, with no --bech32-prefix, equal to the
 // address the node itself put in the transaction's events (message.sender,
 // acc_seq) and in its JSON of the messages (proposer, delegator, from,
