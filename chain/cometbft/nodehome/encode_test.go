@@ -33,13 +33,18 @@ func TestEncodersEqualLibsJSONOnFixtures(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			fx := nodefixture.Load(t, name)
 			src := openHome(t, fx.Unpack(t))
+			r, err := src.openReads()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
 			events := 0
 			for h := uint64(1); h <= fx.Tip(); h++ {
-				block, err := src.loadBlock(h)
+				block, err := src.loadBlock(r, h)
 				if err != nil {
 					t.Fatal(err)
 				}
-				results, err := src.loadResults(h)
+				results, err := src.loadResults(r, h)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -236,21 +237,40 @@ func (s *Source) CheckRange(ctx context.Context, from, to uint64) error {
 	if whole {
 		return nil
 	}
-	for h := from; h <= to; h++ {
-		if h%4096 == 0 && ctx.Err() != nil {
-			return ctx.Err()
-		}
-		ok, err := s.stateDB.Has(resultsKey(h))
-		if err != nil {
-			return &CorruptError{Path: s.statePath, Height: h, Err: err}
-		}
-		if !ok {
-			return &UnavailableError{Home: s.home, Height: h, Reason: "no block results stored for it (pruned or discarded)"}
-		}
+	if err := s.checkResults(ctx, from, to); err != nil {
+		return err
 	}
 	s.checkedMu.Lock()
 	s.checkedFrom, s.checked = from, to
 	s.checkedMu.Unlock()
+	return nil
+}
+
+// checkResults returns an *UnavailableError naming the first height of
+// from..to with no results stored, reading their keys in order with one
+// cursor.
+func (s *Source) checkResults(ctx context.Context, from, to uint64) (err error) {
+	h := from
+	defer s.recoverCorrupt(s.statePath, h, &err)
+	c, err := openCursor(s.stateDB)
+	if err != nil {
+		return &CorruptError{Path: s.statePath, Height: from, Err: err}
+	}
+	defer c.Close()
+	var key []byte
+	for ; h <= to; h++ {
+		if h%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		key = appendResultsKey(key[:0], h)
+		_, ok, err := c.get(key)
+		if err != nil {
+			return &CorruptError{Path: s.statePath, Height: h, Err: err}
+		}
+		if !ok {
+			return s.noResults(h)
+		}
+	}
 	return nil
 }
 
@@ -259,12 +279,17 @@ func (s *Source) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, err
 	if to < from {
 		return nil, fmt.Errorf("nodehome: fetch: empty range %d-%d", from, to)
 	}
+	r, err := s.openReads()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
 	out := make([]chain.Block, 0, to-from+1)
 	for h := from; h <= to; h++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		b, err := s.block(h)
+		b, err := s.block(r, h)
 		if err != nil {
 			return nil, err
 		}
@@ -277,19 +302,60 @@ func (s *Source) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, err
 // results the node's RPC would have answered, joined by
 // cometbft.MarshalRecord.
 func (s *Source) Record(h uint64) ([]byte, error) {
-	b, err := s.block(h)
+	r, err := s.openReads()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	b, err := s.block(r, h)
 	return b.Raw, err
+}
+
+// reads are the cursors a Fetch reads its heights with, one for each kind
+// of key (block metas "H:h", block parts "P:h:i", results), so that each
+// steps through its keys in order, and the buffer of the key asked for.
+// They are used by one goroutine.
+type reads struct {
+	metas, parts, results *cursor
+	key                   []byte
+}
+
+func (s *Source) openReads() (_ *reads, err error) {
+	r := &reads{}
+	defer func() {
+		if err != nil {
+			r.Close()
+		}
+	}()
+	if r.metas, err = openCursor(s.blockDB); err != nil {
+		return nil, &CorruptError{Path: s.blockPath, Err: err}
+	}
+	if r.parts, err = openCursor(s.blockDB); err != nil {
+		return nil, &CorruptError{Path: s.blockPath, Err: err}
+	}
+	if r.results, err = openCursor(s.stateDB); err != nil {
+		return nil, &CorruptError{Path: s.statePath, Err: err}
+	}
+	return r, nil
+}
+
+func (r *reads) Close() {
+	for _, c := range []*cursor{r.metas, r.parts, r.results} {
+		if c != nil {
+			c.Close()
+		}
+	}
 }
 
 // block returns height h's record with its identity. The hash and parent
 // hash are the block meta's and header's, the values its record is written
 // from (the loader recomputes the hash from the record and compares).
-func (s *Source) block(h uint64) (chain.Block, error) {
-	block, err := s.loadBlock(h)
+func (s *Source) block(r *reads, h uint64) (chain.Block, error) {
+	block, err := s.loadBlock(r, h)
 	if err != nil {
 		return chain.Block{}, err
 	}
-	results, err := s.loadResults(h)
+	results, err := s.loadResults(r, h)
 	if err != nil {
 		return chain.Block{}, err
 	}
@@ -323,24 +389,39 @@ type scratch struct{ block, results []byte }
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // loadBlock reads what /block?height=h answers (rpc/core Block): the block
-// meta's block id and the block.
-func (s *Source) loadBlock(h uint64) (out *ctypes.ResultBlock, err error) {
+// meta's block id and the block. It reads as store.BlockStore's LoadBlockMeta
+// and LoadBlock do, through r's cursor, and decodes of the meta only its
+// block id and of each part only its bytes.
+func (s *Source) loadBlock(r *reads, h uint64) (out *ctypes.ResultBlock, err error) {
 	defer s.recoverCorrupt(s.blockPath, h, &err)
-	meta := s.blocks.LoadBlockMeta(int64(h))
-	if meta == nil {
+	r.key = strconv.AppendUint(append(r.key[:0], "H:"...), h, 10) // store.calcBlockMetaKey
+	v, _, err := r.metas.get(r.key)
+	if err != nil {
+		return nil, &CorruptError{Path: s.blockPath, Height: h, Err: err}
+	}
+	if len(v) == 0 {
 		if base := s.Base(); h < base {
 			return nil, &UnavailableError{Home: s.home, Height: h, Reason: fmt.Sprintf("pruned: the block store's lowest height is %d", base)}
 		}
 		return nil, &UnavailableError{Home: s.home, Height: h, Reason: "no block stored at this height"}
 	}
-	// BlockStore.LoadBlock, but for the meta it would load again.
+	id, err := metaBlockID(v)
+	if err != nil {
+		return nil, &CorruptError{Path: s.blockPath, Height: h, Err: fmt.Errorf("block meta: %w", err)}
+	}
 	var buf []byte
-	for i := range int(meta.BlockID.PartSetHeader.Total) {
-		part := s.blocks.LoadBlockPart(int64(h), i)
-		if part == nil {
+	for i := range uint64(id.PartSetHeader.Total) {
+		r.key = strconv.AppendUint(append(strconv.AppendUint(append(r.key[:0], "P:"...), h, 10), ':'), i, 10) // calcBlockPartKey
+		v, _, err := r.parts.get(r.key)
+		if err != nil {
+			return nil, &CorruptError{Path: s.blockPath, Height: h, Err: err}
+		}
+		if len(v) == 0 {
 			return nil, &CorruptError{Path: s.blockPath, Height: h, Err: errors.New("block meta without its block parts")}
 		}
-		buf = append(buf, part.Bytes...)
+		if buf, err = appendPartBytes(buf, v); err != nil {
+			return nil, &CorruptError{Path: s.blockPath, Height: h, Err: fmt.Errorf("block part %d: %w", i, err)}
+		}
 	}
 	var pb cmtproto.Block
 	if err := pb.Unmarshal(buf); err != nil {
@@ -350,38 +431,45 @@ func (s *Source) loadBlock(h uint64) (out *ctypes.ResultBlock, err error) {
 	if err != nil {
 		return nil, &CorruptError{Path: s.blockPath, Height: h, Err: fmt.Errorf("read block: %w", err)}
 	}
-	return &ctypes.ResultBlock{BlockID: meta.BlockID, Block: block}, nil
+	return &ctypes.ResultBlock{BlockID: id, Block: block}, nil
 }
 
 // loadResults reads what /block_results?height=h answers: rpc/core
 // BlockResults of 0.38 (*ctypes.ResultBlockResults), or of 0.37 for a 0.37
 // node's home (*resultBlockResults037).
-func (s *Source) loadResults(h uint64) (any, error) {
+func (s *Source) loadResults(r *reads, h uint64) (_ any, err error) {
 	if s.discard {
 		return nil, &UnavailableError{Home: s.home, Height: h,
 			Reason: "config.toml sets discard_abci_responses = true: the node keeps no block results"}
 	}
+	defer s.recoverCorrupt(s.statePath, h, &err)
+	r.key = appendResultsKey(r.key[:0], h)
+	buf, _, err := r.results.get(r.key)
+	if err != nil {
+		return nil, &CorruptError{Path: s.statePath, Height: h, Err: err}
+	}
+	if len(buf) == 0 {
+		return nil, s.noResults(h)
+	}
 	if s.legacyShape {
-		buf, err := s.stateDB.Get(resultsKey(h))
-		if err != nil {
-			return nil, &CorruptError{Path: s.statePath, Height: h, Err: err}
-		}
-		if len(buf) == 0 {
-			return nil, s.noResults(h)
-		}
 		var legacy cmtstate.LegacyABCIResponses
 		if err := legacy.Unmarshal(buf); err != nil {
 			return nil, &CorruptError{Path: s.statePath, Height: h, Err: fmt.Errorf("legacy ABCI responses: %w", err)}
 		}
 		return legacyResults(int64(h), &legacy), nil
 	}
-	res, err := s.state.LoadFinalizeBlockResponse(int64(h))
-	if err != nil {
-		var none sm.ErrNoABCIResponsesForHeight
-		if errors.As(err, &none) {
-			return nil, s.noResults(h)
+	// state.Store's LoadFinalizeBlockResponse, over the value read: results
+	// that are not a finalize-block response with an app hash are legacy
+	// ABCIResponses (a home upgraded from 0.37), which it converts.
+	res := new(abci.ResponseFinalizeBlock)
+	if err := res.Unmarshal(buf); err != nil || res.AppHash == nil {
+		if res, err = s.state.LoadFinalizeBlockResponse(int64(h)); err != nil {
+			var none sm.ErrNoABCIResponsesForHeight
+			if errors.As(err, &none) {
+				return nil, s.noResults(h)
+			}
+			return nil, &CorruptError{Path: s.statePath, Height: h, Err: err}
 		}
-		return nil, &CorruptError{Path: s.statePath, Height: h, Err: err}
 	}
 	return &ctypes.ResultBlockResults{
 		Height:                int64(h),
@@ -450,8 +538,10 @@ func rpcResult(v any) (json.RawMessage, error) {
 
 // resultsKey is the state store's key of a height's results
 // (state/store.go calcABCIResponsesKey, the same in 0.34 to 0.38).
-func resultsKey(h uint64) []byte {
-	return fmt.Appendf(nil, "abciResponsesKey:%d", h)
+func resultsKey(h uint64) []byte { return appendResultsKey(nil, h) }
+
+func appendResultsKey(dst []byte, h uint64) []byte {
+	return strconv.AppendUint(append(dst, "abciResponsesKey:"...), h, 10)
 }
 
 // isLegacy is CometBFT 0.38's own test (state/store.go
