@@ -15,6 +15,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -151,39 +152,19 @@ func (c *Config) EnsureDefaults() {
 	if len(c.Sections) == 0 {
 		c.Sections = slices.Clone(AllSections)
 	}
-	if c.Seed == 0 {
-		c.Seed = 1
-	}
-	if c.CometBFTBlocks == 0 {
-		c.CometBFTBlocks = 20_000
-	}
-	if c.EVMBlocks == 0 {
-		c.EVMBlocks = 2_000
-	}
-	if c.BatchBlocks == 0 {
-		c.BatchBlocks = 500
-	}
-	if c.Rounds == 0 {
-		c.Rounds = 2
-	}
-	if c.IngestWorkers == 0 {
-		c.IngestWorkers = 8
-	}
-	if c.IngestSpan == 0 {
-		c.IngestSpan = 16
-	}
+	c.Seed = cmp.Or(c.Seed, 1)
+	c.CometBFTBlocks = cmp.Or(c.CometBFTBlocks, 20_000)
+	c.EVMBlocks = cmp.Or(c.EVMBlocks, 2_000)
+	c.BatchBlocks = cmp.Or(c.BatchBlocks, 500)
+	c.Rounds = cmp.Or(c.Rounds, 2)
+	c.IngestWorkers = cmp.Or(c.IngestWorkers, 8)
+	c.IngestSpan = cmp.Or(c.IngestSpan, 16)
 	if c.FetchChain == chain.FamilyUnknown {
 		c.FetchChain = family.Default.ID
 	}
-	if c.FetchBlocks == 0 {
-		c.FetchBlocks = 20_000
-	}
-	if c.FetchWorkers == 0 {
-		c.FetchWorkers = 8
-	}
-	if c.FetchSpan == 0 {
-		c.FetchSpan = 16
-	}
+	c.FetchBlocks = cmp.Or(c.FetchBlocks, 20_000)
+	c.FetchWorkers = cmp.Or(c.FetchWorkers, 8)
+	c.FetchSpan = cmp.Or(c.FetchSpan, 16)
 	if len(c.RangeSizes) == 0 {
 		c.RangeSizes = []uint64{10_000, 30_000, 100_000}
 	}
@@ -199,27 +180,13 @@ func (c *Config) EnsureDefaults() {
 	if !slices.Contains(c.StreamCounts, 1) {
 		c.StreamCounts = append([]int{1}, c.StreamCounts...)
 	}
-	if c.ProjectCores == 0 {
-		c.ProjectCores = 16
-	}
-	if c.HeadBackfillBlocks == 0 {
-		c.HeadBackfillBlocks = 20_000
-	}
-	if c.LimitCometBFTBlocks == 0 {
-		c.LimitCometBFTBlocks = 60_000
-	}
-	if c.LimitEVMBlocks == 0 {
-		c.LimitEVMBlocks = 6_000
-	}
-	if c.StateInterval == 0 {
-		c.StateInterval = 100 * time.Millisecond
-	}
-	if c.SampleInterval == 0 {
-		c.SampleInterval = 250 * time.Millisecond
-	}
-	if c.WorkDir == "" {
-		c.WorkDir = os.TempDir()
-	}
+	c.ProjectCores = cmp.Or(c.ProjectCores, 16)
+	c.HeadBackfillBlocks = cmp.Or(c.HeadBackfillBlocks, 20_000)
+	c.LimitCometBFTBlocks = cmp.Or(c.LimitCometBFTBlocks, 60_000)
+	c.LimitEVMBlocks = cmp.Or(c.LimitEVMBlocks, 6_000)
+	c.StateInterval = cmp.Or(c.StateInterval, 100*time.Millisecond)
+	c.SampleInterval = cmp.Or(c.SampleInterval, 250*time.Millisecond)
+	c.WorkDir = cmp.Or(c.WorkDir, os.TempDir())
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

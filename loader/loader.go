@@ -5,6 +5,7 @@
 package loader
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -78,27 +79,13 @@ type CommitStats struct {
 
 // EnsureDefaults fills unset fields.
 func (c *Config) EnsureDefaults() {
-	if c.Workers == 0 {
-		c.Workers = 8
-	}
-	if c.Span == 0 {
-		c.Span = 16
-	}
-	if c.MaxRetries == 0 {
-		c.MaxRetries = 5
-	}
-	if c.BaseBackoff == 0 {
-		c.BaseBackoff = 200 * time.Millisecond
-	}
-	if c.MaxBackoff == 0 {
-		c.MaxBackoff = 10 * time.Second
-	}
-	if c.DownAfter == 0 {
-		c.DownAfter = DefaultDownAfter
-	}
-	if c.BatchBytes == 0 {
-		c.BatchBytes = 8 << 20
-	}
+	c.Workers = cmp.Or(c.Workers, 8)
+	c.Span = cmp.Or(c.Span, 16)
+	c.MaxRetries = cmp.Or(c.MaxRetries, 5)
+	c.BaseBackoff = cmp.Or(c.BaseBackoff, 200*time.Millisecond)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, 10*time.Second)
+	c.DownAfter = cmp.Or(c.DownAfter, DefaultDownAfter)
+	c.BatchBytes = cmp.Or(c.BatchBytes, 8<<20)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -5,6 +5,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -316,12 +317,8 @@ func DefaultConfig() Config {
 // chain) and empty strings that have defaults.
 func (c *Config) EnsureDefaults() {
 	c.Chain = strings.ToLower(strings.TrimSpace(c.Chain))
-	if c.Chain == "" {
-		c.Chain = family.Default.Name
-	}
-	if c.DeferIndexes == "" {
-		c.DeferIndexes = IndexesAuto
-	}
+	c.Chain = cmp.Or(c.Chain, family.Default.Name)
+	c.DeferIndexes = cmp.Or(c.DeferIndexes, IndexesAuto)
 	f, err := family.Lookup(c.Chain)
 	if err != nil {
 		return // Validate names it
@@ -334,15 +331,9 @@ func (c *Config) EnsureDefaults() {
 	if !c.FromSet && c.From == DefaultConfig().From {
 		c.From = f.Genesis
 	}
-	if c.Staging == "" {
-		c.Staging = "blockhaul-staging"
-	}
-	if c.LogFormat == "" {
-		c.LogFormat = "text"
-	}
-	if c.LogLevel == "" {
-		c.LogLevel = "info"
-	}
+	c.Staging = cmp.Or(c.Staging, "blockhaul-staging")
+	c.LogFormat = cmp.Or(c.LogFormat, "text")
+	c.LogLevel = cmp.Or(c.LogLevel, "info")
 }
 
 // Validate checks every field and reports all problems at once as a

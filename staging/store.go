@@ -11,6 +11,7 @@ package staging
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,24 +64,14 @@ type Options struct {
 
 // EnsureDefaults fills unset fields with their defaults.
 func (o *Options) EnsureDefaults() {
-	if o.MemTableSize == 0 {
-		o.MemTableSize = 16 << 20
-	}
-	if o.CacheSize == 0 {
-		o.CacheSize = 8 << 20
-	}
-	if o.Level == 0 {
-		o.Level = zstd.SpeedFastest
-	}
-	if o.MaxRecordSize == 0 {
-		o.MaxRecordSize = 256 << 20
-	}
+	o.MemTableSize = cmp.Or(o.MemTableSize, 16<<20)
+	o.CacheSize = cmp.Or(o.CacheSize, 8<<20)
+	o.Level = cmp.Or(o.Level, zstd.SpeedFastest)
+	o.MaxRecordSize = cmp.Or(o.MaxRecordSize, 256<<20)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.MinFreeBytes == 0 {
-		o.MinFreeBytes = 64<<20 + 4*int64(o.MemTableSize)
-	}
+	o.MinFreeBytes = cmp.Or(o.MinFreeBytes, 64<<20+4*int64(o.MemTableSize))
 	if o.fs == nil {
 		o.fs = vfs.Default
 	}

@@ -1,6 +1,7 @@
 package evmsynth
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -71,15 +72,9 @@ func (c SyntheticConfig) Validate() error {
 }
 
 func (c *SyntheticConfig) ensureDefaults() {
-	if c.ChainID == 0 {
-		c.ChainID = DefaultSyntheticChainID
-	}
-	if c.TxPerBlock == 0 {
-		c.TxPerBlock = DefaultSyntheticTxPerBlock
-	}
-	if c.LogsPerBlock == 0 {
-		c.LogsPerBlock = DefaultSyntheticLogsPerBlock
-	}
+	c.ChainID = cmp.Or(c.ChainID, DefaultSyntheticChainID)
+	c.TxPerBlock = cmp.Or(c.TxPerBlock, DefaultSyntheticTxPerBlock)
+	c.LogsPerBlock = cmp.Or(c.LogsPerBlock, DefaultSyntheticLogsPerBlock)
 }
 
 // Synthetic is a deterministic, seedable EVM chain that produces the raw

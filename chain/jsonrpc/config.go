@@ -1,6 +1,7 @@
 package jsonrpc
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"math"
@@ -109,39 +110,17 @@ const (
 // default. Logger becomes a discarding logger; HTTPClient stays nil (New
 // builds one from the final Concurrency).
 func (c Config) EnsureDefaults() Config {
-	if c.Burst == 0 {
-		c.Burst = defaultBurst
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = defaultConcurrency
-	}
-	if c.MaxBatch == 0 {
-		c.MaxBatch = defaultMaxBatch
-	}
-	if c.Timeout == 0 {
-		c.Timeout = defaultTimeout
-	}
-	if c.MaxRetries == 0 {
-		c.MaxRetries = defaultMaxRetries
-	}
-	if c.BaseBackoff == 0 {
-		c.BaseBackoff = defaultBaseBackoff
-	}
-	if c.MaxBackoff == 0 {
-		c.MaxBackoff = max(defaultMaxBackoff, c.BaseBackoff)
-	}
-	if c.UnhealthyAfter == 0 {
-		c.UnhealthyAfter = defaultUnhealthyAfter
-	}
-	if c.ProbeInterval == 0 {
-		c.ProbeInterval = defaultProbeInterval
-	}
-	if c.MaxProbeInterval == 0 {
-		c.MaxProbeInterval = max(defaultMaxProbeInterval, c.ProbeInterval)
-	}
-	if c.MaxResponseBytes == 0 {
-		c.MaxResponseBytes = defaultMaxResponseBytes
-	}
+	c.Burst = cmp.Or(c.Burst, defaultBurst)
+	c.Concurrency = cmp.Or(c.Concurrency, defaultConcurrency)
+	c.MaxBatch = cmp.Or(c.MaxBatch, defaultMaxBatch)
+	c.Timeout = cmp.Or(c.Timeout, defaultTimeout)
+	c.MaxRetries = cmp.Or(c.MaxRetries, defaultMaxRetries)
+	c.BaseBackoff = cmp.Or(c.BaseBackoff, defaultBaseBackoff)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, max(defaultMaxBackoff, c.BaseBackoff))
+	c.UnhealthyAfter = cmp.Or(c.UnhealthyAfter, defaultUnhealthyAfter)
+	c.ProbeInterval = cmp.Or(c.ProbeInterval, defaultProbeInterval)
+	c.MaxProbeInterval = cmp.Or(c.MaxProbeInterval, max(defaultMaxProbeInterval, c.ProbeInterval))
+	c.MaxResponseBytes = cmp.Or(c.MaxResponseBytes, defaultMaxResponseBytes)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
