@@ -88,6 +88,46 @@ func TestRefusesPrunedHome(t *testing.T) {
 	}
 }
 
+// TestRefusesMissingResults deletes the results of single heights (as a
+// node that discarded them for a while leaves them) and checks the range
+// check names the first one, wherever it falls in the parts the check
+// reads at once, and that a range without them is served.
+func TestRefusesMissingResults(t *testing.T) {
+	fx := nodefixture.Load(t, "home-0.38")
+	home := fx.Unpack(t)
+	tip := fx.Tip()
+	if tip < 2*minCheckPart {
+		t.Fatalf("the fixture's %d heights are too few to check in parts of %d", tip, minCheckPart)
+	}
+	gaps := []uint64{300, tip - 200, tip - 100} // one in the first part, two in the last
+	sdb, err := dbmOpenWritable(filepath.Join(home, "data"), "state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range gaps {
+		if err := sdb.Delete(resultsKey(h)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sdb.Close()
+	for _, tc := range []struct{ from, to, want uint64 }{
+		{1, tip, gaps[0]},
+		{gaps[0] + 1, tip, gaps[1]},
+		{gaps[1] + 1, tip, gaps[2]},
+	} {
+		src := openHome(t, home)
+		err := src.CheckRange(context.Background(), tc.from, tc.to)
+		var ue *UnavailableError
+		if !errors.As(err, &ue) || ue.Height != tc.want || !strings.Contains(err.Error(), "no block results stored") {
+			t.Fatalf("check of %d..%d: %v, want height %d without results", tc.from, tc.to, err, tc.want)
+		}
+		src.Close()
+	}
+	if err := openHome(t, home).CheckRange(context.Background(), gaps[0]+1, gaps[1]-1); err != nil {
+		t.Fatalf("check of a range with its results: %v", err)
+	}
+}
+
 // pruneHome removes blocks and results below retain, with the node's own
 // code.
 func pruneHome(t *testing.T, home string, retain int64) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,11 +93,22 @@ func Open(cfg Config) (*Source, error) {
 		statePath: filepath.Join(dir, "state.db"),
 		discard:   nc.Storage.DiscardABCIResponses,
 	}
-	if s.blockDB, err = openDB(nc.DBBackend, dir, "blockstore"); err != nil {
-		return nil, err
+	// Both are opened at once: opening replays each database's write-ahead
+	// log in memory, on the job's start-up path.
+	var stateErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.stateDB, stateErr = openDB(nc.DBBackend, dir, "state")
+	}()
+	s.blockDB, err = openDB(nc.DBBackend, dir, "blockstore")
+	wg.Wait()
+	if err == nil {
+		err = stateErr
 	}
-	if s.stateDB, err = openDB(nc.DBBackend, dir, "state"); err != nil {
-		s.blockDB.Close()
+	if err != nil {
+		s.Close()
 		return nil, err
 	}
 	if err := s.load(); err != nil {
@@ -247,9 +259,45 @@ func (s *Source) CheckRange(ctx context.Context, from, to uint64) error {
 }
 
 // checkResults returns an *UnavailableError naming the first height of
-// from..to with no results stored, reading their keys in order with one
-// cursor.
-func (s *Source) checkResults(ctx context.Context, from, to uint64) (err error) {
+// from..to with no results stored. A long range is read in parts at once,
+// one a core (checkParts), each through its own cursor: the check reads
+// every results value of the range before anything is fetched, on the
+// job's start-up path, where nothing else runs.
+func (s *Source) checkResults(ctx context.Context, from, to uint64) error {
+	n := min(uint64(checkParts()), (to-from+1)/minCheckPart)
+	if n <= 1 {
+		return s.checkSpan(ctx, from, to)
+	}
+	size := (to - from + 1) / n
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		lo, hi := from+i*size, from+(i+1)*size-1
+		if i == n-1 {
+			hi = to
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.checkSpan(ctx, lo, hi)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs { // the lowest part's: the first height
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// minCheckPart is the fewest heights a part of the check reads.
+const minCheckPart = 1024
+
+func checkParts() int { return min(runtime.GOMAXPROCS(0), 8) }
+
+// checkSpan is checkResults over from..to with one cursor, in order.
+func (s *Source) checkSpan(ctx context.Context, from, to uint64) (err error) {
 	h := from
 	defer s.recoverCorrupt(s.statePath, h, &err)
 	c, err := openCursor(s.stateDB)
