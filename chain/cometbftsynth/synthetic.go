@@ -15,6 +15,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/synthreorg"
 	"github.com/blockhaul/blockhaul/internal/hashchain"
 )
 
@@ -62,11 +63,8 @@ type SyntheticConfig struct {
 	Fork *SyntheticFork
 }
 
-// SyntheticFork is where a synthetic chain branches off another.
-type SyntheticFork struct {
-	At     uint64 // first height of the fork (≥ 2)
-	Parent []byte // the 32-byte hash of the other chain's block At-1
-}
+// SyntheticFork is where a synthetic chain branches off another; At ≥ 2.
+type SyntheticFork = synthreorg.Fork
 
 // Validate returns every problem of the configuration at once.
 func (c SyntheticConfig) Validate() error {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/synthreorg"
-	"github.com/blockhaul/blockhaul/internal/hashchain"
 )
 
 // SyntheticReorgs makes a synthetic chain reorganise as its tip grows (see
@@ -28,27 +27,17 @@ func NewReorgingSynthetic(cfg SyntheticConfig, r SyntheticReorgs) *synthreorg.Ch
 	if cfg.Fork != nil {
 		panic("cometbft: a reorganising synthetic chain cannot be a fork itself")
 	}
-	// The reorganisations are parameters of the chain like any other: they
-	// go into its seed (hashchain.Seed), so that not even the blocks below
-	// the first fork are those of the chain without reorgs.
 	if cfg.ChainID == "" {
 		cfg.ChainID = "blockhaul-synthetic-" + strconv.FormatInt(cfg.Seed, 10)
 	}
-	cfg.Seed = int64(hashchain.Seed("cometbft-reorgs", cfg.Seed, []uint64{r.Every, r.Depth}, []uint64{0, 0}))
 	tip := cfg.Tip
 	if tip == nil {
 		tip = func() uint64 { return DefaultTip }
 	}
-	return synthreorg.New(synthreorg.Config{
-		Reorgs: r, Family: chain.FamilyCometBFT, ChainID: cfg.ChainID, First: 1, Tip: tip,
-		Branch: func(k, at uint64, parent [32]byte) synthreorg.Branch {
-			if k == 0 {
-				return NewSynthetic(cfg)
-			}
-			bcfg := cfg
-			bcfg.Seed = int64(hashchain.Seed("cometbft-reorg", cfg.Seed, []uint64{k}, []uint64{0}))
-			bcfg.Fork = &SyntheticFork{At: at, Parent: parent[:]}
-			return NewSynthetic(bcfg)
-		},
+	rc := synthreorg.Config{Reorgs: r, Family: chain.FamilyCometBFT, ChainID: cfg.ChainID, First: 1, Tip: tip}
+	return synthreorg.Seeded(rc, "cometbft", cfg.Seed, func(seed int64, fork *SyntheticFork) synthreorg.Branch {
+		bcfg := cfg
+		bcfg.Seed, bcfg.Fork = seed, fork
+		return NewSynthetic(bcfg)
 	})
 }

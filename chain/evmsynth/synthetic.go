@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/synthreorg"
 	"github.com/blockhaul/blockhaul/internal/hashchain"
 )
 
@@ -49,11 +50,8 @@ type SyntheticConfig struct {
 	Fork *SyntheticFork
 }
 
-// SyntheticFork is where a synthetic chain branches off another.
-type SyntheticFork struct {
-	At     uint64 // first height of the fork (≥ 1)
-	Parent []byte // the 32-byte hash of the other chain's block At-1
-}
+// SyntheticFork is where a synthetic chain branches off another; At ≥ 1.
+type SyntheticFork = synthreorg.Fork
 
 // Validate reports every invalid field at once.
 func (c SyntheticConfig) Validate() error {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/synthreorg"
-	"github.com/blockhaul/blockhaul/internal/hashchain"
 )
 
 // NewReorgingSynthetic returns the chain of cfg reorganising as r says
@@ -22,24 +21,14 @@ func NewReorgingSynthetic(cfg SyntheticConfig, r synthreorg.Reorgs) *synthreorg.
 		panic("evm: a reorganising synthetic chain cannot be a fork itself")
 	}
 	cfg.ensureDefaults()
-	// The reorganisations are parameters of the chain like any other: they
-	// go into its seed (hashchain.Seed), so that not even the blocks below
-	// the first fork are those of the chain without reorgs.
-	cfg.Seed = int64(hashchain.Seed("evm-reorgs", cfg.Seed, []uint64{r.Every, r.Depth}, []uint64{0, 0}))
 	tip := cfg.Tip
 	if tip == nil {
 		tip = func() uint64 { return DefaultSyntheticTip }
 	}
-	return synthreorg.New(synthreorg.Config{
-		Reorgs: r, Family: chain.FamilyEVM, ChainID: strconv.FormatUint(cfg.ChainID, 10), First: 0, Tip: tip,
-		Branch: func(k, at uint64, parent [32]byte) synthreorg.Branch {
-			if k == 0 {
-				return NewSynthetic(cfg)
-			}
-			bcfg := cfg
-			bcfg.Seed = int64(hashchain.Seed("evm-reorg", cfg.Seed, []uint64{k}, []uint64{0}))
-			bcfg.Fork = &SyntheticFork{At: at, Parent: parent[:]}
-			return NewSynthetic(bcfg)
-		},
+	rc := synthreorg.Config{Reorgs: r, Family: chain.FamilyEVM, ChainID: strconv.FormatUint(cfg.ChainID, 10), First: 0, Tip: tip}
+	return synthreorg.Seeded(rc, "evm", cfg.Seed, func(seed int64, fork *SyntheticFork) synthreorg.Branch {
+		bcfg := cfg
+		bcfg.Seed, bcfg.Fork = seed, fork
+		return NewSynthetic(bcfg)
 	})
 }

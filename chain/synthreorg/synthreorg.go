@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/hashchain"
 )
 
 // Reorgs is how a chain reorganises.
@@ -92,6 +93,32 @@ func New(cfg Config) *Chain {
 		branches: map[uint64]Branch{0: cfg.Branch(0, 0, [32]byte{})},
 		parents:  map[uint64][32]byte{},
 	}
+}
+
+// Fork is where a synthetic chain branches off another: its block At names
+// Parent (the 32-byte hash of the other chain's block At-1) as its parent,
+// and it has no blocks below At.
+type Fork struct {
+	At     uint64
+	Parent []byte
+}
+
+// Seeded returns the chain of cfg (its Branch unset) whose branches are a
+// family's synthetic chains of their own seeds. The reorganisations are
+// parameters of the chain like any other: they go into its seed
+// (hashchain.Seed, tagged name+"-reorgs"), so that not even the blocks
+// below the first fork are those of the chain without reorgs; branch k ≥ 1
+// takes a seed of its own (tagged name+"-reorg"). synthetic returns the
+// family's chain of a seed, a fork when fork is not nil.
+func Seeded(cfg Config, name string, seed int64, synthetic func(seed int64, fork *Fork) Branch) *Chain {
+	seed = int64(hashchain.Seed(name+"-reorgs", seed, []uint64{cfg.Every, cfg.Depth}, []uint64{0, 0}))
+	cfg.Branch = func(k, at uint64, parent [32]byte) Branch {
+		if k == 0 {
+			return synthetic(seed, nil)
+		}
+		return synthetic(int64(hashchain.Seed(name+"-reorg", seed, []uint64{k}, []uint64{0})), &Fork{At: at, Parent: parent[:]})
+	}
+	return New(cfg)
 }
 
 // Family returns the chain's family.
