@@ -72,6 +72,16 @@ func TestMeterStaysSmall(t *testing.T) {
 	}
 }
 
+// wantFrame checks what the display drew since the last frame, and starts
+// the next.
+func wantFrame(t *testing.T, out *bytes.Buffer, name, want string) {
+	t.Helper()
+	if got := out.String(); got != want {
+		t.Errorf("%s:\n got %q\nwant %q", name, got, want)
+	}
+	out.Reset()
+}
+
 func TestTerminalDisplay(t *testing.T) {
 	clk := newClock()
 	var out bytes.Buffer
@@ -83,29 +93,21 @@ func TestTerminalDisplay(t *testing.T) {
 	t0 := clk.Now()
 
 	m.tick(t0, false)
-	want := "\r\x1b[J" +
-		"fetch  [----------]   0.0%  0/1000  - h/s  eta -\x1b[K\n" +
-		"export [----------]   0.0%  0/1000  - h/s  eta -\x1b[K\n"
-	if got := out.String(); got != want {
-		t.Errorf("first frame:\n got %q\nwant %q", got, want)
-	}
+	wantFrame(t, &out, "first frame", "\r\x1b[J"+
+		"fetch  [----------]   0.0%  0/1000  - h/s  eta -\x1b[K\n"+
+		"export [----------]   0.0%  0/1000  - h/s  eta -\x1b[K\n")
 
-	out.Reset()
 	clk.Add(2 * time.Second)
 	m.Staged(200, 2_000_000, 500_000, time.Millisecond)
 	m.Exported(1, 100, []int{100, 300}, time.Millisecond, false)
 	m.tick(clk.Now(), false)
 	// Redrawn in place: up over the two lines drawn, then the new frame.
-	want = "\x1b[2A\r\x1b[J" +
-		"fetch  [##--------]  20.0%  200/1000  100 h/s  1.0 MB/s  eta 8s\x1b[K\n" +
-		"export [#---------]  10.0%  100/1000  50 h/s  200 rows/s  eta 18s\x1b[K\n"
-	if got := out.String(); got != want {
-		t.Errorf("second frame:\n got %q\nwant %q", got, want)
-	}
+	wantFrame(t, &out, "second frame", "\x1b[2A\r\x1b[J"+
+		"fetch  [##--------]  20.0%  200/1000  100 h/s  1.0 MB/s  eta 8s\x1b[K\n"+
+		"export [#---------]  10.0%  100/1000  50 h/s  200 rows/s  eta 18s\x1b[K\n")
 
 	// Fetch finishes at t0+10s: the line shows done and the phase's
 	// average, not the decaying recent rate.
-	out.Reset()
 	clk.Add(8 * time.Second)
 	m.Staged(800, 8_000_000, 2_000_000, time.Millisecond)
 	clk.Add(20 * time.Second)
@@ -332,46 +334,30 @@ func TestConcurrentEvents(t *testing.T) {
 	}
 }
 
-func TestFormats(t *testing.T) {
-	counts := []struct {
-		x    float64
-		want string
-	}{{0, "0"}, {9999, "9999"}, {12345, "12.3k"}, {123_456, "123k"}, {999_499, "999k"}, {1_234_567, "1.23M"}, {25_000_000, "25.0M"}, {25e9, "25.0G"}}
-	for _, c := range counts {
-		if got := count(c.x); got != c.want {
-			t.Errorf("count(%v) = %q, want %q", c.x, got, c.want)
+// formatCase is one value of a formatting function and what it prints.
+type formatCase[T any] struct {
+	in   T
+	want string
+}
+
+func checkFormat[T any](t *testing.T, name string, format func(T) string, cases []formatCase[T]) {
+	t.Helper()
+	for _, c := range cases {
+		if got := format(c.in); got != c.want {
+			t.Errorf("%s(%v) = %q, want %q", name, c.in, got, c.want)
 		}
 	}
-	durations := []struct {
-		d    time.Duration
-		want string
-	}{
+}
+
+func TestFormats(t *testing.T) {
+	checkFormat(t, "count", count, []formatCase[float64]{{0, "0"}, {9999, "9999"}, {12345, "12.3k"}, {123_456, "123k"}, {999_499, "999k"}, {1_234_567, "1.23M"}, {25_000_000, "25.0M"}, {25e9, "25.0G"}})
+	checkFormat(t, "duration", duration, []formatCase[time.Duration]{
 		{0, "0s"}, {1400 * time.Millisecond, "1s"}, {59 * time.Second, "59s"}, {61 * time.Second, "1m01s"},
 		{time.Hour + 4*time.Minute + 30*time.Second, "1h04m"}, {150 * time.Hour, "150h00m"},
-	}
-	for _, c := range durations {
-		if got := duration(c.d); got != c.want {
-			t.Errorf("duration(%v) = %q, want %q", c.d, got, c.want)
-		}
-	}
-	mbs := []struct {
-		bytes float64
-		want  string
-	}{{0, "0.0"}, {450_000, "0.5"}, {123_456_789, "123.5"}, {12_345e6, "12.3k"}}
-	for _, c := range mbs {
-		if got := mbRate(c.bytes); got != c.want {
-			t.Errorf("mbRate(%v) = %q, want %q", c.bytes, got, c.want)
-		}
-	}
-	bars := []struct {
-		frac float64
-		want string
-	}{{0, "[----]"}, {0.5, "[##--]"}, {1, "[####]"}, {1.5, "[####]"}, {-1, "[----]"}}
-	for _, c := range bars {
-		if got := bar(c.frac, 4); got != c.want {
-			t.Errorf("bar(%v) = %q, want %q", c.frac, got, c.want)
-		}
-	}
+	})
+	checkFormat(t, "mbRate", mbRate, []formatCase[float64]{{0, "0.0"}, {450_000, "0.5"}, {123_456_789, "123.5"}, {12_345e6, "12.3k"}})
+	bar4 := func(frac float64) string { return bar(frac, 4) }
+	checkFormat(t, "bar", bar4, []formatCase[float64]{{0, "[----]"}, {0.5, "[##--]"}, {1, "[####]"}, {1.5, "[####]"}, {-1, "[----]"}})
 }
 
 func TestWidestLinesFit(t *testing.T) {
