@@ -79,6 +79,14 @@ func (n *replayNode) start(t *testing.T) *httptest.Server {
 	return srv
 }
 
+// source starts the node and returns it with an RPCSource of cfg
+// pointed at it.
+func (n *replayNode) source(t *testing.T, cfg jsonrpc.Config) (*httptest.Server, *RPCSource) {
+	srv := n.start(t)
+	cfg.Endpoints = []string{srv.URL}
+	return srv, newTestRPCSource(t, cfg)
+}
+
 func (n *replayNode) called(method string) int {
 	return n.calls.Of(method)
 }
@@ -219,8 +227,7 @@ func TestRPCSourceReplaysRecordedNode(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			node := newReplayNode(t, dir)
 			node.refuseBatch = mode.refuse
-			srv := node.start(t)
-			src := newTestRPCSource(t, jsonrpc.Config{Endpoints: []string{srv.URL}, MaxBatch: mode.maxBatch})
+			_, src := node.source(t, jsonrpc.Config{MaxBatch: mode.maxBatch})
 			ctx := context.Background()
 
 			if id, err := src.ChainID(ctx); err != nil || id != "test-chain-61jx7G" {
@@ -303,8 +310,7 @@ func TestRPCSourceUnavailableHeights(t *testing.T) {
 	ctx := context.Background()
 	t.Run("pruned", func(t *testing.T) {
 		node := newReplayNode(t, "testdata/node-0.38-pruned")
-		srv := node.start(t)
-		src := newTestRPCSource(t, jsonrpc.Config{Endpoints: []string{srv.URL}})
+		srv, src := node.source(t, jsonrpc.Config{})
 		_, err := src.Fetch(ctx, 2, 5)
 		var ue *UnavailableError
 		if !errors.As(err, &ue) || !errors.Is(err, ErrUnavailable) {
@@ -328,8 +334,7 @@ func TestRPCSourceUnavailableHeights(t *testing.T) {
 	t.Run("discarded results", func(t *testing.T) {
 		node := newReplayNode(t, "testdata/node-0.38")
 		node.discardResults = true
-		srv := node.start(t)
-		src := newTestRPCSource(t, jsonrpc.Config{Endpoints: []string{srv.URL}})
+		_, src := node.source(t, jsonrpc.Config{})
 		_, err := src.Fetch(ctx, 5, 6)
 		var ue *UnavailableError
 		if !errors.As(err, &ue) || ue.Height != 5 || ue.Method != "block_results" || fault.Retryable(err) {
@@ -341,8 +346,7 @@ func TestRPCSourceUnavailableHeights(t *testing.T) {
 	})
 	t.Run("above tip", func(t *testing.T) {
 		node := newReplayNode(t, "testdata/node-0.38-pruned")
-		srv := node.start(t)
-		src := newTestRPCSource(t, jsonrpc.Config{Endpoints: []string{srv.URL}})
+		_, src := node.source(t, jsonrpc.Config{})
 		_, err := src.Fetch(ctx, 12, 14)
 		var ae *AboveTipError
 		if !errors.As(err, &ae) || ae.Height != 14 || fault.Retryable(err) {
@@ -396,8 +400,7 @@ func TestRPCSourceChecksAnswers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			node := newReplayNode(t, dir)
 			node.tamper = tc.tamper
-			srv := node.start(t)
-			src := newTestRPCSource(t, jsonrpc.Config{Endpoints: []string{srv.URL}})
+			srv, src := node.source(t, jsonrpc.Config{})
 			_, err := src.Fetch(context.Background(), 4, 6)
 			t.Logf("error: %v", err)
 			var be *BadResponseError
