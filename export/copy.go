@@ -21,6 +21,13 @@ func writeBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chain
 	st := BatchStats{From: b.from, To: b.to, Rows: make([]int, len(tables)), Decode: b.decode}
 	t0 := time.Now()
 	err := commitBatch(ctx, conn, cfg, tables, cp, chk, b, last, false)
+	if errors.Is(err, errKeysDeferred) {
+		// Another fill dropped the keys since this stream started: with
+		// them built, this batch meets its rows as it would have.
+		if err = buildKeysFor(ctx, conn, cfg.Schema, cfg.Logger); err == nil {
+			err = commitBatch(ctx, conn, cfg, tables, cp, chk, b, last, false)
+		}
+	}
 	if isUniqueViolation(err) || isDeadlock(err) {
 		st.Conflicted = true
 		var pe *pgconn.PgError
@@ -131,10 +138,24 @@ func saveAndCommit(ctx context.Context, tx pgx.Tx, cfg *Config, b batch) error {
 	if err := crashpoint.Hit(ctx, crashpoint.AfterCopy); err != nil {
 		return err
 	}
+	if err := checkKeys(ctx, tx, cfg.Schema, cfg.KeylessFill); err != nil {
+		return err
+	}
 	if err := saveCursor(ctx, tx, cfg.Schema, cfg.Stream, b.from, b.to, b.lastHash); err != nil {
 		return err
 	}
 	return crashpoint.Hit(ctx, crashpoint.BeforeCommit)
+}
+
+// checkKeys fails a batch's transaction, after its COPY took its tables'
+// locks, with errKeysDeferred when another fill than token's deferred the
+// keys (see DeferKeys): its rows must not go into keyless tables.
+func checkKeys(ctx context.Context, tx pgx.Tx, schema, token string) error {
+	other, err := keysDeferredByOther(ctx, tx, schema, token)
+	if err == nil && other {
+		err = errKeysDeferred
+	}
+	return err
 }
 
 func mergeTable(ctx context.Context, tx pgx.Tx, qs string, t chain.Table, plan *copyPlan, rows [][]any) error {

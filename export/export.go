@@ -44,6 +44,11 @@ type Config struct {
 	// Indexes is which secondary indexes the schema gets (--indexes). The
 	// zero value is the default set.
 	Indexes IndexSet
+	// KeylessFill is the token DeferKeys returned when it dropped (or took
+	// over) the tables' primary keys for this fill: its batches may write
+	// into the keyless tables. Any other writer ("") that finds keys
+	// deferred builds them before it commits a batch.
+	KeylessFill string
 	// Available, if set, is called before each batch with the batch's last
 	// height and blocks until staging's contiguous prefix reaches it or can
 	// grow no further; it returns the prefix's last height. Nil means the
@@ -188,6 +193,9 @@ func runOnce(ctx context.Context, sess *Session, conn *pgx.Conn, store *staging.
 		return err
 	}
 	if err := EnsureSchema(ctx, conn, cfg.Schema, cfg.Indexes.Select(tables), cfg.SkipIndexes, cfg.Logger); err != nil {
+		return err
+	}
+	if err := ensureKeys(ctx, conn, cfg.Schema, cfg.KeylessFill, cfg.Logger); err != nil {
 		return err
 	}
 	cp, err := newCopier(ctx, conn, cfg.Schema, tables)

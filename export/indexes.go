@@ -15,18 +15,28 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// deferredTable records the definitions of secondary indexes dropped for a
-// bulk fill, so that the run that completes the range — or any later run
-// without --defer-indexes — can build them again.
+// deferredTable records the definitions of secondary indexes, and of the
+// primary keys of a fresh fill (see DeferKeys), dropped for a bulk fill, so
+// that the run that completes the range — or any later run without
+// --defer-indexes — can build them again. A key's row has primary_key set,
+// and names the fill that may write its table meanwhile (filler, a token,
+// and filler_alias, its stream's alias).
 const deferredTable = "blockhaul_deferred_indexes"
 
-func deferredSQL(qs string) string {
-	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
-	index_name  text PRIMARY KEY,
-	table_name  text NOT NULL,
-	definition  text NOT NULL,
-	deferred_at timestamptz NOT NULL DEFAULT now()
-)`, qs, deferredTable)
+func deferredSQL(qs string) []string {
+	return []string{fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
+	index_name   text PRIMARY KEY,
+	table_name   text NOT NULL,
+	definition   text NOT NULL,
+	deferred_at  timestamptz NOT NULL DEFAULT now(),
+	primary_key  boolean NOT NULL DEFAULT false,
+	filler       text,
+	filler_alias text
+)`, qs, deferredTable),
+		// The columns a schema of an older blockhaul lacks.
+		fmt.Sprintf(`ALTER TABLE %s.%s ADD COLUMN IF NOT EXISTS primary_key boolean NOT NULL DEFAULT false,
+	ADD COLUMN IF NOT EXISTS filler text, ADD COLUMN IF NOT EXISTS filler_alias text`, qs, deferredTable),
+	}
 }
 
 // DeferIndexes drops the secondary indexes (never primary keys) of tables,
@@ -38,8 +48,10 @@ func DeferIndexes(ctx context.Context, conn *pgx.Conn, schema string, tables []c
 		if err := lockSchema(ctx, tx, schema); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, deferredSQL(qs)); err != nil {
-			return fmt.Errorf("export: defer indexes: %w", err)
+		for _, s := range deferredSQL(qs) {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				return fmt.Errorf("export: defer indexes: %w", err)
+			}
 		}
 		for _, t := range tables {
 			for _, ix := range t.Indexes {
@@ -101,6 +113,8 @@ type BuildOptions struct {
 	// OnAnalyze, if set, is called after each ANALYZE of Analyze, with its
 	// time and its error.
 	OnAnalyze func(table string, took time.Duration, err error)
+	// KeysOnly builds the deferred primary keys alone (BuildKeys).
+	KeysOnly bool
 	// Logger receives each build's time. Default: discard.
 	Logger *slog.Logger
 }
@@ -111,8 +125,8 @@ type BuildOptions struct {
 const DefaultIndexWorkers = 4
 
 // BuildIndexes builds every index recorded as deferred and forgets it,
-// up to opts.Workers at once, largest table first, logging each build
-// time. It is idempotent: with nothing recorded it does nothing. It returns
+// up to opts.Workers at once, the primary keys first, then largest table
+// first, logging each build time. It is idempotent: with nothing recorded it does nothing. It returns
 // the number of indexes built; when a build fails, the others stop and the
 // error is an *IndexesPendingError naming the indexes still unbuilt.
 //
@@ -137,7 +151,7 @@ func BuildIndexes(ctx context.Context, conn *pgx.Conn, schema string, opts Build
 	if exists, err := tableExists(ctx, conn, qs+"."+deferredTable); err != nil || !exists {
 		return 0, err
 	}
-	pending, err := pendingIndexes(ctx, conn, schema)
+	pending, err := pendingIndexes(ctx, conn, schema, opts.KeysOnly)
 	if err != nil || len(pending) == 0 {
 		return 0, err
 	}
@@ -261,12 +275,13 @@ func BuildIndexes(ctx context.Context, conn *pgx.Conn, schema string, opts Build
 	return built, nil
 }
 
-// PendingIndexes lists the deferred indexes of schema not built yet, in the
-// order BuildIndexes starts them: largest table first. A table partitioned
+// PendingIndexes lists the deferred indexes (and primary keys) of schema
+// not built yet, in the order BuildIndexes starts them: keys first, then
+// largest table first. A table partitioned
 // by hand is as large as its partitions (pg_relation_size of the parent
 // alone is 0).
 func PendingIndexes(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {
-	pending, err := pendingIndexes(ctx, conn, schema)
+	pending, err := pendingIndexes(ctx, conn, schema, false)
 	names := make([]string, len(pending))
 	for i, p := range pending {
 		names[i] = p.name
@@ -277,11 +292,12 @@ func PendingIndexes(ctx context.Context, conn *pgx.Conn, schema string) ([]strin
 // pendingIndex is a deferred index and its table.
 type pendingIndex struct{ name, table string }
 
-// pendingIndexes is PendingIndexes with each index's table.
-func pendingIndexes(ctx context.Context, conn *pgx.Conn, schema string) ([]pendingIndex, error) {
+// pendingIndexes is PendingIndexes with each index's table; with keysOnly,
+// the primary keys alone.
+func pendingIndexes(ctx context.Context, conn *pgx.Conn, schema string, keysOnly bool) ([]pendingIndex, error) {
 	qs := chain.QuoteIdent(schema)
-	rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT index_name, table_name FROM %s.%s AS d
-ORDER BY coalesce((SELECT sum(pg_relation_size(p.relid)) FROM pg_partition_tree(to_regclass(quote_ident($1) || '.' || quote_ident(d.table_name))) AS p), 0) DESC, table_name, index_name`, qs, deferredTable), schema)
+	rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT index_name, table_name FROM %s.%s AS d WHERE primary_key OR NOT $2
+ORDER BY primary_key DESC, coalesce((SELECT sum(pg_relation_size(p.relid)) FROM pg_partition_tree(to_regclass(quote_ident($1) || '.' || quote_ident(d.table_name))) AS p), 0) DESC, table_name, index_name`, qs, deferredTable), schema, keysOnly)
 	if err != nil {
 		return nil, fmt.Errorf("export: read deferred indexes: %w", err)
 	}
@@ -317,7 +333,8 @@ func buildDeferred(ctx context.Context, conn *pgx.Conn, schema, name string, mai
 			return err
 		}
 		var def string
-		err := tx.QueryRow(ctx, fmt.Sprintf("SELECT table_name, definition FROM %s.%s WHERE index_name = $1", qs, deferredTable), name).Scan(&table, &def)
+		var key bool
+		err := tx.QueryRow(ctx, fmt.Sprintf("SELECT table_name, definition, primary_key FROM %s.%s WHERE index_name = $1", qs, deferredTable), name).Scan(&table, &def, &key)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -359,8 +376,24 @@ func buildDeferred(ctx context.Context, conn *pgx.Conn, schema, name string, mai
 		if err := crashpoint.Hit(ctx, crashpoint.MidIndexBuild); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, def); err != nil {
-			return fmt.Errorf("export: build index %s on %s: %w", name, table, err)
+		if key {
+			// ADD CONSTRAINT has no IF NOT EXISTS: a table given its key
+			// by hand keeps it.
+			var has bool
+			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = to_regclass($1) AND contype = 'p')", qs+"."+chain.QuoteIdent(table)).Scan(&has); err != nil {
+				return fmt.Errorf("export: check primary key %s: %w", name, err)
+			}
+			if has {
+				def = ""
+			}
+		}
+		if def != "" {
+			if _, err := tx.Exec(ctx, def); err != nil {
+				if key {
+					return asDuplicateKey(fmt.Errorf("export: build primary key %s on %s: %w", name, table, err), schema, table, name)
+				}
+				return fmt.Errorf("export: build index %s on %s: %w", name, table, err)
+			}
 		}
 		if _, err := tx.Exec(ctx, fmt.Sprintf("DELETE FROM %s.%s WHERE index_name = $1", qs, deferredTable), name); err != nil {
 			return fmt.Errorf("export: forget deferred index %s: %w", name, err)
@@ -374,6 +407,10 @@ func buildDeferred(ctx context.Context, conn *pgx.Conn, schema, name string, mai
 // TablesEmpty reports whether every one of tables in schema is missing or
 // holds no row.
 func TablesEmpty(ctx context.Context, conn *pgx.Conn, schema string, tables []chain.Table) (bool, error) {
+	return tablesEmpty(ctx, conn, schema, tables)
+}
+
+func tablesEmpty(ctx context.Context, conn querier, schema string, tables []chain.Table) (bool, error) {
 	qs := chain.QuoteIdent(schema)
 	for _, t := range tables {
 		name := qs + "." + chain.QuoteIdent(t.Name)
@@ -409,7 +446,7 @@ func IndexesDeferred(ctx context.Context, conn *pgx.Conn, schema string) (bool, 
 
 // tableExists reports whether the table named by name (quoted, schema
 // qualified) exists.
-func tableExists(ctx context.Context, conn *pgx.Conn, name string) (bool, error) {
+func tableExists(ctx context.Context, conn querier, name string) (bool, error) {
 	var exists bool
 	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil {
 		return false, fmt.Errorf("export: look for table %s: %w", name, err)

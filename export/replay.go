@@ -157,6 +157,9 @@ func replayOnce(ctx context.Context, sess *Session, conn *pgx.Conn, store *stagi
 	if err := EnsureSchema(ctx, conn, cfg.Schema, tables, false, cfg.Logger); err != nil {
 		return err
 	}
+	if err := ensureKeys(ctx, conn, cfg.Schema, "", cfg.Logger); err != nil {
+		return err
+	}
 	covered, err := CoveredHeights(ctx, conn, cfg.Schema)
 	if err != nil {
 		return err
@@ -381,6 +384,13 @@ func replayChunk(ctx context.Context, conn *pgx.Conn, store *staging.Store, dec 
 			st.Commit = time.Since(t1)
 			return st, nil
 		}
+		if errors.Is(err, errKeysDeferred) && attempt < replayAttempts {
+			// A fill dropped the keys since the replay started.
+			if err = buildKeysFor(ctx, conn, cfg.Schema, cfg.Logger); err != nil {
+				break
+			}
+			continue
+		}
 		if !(errors.Is(err, errChunkChanged) || isUniqueViolation(err) || isDeadlock(err)) || attempt == replayAttempts {
 			break
 		}
@@ -413,6 +423,9 @@ func commitReplayChunk(ctx context.Context, conn *pgx.Conn, cfg *ReplayConfig, t
 			return err
 		}
 		if err := crashpoint.Hit(ctx, crashpoint.AfterCopy); err != nil {
+			return err
+		}
+		if err := checkKeys(ctx, tx, cfg.Schema, ""); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE %s.%s SET last_height = GREATEST(last_height, $2), updated_at = now() WHERE alias = $1`, qs, replayTable),

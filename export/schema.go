@@ -137,7 +137,8 @@ func EnsureSchema(ctx context.Context, conn *pgx.Conn, schema string, tables []c
 			}
 		}
 		stmts = append(stmts, ownTablesSQL(qs)...)
-		stmts = append(stmts, deferredSQL(qs), versionSQL(qs), replaySQL(qs))
+		stmts = append(stmts, deferredSQL(qs)...)
+		stmts = append(stmts, versionSQL(qs), replaySQL(qs))
 		for _, s := range stmts {
 			if _, err := tx.Exec(ctx, s); err != nil {
 				return fmt.Errorf("export: create schema %s: %w\n%s", schema, err, s)
@@ -250,6 +251,10 @@ func checkShapes(ctx context.Context, tx pgx.Tx, schema string, tables []chain.T
 	if err != nil {
 		return plan, err
 	}
+	deferredKeys, err := keysDeferredOf(ctx, tx, schema)
+	if err != nil {
+		return plan, err
+	}
 	canonical := map[string]string{} // a type as written in DDL → as format_type prints it
 	for _, t := range tables {
 		rows, err := tx.Query(ctx, `
@@ -351,6 +356,9 @@ ORDER BY a.attnum`, schema, t.Name)
 				diffs = append(diffs, fmt.Sprintf("made from another definition: %s, not %q (drop the table and fill it again with blockhaul export --replay %s)", was, t.Definition, t.Name))
 			}
 		}
+		if len(pk) == 0 && deferredKeys[t.Name] {
+			pk = t.PrimaryKey // dropped for a fill; built as it was
+		}
 		if !slices.Equal(sorted(pk), sorted(t.PrimaryKey)) {
 			diffs = append(diffs, fmt.Sprintf("primary key (%s), not (%s)", strings.Join(pk, ", "), strings.Join(t.PrimaryKey, ", ")))
 		}
@@ -372,4 +380,27 @@ func sorted(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return s
+}
+
+// keysDeferredOf reads which tables of schema have their primary key
+// deferred (DeferKeys). A record table of an older blockhaul, which defers
+// no key, lacks the column: to_jsonb reads it as missing.
+func keysDeferredOf(ctx context.Context, tx pgx.Tx, schema string) (map[string]bool, error) {
+	name := chain.QuoteIdent(schema) + "." + deferredTable
+	out := map[string]bool{}
+	if exists, err := tableExists(ctx, tx, name); err != nil || !exists {
+		return out, err
+	}
+	rows, err := tx.Query(ctx, "SELECT table_name FROM "+name+" AS d WHERE (to_jsonb(d) ->> 'primary_key')::boolean")
+	if err != nil {
+		return nil, fmt.Errorf("export: read deferred keys: %w", err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("export: read deferred keys: %w", err)
+	}
+	for _, t := range tables {
+		out[t] = true
+	}
+	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/internal/fault"
@@ -377,6 +378,7 @@ func exportConfig(cfg *Config, log *slog.Logger, c *counters) export.Config {
 	return export.Config{
 		Schema:      cfg.Schema,
 		SkipIndexes: cfg.DeferIndexes == IndexesAlways,
+		KeylessFill: cfg.keylessFill,
 		Indexes:     cfg.Indexes,
 		Stream:      export.Stream{Alias: alias, From: cfg.From, To: cfg.To},
 		BatchBlocks: cfg.BatchBlocks,
@@ -544,7 +546,7 @@ func streamSessions(ctx context.Context, cfg *Config, db *export.Session, n int,
 func prepareIndexes(ctx context.Context, cfg *Config, db *export.Session, dec export.Decoder, log *slog.Logger) error {
 	mode := cfg.DeferIndexes
 	return db.Do(ctx, "prepare schema "+cfg.Schema, func(ctx context.Context, conn *pgx.Conn) error {
-		cfg.DeferIndexes = mode // as given, on every attempt
+		cfg.DeferIndexes, cfg.keylessFill = mode, "" // as given, on every attempt
 		return prepareIndexesOn(ctx, cfg, conn, dec, indexBuildOptions(cfg, db, log))
 	})
 }
@@ -570,11 +572,36 @@ func prepareIndexesOn(ctx context.Context, cfg *Config, conn *pgx.Conn, dec expo
 	if err := export.EnsureSchema(ctx, conn, cfg.Schema, tables, deferring, log); err != nil {
 		return err
 	}
-	if deferring {
-		log.Info("filling without secondary indexes", "reason", why)
-		return export.DeferIndexes(ctx, conn, cfg.Schema, tables, log)
+	if !deferring {
+		_, err = export.BuildIndexes(ctx, conn, cfg.Schema, bo)
+		return err
 	}
-	_, err = export.BuildIndexes(ctx, conn, cfg.Schema, bo)
+	log.Info("filling without secondary indexes", "reason", why)
+	if err := export.DeferIndexes(ctx, conn, cfg.Schema, tables, log); err != nil {
+		return err
+	}
+	return prepareKeys(ctx, cfg, conn, tables, bo)
+}
+
+// prepareKeys decides whether a deferred fill also runs without the tables'
+// primary keys: export.DeferKeys drops them over empty tables, or lets a
+// resume of the alias that dropped them go on without them; a run that
+// finds them deferred by another builds them before it writes, so that
+// rows meet rows through the keys as they always did. follow never drops
+// them (its range does not end), nor a fill whose alias is not known yet.
+func prepareKeys(ctx context.Context, cfg *Config, conn *pgx.Conn, tables []chain.Table, bo export.BuildOptions) error {
+	if cfg.Command != CmdFollow && cfg.ToSet {
+		alias := cfg.Alias
+		if alias == "" {
+			alias = export.DefaultAlias(cfg.From, cfg.To)
+		}
+		token, err := export.DeferKeys(ctx, conn, cfg.Schema, tables, alias, bo.Logger)
+		if err != nil || token != "" {
+			cfg.keylessFill = token
+			return err
+		}
+	}
+	_, err := export.BuildKeys(ctx, conn, cfg.Schema, bo)
 	return err
 }
 
