@@ -132,12 +132,12 @@ type Config struct {
 	// its range) over the same staging store (--backfill-from).
 	BackfillFrom    uint64
 	BackfillFromSet bool
-	DeferIndexes    IndexMode       // --defer-indexes: auto, always or never
+	DeferIndexes    IndexMode // --defer-indexes: auto, always or never
 	// keylessFill is the token of the primary keys this invocation's
 	// bounded fill deferred (export.DeferKeys), set by prepareIndexes.
-	keylessFill string
-	Indexes         export.IndexSet // --indexes: default, minimal, none or a list of index names
-	IndexWorkers    int             // --index-workers: deferred indexes built at once
+	keylessFill  string
+	Indexes      export.IndexSet // --indexes: default, minimal, none or a list of index names
+	IndexWorkers int             // --index-workers: deferred indexes built at once
 	// IndexMemory is each deferred index build's maintenance_work_mem in
 	// bytes (--index-memory, in MiB); 0 keeps the server's.
 	IndexMemory int64
