@@ -75,6 +75,7 @@ func DeferIndexes(ctx context.Context, conn *pgx.Conn, schema string, tables []c
 type IndexesPendingError struct {
 	Schema  string
 	Pending []string // index names, in build order
+	Keys    []string // those of Pending that are primary keys
 	Err     error
 }
 
@@ -157,9 +158,11 @@ func BuildIndexes(ctx context.Context, conn *pgx.Conn, schema string, opts Build
 	}
 	names := make([]string, len(pending))
 	left := map[string]int{} // indexes of a table not built yet
+	keys := map[string]bool{}
 	for i, p := range pending {
 		names[i] = p.name
 		left[p.table]++
+		keys[p.name] = p.key
 	}
 	analyze := map[string]bool{}
 	for _, t := range opts.Analyze {
@@ -264,13 +267,16 @@ func BuildIndexes(ctx context.Context, conn *pgx.Conn, schema string, opts Build
 	}
 	mu.Unlock()
 	if err != nil {
-		var pending []string
+		pe := &IndexesPendingError{Schema: schema, Err: err}
 		for _, name := range names {
 			if !done[name] {
-				pending = append(pending, name)
+				pe.Pending = append(pe.Pending, name)
+				if keys[name] {
+					pe.Keys = append(pe.Keys, name)
+				}
 			}
 		}
-		return built, &IndexesPendingError{Schema: schema, Pending: pending, Err: err}
+		return built, pe
 	}
 	return built, nil
 }
@@ -281,7 +287,17 @@ func BuildIndexes(ctx context.Context, conn *pgx.Conn, schema string, opts Build
 // by hand is as large as its partitions (pg_relation_size of the parent
 // alone is 0).
 func PendingIndexes(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {
-	pending, err := pendingIndexes(ctx, conn, schema, false)
+	return pendingNames(ctx, conn, schema, false)
+}
+
+// PendingKeys lists the primary keys among PendingIndexes.
+func PendingKeys(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {
+	return pendingNames(ctx, conn, schema, true)
+}
+
+// pendingNames is the names of pendingIndexes.
+func pendingNames(ctx context.Context, conn *pgx.Conn, schema string, keysOnly bool) ([]string, error) {
+	pending, err := pendingIndexes(ctx, conn, schema, keysOnly)
 	names := make([]string, len(pending))
 	for i, p := range pending {
 		names[i] = p.name
@@ -289,20 +305,23 @@ func PendingIndexes(ctx context.Context, conn *pgx.Conn, schema string) ([]strin
 	return names, err
 }
 
-// pendingIndex is a deferred index and its table.
-type pendingIndex struct{ name, table string }
+// pendingIndex is a deferred index (or primary key) and its table.
+type pendingIndex struct {
+	name, table string
+	key         bool
+}
 
 // pendingIndexes is PendingIndexes with each index's table; with keysOnly,
 // the primary keys alone.
 func pendingIndexes(ctx context.Context, conn *pgx.Conn, schema string, keysOnly bool) ([]pendingIndex, error) {
 	qs := chain.QuoteIdent(schema)
-	rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT index_name, table_name FROM %s.%s AS d WHERE primary_key OR NOT $2
+	rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT index_name, table_name, primary_key FROM %s.%s AS d WHERE primary_key OR NOT $2
 ORDER BY primary_key DESC, coalesce((SELECT sum(pg_relation_size(p.relid)) FROM pg_partition_tree(to_regclass(quote_ident($1) || '.' || quote_ident(d.table_name))) AS p), 0) DESC, table_name, index_name`, qs, deferredTable), schema, keysOnly)
 	if err != nil {
 		return nil, fmt.Errorf("export: read deferred indexes: %w", err)
 	}
 	pending, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (p pendingIndex, err error) {
-		err = r.Scan(&p.name, &p.table)
+		err = r.Scan(&p.name, &p.table, &p.key)
 		return p, err
 	})
 	if err != nil {

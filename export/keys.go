@@ -188,7 +188,7 @@ func ensureKeys(ctx context.Context, conn *pgx.Conn, schema, token string, log *
 // buildKeysFor builds the keys another fill deferred, on conn, for a writer
 // that is about to write into their tables.
 func buildKeysFor(ctx context.Context, conn *pgx.Conn, schema string, log *slog.Logger) error {
-	log.Info("primary keys are deferred by another fill: building them before writing, so that rows it wrote merge")
+	log.Info("primary keys deferred by another fill: building them before writing, so that the rows it wrote merge")
 	_, err := BuildKeys(ctx, conn, schema, BuildOptions{Logger: log})
 	return err
 }

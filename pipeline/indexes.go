@@ -3,7 +3,11 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/blockhaul/blockhaul/export"
@@ -27,18 +31,25 @@ func settleIndexes(ctx context.Context, cfg *Config, db *export.Session, sum *Su
 		return
 	}
 	if ctx.Err() == nil && !errors.Is(fillErr, context.Canceled) && !errors.Is(fillErr, ErrInterrupted) {
-		var n int
+		var n, keys int
 		err := db.Do(ctx, "rebuild deferred indexes", func(ctx context.Context, conn *pgx.Conn) (err error) {
 			pending, err := export.PendingIndexes(ctx, conn, cfg.Schema)
 			if err != nil || len(pending) == 0 {
 				return err
 			}
-			log.Warn("the fill failed: building the indexes it dropped, so that the rows exported are queryable", "indexes", len(pending))
+			k, err := export.PendingKeys(ctx, conn, cfg.Schema)
+			if err != nil {
+				return err
+			}
+			keys = len(k)
+			log.Warn("the fill failed: building the indexes it dropped, so that the rows exported are queryable", "indexes", len(pending)-keys, "primary_keys", keys)
 			n, err = export.BuildIndexes(ctx, conn, cfg.Schema, indexBuildOptions(cfg, db, log))
 			return err
 		})
 		if err == nil {
-			sum.IndexesRebuilt = n
+			// Keys are built first: those built beyond them are indexes.
+			sum.KeysRebuilt = min(n, keys)
+			sum.IndexesRebuilt = n - sum.KeysRebuilt
 			return
 		}
 		log.Warn("indexes the failed fill dropped are not rebuilt; the next run builds them", "err", err)
@@ -60,9 +71,29 @@ func settleIndexes(ctx context.Context, cfg *Config, db *export.Session, sum *Su
 		defer conn.Close(lctx)
 	}
 	pending, err := export.PendingIndexes(lctx, conn, cfg.Schema)
+	if err == nil {
+		sum.KeysPending, err = export.PendingKeys(lctx, conn, cfg.Schema)
+	}
 	if err != nil {
 		log.Warn("cannot read which indexes are still deferred", "err", err)
 		return
 	}
 	sum.IndexesPending = pending
+}
+
+// writePending says which of the deferred indexes pending (keys among
+// them) are not built yet, indexes and primary keys apart.
+func writePending(out io.Writer, pending, keys []string) {
+	var indexes []string
+	for _, name := range pending {
+		if !slices.Contains(keys, name) {
+			indexes = append(indexes, name)
+		}
+	}
+	if len(indexes) > 0 {
+		fmt.Fprintf(out, "  indexes: %d deferred, not built yet: %s (the next run builds them)\n", len(indexes), strings.Join(indexes, ", "))
+	}
+	if len(keys) > 0 {
+		fmt.Fprintf(out, "  primary keys: %d deferred, not built yet: %s (the next run builds them)\n", len(keys), strings.Join(keys, ", "))
+	}
 }

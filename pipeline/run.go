@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -59,9 +58,12 @@ type Summary struct {
 	// was stopped or failed while building them): the range's rows are all
 	// in PostgreSQL but the job is not done.
 	IndexesPending []string
+	// KeysPending names those of IndexesPending that are primary keys
+	// (deferred for a fresh fill).
+	KeysPending []string
 	// IndexesRebuilt counts the deferred indexes a failed fill built again
-	// before it exited.
-	IndexesRebuilt int
+	// before it exited, and KeysRebuilt the primary keys.
+	IndexesRebuilt, KeysRebuilt int
 	// Streams is the export streams the range was split into, and
 	// StreamsWhy why that many (planStreams); 0 when not decided.
 	Streams    int
@@ -232,11 +234,12 @@ func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (S
 		ms.Replayed = cfg.SelectedTables
 	}
 	ms.WriteText(out)
-	if len(sum.IndexesPending) > 0 {
-		fmt.Fprintf(out, "  indexes: %d deferred, not built yet: %s (the next run builds them)\n", len(sum.IndexesPending), strings.Join(sum.IndexesPending, ", "))
-	}
+	writePending(out, sum.IndexesPending, sum.KeysPending)
 	if sum.IndexesRebuilt > 0 {
 		fmt.Fprintf(out, "  indexes: %d dropped for the fill, rebuilt after it failed\n", sum.IndexesRebuilt)
+	}
+	if sum.KeysRebuilt > 0 {
+		fmt.Fprintf(out, "  primary keys: %d dropped for the fill, rebuilt after it failed\n", sum.KeysRebuilt)
 	}
 	if sum.Streams > 0 {
 		fmt.Fprintf(out, "  export streams: %d (%s)\n", sum.Streams, sum.StreamsWhy)
@@ -601,6 +604,10 @@ func prepareKeys(ctx context.Context, cfg *Config, conn *pgx.Conn, tables []chai
 			return err
 		}
 	}
+	if pending, err := export.KeysDeferred(ctx, conn, cfg.Schema, ""); err != nil || !pending {
+		return err
+	}
+	bo.Logger.Info("primary keys deferred by another fill: building them before writing, so that the rows it wrote merge")
 	_, err := export.BuildKeys(ctx, conn, cfg.Schema, bo)
 	return err
 }
@@ -700,7 +707,7 @@ func finishIndexesWith(ctx context.Context, cfg *Config, db *export.Session, sum
 	})
 	var pe *export.IndexesPendingError
 	if errors.As(err, &pe) {
-		sum.IndexesPending = pe.Pending
+		sum.IndexesPending, sum.KeysPending = pe.Pending, pe.Keys
 	}
 	return err
 }

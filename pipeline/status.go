@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/export"
@@ -213,7 +212,11 @@ func pgStatus(ctx context.Context, cfg Config, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "  indexes: %d deferred, not built yet: %s (the next run builds them)\n", len(pending), strings.Join(pending, ", "))
+		keys, err := export.PendingKeys(ctx, conn, cfg.Schema)
+		if err != nil {
+			return err
+		}
+		writePending(out, pending, keys)
 	}
 	return tableFacts(ctx, conn, &cfg, out)
 }
