@@ -255,16 +255,11 @@ func baselineWith(ctx context.Context, cfg *Config, d density, store *staging.St
 	if err != nil {
 		return run, err
 	}
-	db, err := createDatabase(ctx, cfg.DatabaseURL, "baseline_"+d.name)
+	db, conn, done, err := scratchConn(ctx, cfg, "baseline_"+d.name)
 	if err != nil {
 		return run, err
 	}
-	defer func() { err = errors.Join(err, db.drop(ctx)) }()
-	conn, err := pgx.Connect(ctx, db.url)
-	if err != nil {
-		return run, fmt.Errorf("bench: connect to %s: %w", db.name, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() { err = errors.Join(err, done()) }()
 	schema := d.name
 	tables := d.dec.Tables()
 	if err := export.EnsureSchema(ctx, conn, schema, tables, false, nil); err != nil {

@@ -300,29 +300,21 @@ func dumpTables(ctx context.Context, url string, d density, dir string) (*tableD
 		dump.tables = append(dump.tables, t.Name)
 		dump.files[t.Name] = path
 		dump.rows += uint64(tag.RowsAffected())
-		rows, err := conn.Query(ctx, `SELECT c.conname, pg_get_constraintdef(c.oid) FROM pg_constraint c
-WHERE c.conrelid = $1::regclass AND c.contype IN ('p', 'u') ORDER BY c.conname`, name)
+		cons, err := namedDefs(ctx, conn, name, "constraints", `SELECT c.conname, pg_get_constraintdef(c.oid) FROM pg_constraint c
+WHERE c.conrelid = $1::regclass AND c.contype IN ('p', 'u') ORDER BY c.conname`)
 		if err != nil {
-			return nil, fmt.Errorf("bench: dump %s: constraints: %w", name, err)
-		}
-		cons, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Name, Def string }])
-		if err != nil {
-			return nil, fmt.Errorf("bench: dump %s: constraints: %w", name, err)
+			return nil, err
 		}
 		for _, c := range cons {
 			keys = append(keys, postItem{name: c.Name, table: t.Name, key: true,
 				drop:   "ALTER TABLE " + name + " DROP CONSTRAINT " + chain.QuoteIdent(c.Name),
 				create: "ALTER TABLE ONLY " + name + " ADD CONSTRAINT " + chain.QuoteIdent(c.Name) + " " + c.Def})
 		}
-		rows, err = conn.Query(ctx, `SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) FROM pg_index i
+		ixs, err := namedDefs(ctx, conn, name, "indexes", `SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) FROM pg_index i
 WHERE i.indrelid = $1::regclass AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)
-ORDER BY 1`, name)
+ORDER BY 1`)
 		if err != nil {
-			return nil, fmt.Errorf("bench: dump %s: indexes: %w", name, err)
-		}
-		ixs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Name, Def string }])
-		if err != nil {
-			return nil, fmt.Errorf("bench: dump %s: indexes: %w", name, err)
+			return nil, err
 		}
 		for _, ix := range ixs {
 			short := ix.Name[strings.LastIndex(ix.Name, ".")+1:]
@@ -336,21 +328,29 @@ ORDER BY 1`, name)
 	return dump, nil
 }
 
+// namedDefs runs query, of (name, definition) rows of table, for the dump
+// of what it says.
+func namedDefs(ctx context.Context, conn *pgx.Conn, table, what, query string) ([]struct{ Name, Def string }, error) {
+	rows, err := conn.Query(ctx, query, table)
+	if err == nil {
+		var defs []struct{ Name, Def string }
+		if defs, err = pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Name, Def string }]); err == nil {
+			return defs, nil
+		}
+	}
+	return nil, fmt.Errorf("bench: dump %s: %s: %w", table, what, err)
+}
+
 // restoreLoad is the limit: a fresh database, the tables as pre-data
 // leaves them, then, timed, every dumped file COPYed back in one
 // transaction, the post-data section built on the same connection, and
 // ANALYZE of every table.
 func restoreLoad(ctx context.Context, cfg *Config, d density, dump *tableDump) (run PhaseRun, err error) {
-	db, err := createDatabase(ctx, cfg.DatabaseURL, "limit_"+d.name)
+	_, conn, done, err := scratchConn(ctx, cfg, "limit_"+d.name)
 	if err != nil {
 		return run, err
 	}
-	defer func() { err = errors.Join(err, db.drop(ctx)) }()
-	conn, err := pgx.Connect(ctx, db.url)
-	if err != nil {
-		return run, fmt.Errorf("bench: connect to %s: %w", db.name, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() { err = errors.Join(err, done()) }()
 	// Pre-data: the same tables, without their keys and indexes.
 	if err := export.EnsureSchema(ctx, conn, dump.schema, d.dec.Tables(), true, nil); err != nil {
 		return run, err

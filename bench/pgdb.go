@@ -40,6 +40,24 @@ func scratchRun(ctx context.Context, cfg *Config, purpose string) (db *scratchDB
 	}, nil
 }
 
+// scratchConn creates, for one measurement named purpose, a scratch
+// database and connects to it; done closes the connection and drops the
+// database, returning the drop's error.
+func scratchConn(ctx context.Context, cfg *Config, purpose string) (db *scratchDB, conn *pgx.Conn, done func() error, err error) {
+	db, err = createDatabase(ctx, cfg.DatabaseURL, purpose)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn, err = pgx.Connect(ctx, db.url)
+	if err != nil {
+		return nil, nil, nil, errors.Join(fmt.Errorf("bench: connect to %s: %w", db.name, err), db.drop(ctx))
+	}
+	return db, conn, func() error {
+		conn.Close(context.WithoutCancel(ctx))
+		return db.drop(ctx)
+	}, nil
+}
+
 func createDatabase(ctx context.Context, server, purpose string) (*scratchDB, error) {
 	conn, err := pgx.Connect(ctx, server)
 	if err != nil {
