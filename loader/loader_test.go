@@ -153,11 +153,18 @@ func TestFetchRefusesWrongHeight(t *testing.T) {
 	cfg := fast
 	cfg.MaxRetries = 1
 	_, err := Fetch(context.Background(), src, store, 16, 20, cfg, nil)
+	wantInvalidUnstaged(t, err, 18, store, staging.Range{From: 16, To: 20})
+}
+
+// wantInvalidUnstaged: err is an InvalidBlockError at height h, and nothing
+// of span is staged.
+func wantInvalidUnstaged(t *testing.T, err error, h uint64, store *staging.Store, span staging.Range) {
+	t.Helper()
 	var ib *InvalidBlockError
-	if !errors.As(err, &ib) || ib.Height != 18 {
-		t.Fatalf("err = %v, want InvalidBlockError at 18", err)
+	if !errors.As(err, &ib) || ib.Height != h {
+		t.Fatalf("err = %v, want InvalidBlockError at %d", err, h)
 	}
-	if m, _ := store.Missing(16, 20); !reflect.DeepEqual(m, []staging.Range{{From: 16, To: 20}}) {
+	if m, _ := store.Missing(span.From, span.To); !reflect.DeepEqual(m, []staging.Range{span}) {
 		t.Fatalf("a span with an invalid block was partly staged: missing %v", m)
 	}
 }
@@ -179,13 +186,10 @@ func TestFetchRetriesUnlinkedSpan(t *testing.T) {
 	cfg := fast
 	cfg.MaxRetries = 3
 	_, err = Fetch(context.Background(), src, store, 11, 15, cfg, nil)
-	var ib *InvalidBlockError
-	if !errors.As(err, &ib) || ib.Height != 13 || src.asked[13] != 4 {
+	if src.asked[13] != 4 {
 		t.Fatalf("err = %v after %d asks, want InvalidBlockError at 13 after 4", err, src.asked[13])
 	}
-	if m, _ := store.Missing(11, 15); !reflect.DeepEqual(m, []staging.Range{{From: 11, To: 15}}) {
-		t.Fatalf("an unlinked span was partly staged: missing %v", m)
-	}
+	wantInvalidUnstaged(t, err, 13, store, staging.Range{From: 11, To: 15})
 }
 
 func TestProgressFollowsContiguousPrefix(t *testing.T) {
