@@ -62,14 +62,9 @@ func (r ChecksumReport) WriteText(w io.Writer) {
 	for _, d := range r.Differences {
 		fmt.Fprintf(w, "  differs: %s heights %d-%d: %s\n", d.Table, d.From, d.To, d.Problem)
 		if d.Heights != nil {
-			fmt.Fprintf(w, "    at %s:", Quantity(d.HeightCount, "height"))
-			for i, h := range d.Heights {
-				if i == 20 {
-					fmt.Fprintf(w, " … (see --json)")
-					break
-				}
-				fmt.Fprintf(w, " %d (%d/%d rows)", h.Height, h.ARows, h.BRows)
-			}
+			writeHeights(w, "    at %s:", d.HeightCount, d.Heights, 20, " … (see --json)", func(h HeightDifference) string {
+				return fmt.Sprintf(" %d (%d/%d rows)", h.Height, h.ARows, h.BRows)
+			})
 			fmt.Fprintln(w)
 		}
 	}
@@ -289,14 +284,9 @@ func writeTableChecks(w io.Writer, p *PGReport) {
 				}
 				fmt.Fprintf(w, "      heights %d-%d: %s", d.From, d.To, d.Problem)
 				if d.Heights != nil {
-					fmt.Fprintf(w, "; at %s:", Quantity(d.HeightCount, "height"))
-					for j, h := range d.Heights {
-						if j == 10 {
-							fmt.Fprint(w, " …")
-							break
-						}
-						fmt.Fprintf(w, " %d (%d rows in PostgreSQL, %d from staging)", h.Height, h.PGRows, h.StagedRows)
-					}
+					writeHeights(w, "; at %s:", d.HeightCount, d.Heights, 10, " …", func(h RowHeight) string {
+						return fmt.Sprintf(" %d (%d rows in PostgreSQL, %d from staging)", h.Height, h.PGRows, h.StagedRows)
+					})
 				}
 				fmt.Fprintln(w)
 			}
@@ -340,5 +330,19 @@ func writeBreaks(w io.Writer, n int, bs []Break) {
 			break
 		}
 		fmt.Fprintf(w, "    %s %d: parent hash %X, block %d is %X\n", b.Where, b.Height, b.ParentHash, b.Height-1, b.BelowHash)
+	}
+}
+
+// writeHeights writes where a difference is: the count of its heights (at,
+// a format of it), then each of the first limit heights as height says,
+// then more if there are others.
+func writeHeights[H any](w io.Writer, at string, count int, heights []H, limit int, more string, height func(H) string) {
+	fmt.Fprintf(w, at, Quantity(count, "height"))
+	for i, h := range heights {
+		if i == limit {
+			fmt.Fprint(w, more)
+			break
+		}
+		fmt.Fprint(w, height(h))
 	}
 }
