@@ -141,19 +141,8 @@ func readBody(b []byte, t *sdkTx) bool {
 		switch {
 		case f.num == 1 && f.wire == protowire.BytesType:
 			var m sdkMsg
-			a := pbReader{b: f.bytes}
-			for g, ok := a.next(); ok; g, ok = a.next() {
-				if g.wire != protowire.BytesType {
-					return false
-				}
-				switch g.num {
-				case 1:
-					m.typeURL = g.bytes
-				case 2:
-					m.value = g.bytes
-				}
-			}
-			if a.bad || len(m.typeURL) < 2 || m.typeURL[0] != '/' {
+			var valid bool
+			if m.typeURL, m.value, valid = bytesPair(f.bytes); !valid || len(m.typeURL) < 2 || m.typeURL[0] != '/' {
 				return false
 			}
 			t.msgs = append(t.msgs, m)
@@ -188,21 +177,11 @@ func readAuthInfo(b []byte, t *sdkTx) bool {
 				if g.wire != protowire.BytesType {
 					return false
 				}
-				var anyValue []byte
-				a := pbReader{b: g.bytes}
-				for h, ok := a.next(); ok; h, ok = a.next() {
-					switch {
-					case h.wire != protowire.BytesType:
-						return false
-					case h.num == 1:
-						s.keyType = h.bytes
-					case h.num == 2:
-						anyValue = h.bytes
-					}
-				}
-				if a.bad {
+				keyType, anyValue, valid := bytesPair(g.bytes)
+				if !valid {
 					return false
 				}
+				s.keyType = keyType
 				// The single-key PubKey messages are {bytes key = 1}.
 				k := pbReader{b: anyValue}
 				for h, ok := k.next(); ok; h, ok = k.next() {
@@ -222,18 +201,8 @@ func readAuthInfo(b []byte, t *sdkTx) bool {
 			switch {
 			case g.num == 1 && g.wire == protowire.BytesType:
 				var c sdkCoin
-				cr := pbReader{b: g.bytes}
-				for h, ok := cr.next(); ok; h, ok = cr.next() {
-					switch {
-					case h.wire != protowire.BytesType:
-						return false
-					case h.num == 1:
-						c.denom = h.bytes
-					case h.num == 2:
-						c.amount = h.bytes
-					}
-				}
-				if cr.bad {
+				var valid bool
+				if c.denom, c.amount, valid = bytesPair(g.bytes); !valid {
 					return false
 				}
 				t.fee = append(t.fee, c)
@@ -252,6 +221,25 @@ func readAuthInfo(b []byte, t *sdkTx) bool {
 		}
 	}
 	return !r.bad
+}
+
+// bytesPair reads a message of bytes fields (google.protobuf.Any: type_url
+// and value; Coin: denom and amount) and returns its fields 1 and 2; ok is
+// false for a field of another wire type or a malformed message.
+func bytesPair(b []byte) (one, two []byte, ok bool) {
+	r := pbReader{b: b}
+	for f, more := r.next(); more; f, more = r.next() {
+		if f.wire != protowire.BytesType {
+			return nil, nil, false
+		}
+		switch f.num {
+		case 1:
+			one = f.bytes
+		case 2:
+			two = f.bytes
+		}
+	}
+	return one, two, !r.bad
 }
 
 // AccountAddress is the account address of a public key of a known type, or
