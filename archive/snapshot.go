@@ -316,8 +316,14 @@ func fileSum(path string) (int64, string, error) {
 		return 0, "", err
 	}
 	defer f.Close()
+	return copySum(io.Discard, f)
+}
+
+// copySum copies src to dst and returns the bytes copied and their
+// SHA-256, in hex.
+func copySum(dst io.Writer, src io.Reader) (int64, string, error) {
 	h := sha256.New()
-	n, err := io.Copy(h, f)
+	n, err := io.Copy(io.MultiWriter(dst, h), src)
 	return n, hex.EncodeToString(h.Sum(nil)), err
 }
 
@@ -331,12 +337,11 @@ func upload(ctx context.Context, bucket *blob.Bucket, path, name string) (int64,
 	if err != nil {
 		return 0, "", err
 	}
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(w, h), f)
+	n, sum, err := copySum(w, f)
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}
-	return n, hex.EncodeToString(h.Sum(nil)), err
+	return n, sum, err
 }
 
 // RestoreReport is what Restore did.
@@ -473,13 +478,12 @@ func download(ctx context.Context, bucket *blob.Bucket, name, path string) (int6
 	if err != nil {
 		return 0, "", err
 	}
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h), rd)
+	n, sum, err := copySum(f, rd)
 	if serr := f.Sync(); err == nil {
 		err = serr
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	return n, hex.EncodeToString(h.Sum(nil)), err
+	return n, sum, err
 }
