@@ -120,12 +120,19 @@ func TestFailedFillRebuildsItsDroppedIndexes(t *testing.T) {
 	if !strings.Contains(out.String(), fmt.Sprintf("indexes: %d dropped for the fill, rebuilt after it failed", want)) {
 		t.Fatalf("the summary does not say the indexes were rebuilt:\n%s", out.String())
 	}
+	wantAllIndexesAfter(t, "the next run", cfg, dsn, want)
+}
+
+// wantAllIndexesAfter runs cfg again over a source of 1000 blocks and
+// checks that the schema then has all want secondary indexes.
+func wantAllIndexesAfter(t *testing.T, run string, cfg Config, dsn string, want int) {
+	t.Helper()
 	cfg.Source = newCounting(1000)
 	if _, err := Run(context.Background(), cfg, io.Discard, quiet); err != nil {
-		t.Fatalf("the next run: %v", err)
+		t.Fatalf("%s: %v", run, err)
 	}
 	if got := secondaryIndexes(t, dsn, "cometbft"); len(got) != want {
-		t.Fatalf("after the next run: secondary indexes %v, want all %d", got, want)
+		t.Fatalf("after %s: secondary indexes %v, want all %d", run, got, want)
 	}
 }
 
@@ -167,13 +174,7 @@ func TestInterruptedFillReportsPendingIndexes(t *testing.T) {
 	if !strings.Contains(status.String(), fmt.Sprintf("indexes: %d deferred, not built yet: ", want)) || !strings.Contains(status.String(), "events_attributes_idx") {
 		t.Fatalf("status does not name the pending indexes:\n%s", status.String())
 	}
-	cfg.Source = newCounting(1000)
-	if _, err := Run(context.Background(), cfg, io.Discard, quiet); err != nil {
-		t.Fatalf("the resume: %v", err)
-	}
-	if got := secondaryIndexes(t, dsn, "cometbft"); len(got) != want {
-		t.Fatalf("after the resume: secondary indexes %v, want all %d", got, want)
-	}
+	wantAllIndexesAfter(t, "the resume", cfg, dsn, want)
 }
 
 func pendingIndexes(t *testing.T, dsn string) []string {

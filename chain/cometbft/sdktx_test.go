@@ -60,12 +60,18 @@ func sdkFixtures(t testing.TB) []sdkFixture {
 // own tx path and returns its transactions row and messages rows.
 func decodeTxRows(t *testing.T, tx []byte) ([]any, [][]any) {
 	t.Helper()
+	return decodeTxRowsAt(3, tx, 10)
+}
+
+// decodeTxRowsAt is decodeTxRows with the tx at index i of a block of
+// height h.
+func decodeTxRowsAt(i int, tx []byte, h int64) ([]any, [][]any) {
 	d := NewDecoder()
 	rows := chain.NewRows(d.Tables())
 	st := statePool.Get().(*decodeState)
 	defer st.release()
 	row := rows.Row(tableTransactions)
-	st.emitSDK(rows, row, 3, tx, int64(10), nil, nil)
+	st.emitSDK(rows, row, i, tx, h, nil, nil)
 	return row, rows.Table(tableMessages)
 }
 
@@ -236,16 +242,11 @@ func FuzzSDKTx(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, tx []byte) {
-		d := NewDecoder()
-		rows := chain.NewRows(d.Tables())
-		st := statePool.Get().(*decodeState)
-		defer st.release()
-		row := rows.Row(tableTransactions)
-		st.emitSDK(rows, row, 0, tx, int64(1), nil, nil)
+		row, msgs := decodeTxRowsAt(0, tx, 1)
 		if fee, ok := row[tFee].([]byte); ok && !json.Valid(fee) {
 			t.Fatalf("fee %q", fee)
 		}
-		for _, m := range rows.Table(tableMessages) {
+		for _, m := range msgs {
 			if js, ok := m[mDecoded].([]byte); ok && !json.Valid(js) {
 				t.Fatalf("decoded %q", js)
 			}
