@@ -2,7 +2,6 @@ package archive
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/blockhaul/blockhaul/chain/chaintest"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/blockhaul/blockhaul/staging/stagingtest"
 )
@@ -167,15 +167,7 @@ func TestRestoreRefusesABadSnapshot(t *testing.T) {
 
 func mustManifest(t *testing.T, dir string) Manifest {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, ManifestName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m Manifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return chaintest.ReadJSON[Manifest](t, filepath.Join(dir, ManifestName))
 }
 
 // TestSnapshotReplacesAnEarlierOneAndRefusesAForeignDestination: a second

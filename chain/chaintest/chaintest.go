@@ -44,15 +44,26 @@ func ParseGethRecord(t testing.TB, raw []byte) (block map[string]json.RawMessage
 // test.
 func RecordedResult(t testing.TB, path string) json.RawMessage {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var env struct{ Result json.RawMessage }
-	if err := json.Unmarshal(b, &env); err != nil || env.Result == nil {
-		t.Fatalf("%s: no result (%v)", path, err)
+	env := ReadJSON[struct{ Result json.RawMessage }](t, path)
+	if env.Result == nil {
+		t.Fatalf("%s: no result", path)
 	}
 	return env.Result
+}
+
+// ReadJSON reads the JSON file at path into a T; a file that cannot be
+// read or is not JSON of that shape fails the test.
+func ReadJSON[T any](t testing.TB, path string) T {
+	t.Helper()
+	var v T
+	b, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(b, &v)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return v
 }
 
 // ColumnIndex is the position of column name in table's rows; a table

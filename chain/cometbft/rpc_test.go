@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -195,15 +194,7 @@ type rpcExpected struct {
 
 func readRPCExpected(t *testing.T, dir string) rpcExpected {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "expected.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var exp rpcExpected
-	if err := json.Unmarshal(b, &exp); err != nil {
-		t.Fatal(err)
-	}
-	return exp
+	return chaintest.ReadJSON[rpcExpected](t, filepath.Join(dir, "expected.json"))
 }
 
 // The source fetches every recorded height, in spans, by batch or (when the

@@ -5,9 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/blockhaul/blockhaul/chain/chaintest"
 )
 
 // The fixtures in testdata/geth-dev are a real geth 1.17 node's answers
@@ -25,15 +26,7 @@ func rpcResult(t testing.TB, name string) json.RawMessage {
 // rpcResultIn is rpcResult for a response recorded in another folder.
 func rpcResultIn(t testing.TB, dir, name string) json.RawMessage {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var resp struct{ Result json.RawMessage }
-	if err := json.Unmarshal(raw, &resp); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	return resp.Result
+	return chaintest.ReadJSON[struct{ Result json.RawMessage }](t, filepath.Join(dir, name)).Result
 }
 
 type gethExpected struct {
@@ -57,14 +50,7 @@ func fixtureRecord(t testing.TB, h uint64) []byte {
 }
 
 func TestDecodeGethFixtures(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(gethDir, "expected.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var exp gethExpected
-	if err := json.Unmarshal(raw, &exp); err != nil {
-		t.Fatal(err)
-	}
+	exp := chaintest.ReadJSON[gethExpected](t, filepath.Join(gethDir, "expected.json"))
 	if len(exp.Heights) != 31 {
 		t.Fatalf("expected.json has %d heights", len(exp.Heights))
 	}

@@ -223,14 +223,7 @@ func fetchGethReplaySpans(t *testing.T, src *RPCSource) []chain.Block {
 // The source fetches every recorded block in batches; each record is the
 // node's answers byte for byte and decodes to what the node reported.
 func TestRPCSourceReplaysGeth(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(gethReplayDir, "expected.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var exp gethRPCExpected
-	if err := json.Unmarshal(raw, &exp); err != nil {
-		t.Fatal(err)
-	}
+	exp := chaintest.ReadJSON[gethRPCExpected](t, filepath.Join(gethReplayDir, "expected.json"))
 	node := newGethReplay(t)
 	srv := node.start(t)
 	src := newGethRPCSource(t, srv.URL)
