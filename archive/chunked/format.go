@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -134,38 +136,70 @@ func appendFrame(dst []byte, h uint64, raw []byte) []byte {
 }
 
 // record is one record read from a chunk; Raw points into the chunk's
-// decompressed bytes.
+// decompressed bytes. Hash and Parent are the record's own (the family's
+// RecordIdentity), set once the chunk is checked.
 type record struct {
-	Height uint64
-	Raw    []byte
+	Height       uint64
+	Raw          []byte
+	Hash, Parent []byte
 }
 
-// parseChunk splits a chunk's decompressed bytes into its records and
-// checks that they are exactly the heights from..to, in order.
-func parseChunk(b []byte, from, to uint64) ([]record, error) {
+// readChunk reads a chunk's records from r, its decompressed bytes, each
+// into a buffer of its own (let go as soon as the record is staged, where
+// one buffer of the whole chunk lives until its last record is), and
+// checks that they are exactly the heights from..to, in order, framed in
+// no more than size bytes (the manifest's record_bytes), with nothing
+// after them. A read error of r (the chunk does not decompress) is
+// returned as *decompressError.
+func readChunk(r io.Reader, from, to uint64, size int64) ([]record, error) {
 	out := make([]record, 0, to-from+1)
-	want := from
-	for len(b) > 0 {
-		if len(b) < frameHeader {
-			return nil, fmt.Errorf("%d bytes after height %d: not a whole frame", len(b), want-1)
+	var hdr [frameHeader]byte
+	left := size
+	for want := from; ; want++ {
+		n, err := io.ReadFull(r, hdr[:])
+		switch {
+		case err == io.EOF && want > to:
+			return out, nil
+		case err == io.EOF:
+			return nil, fmt.Errorf("records end at height %d, the chunk's range at %d", want-1, to)
+		case err == io.ErrUnexpectedEOF:
+			return nil, fmt.Errorf("%d bytes after height %d: not a whole frame", n, want-1)
+		case err != nil:
+			return nil, &decompressError{err}
 		}
-		h := binary.BigEndian.Uint64(b)
-		n := binary.BigEndian.Uint32(b[8:])
+		h := binary.BigEndian.Uint64(hdr[:])
+		length := binary.BigEndian.Uint32(hdr[8:])
 		if h != want || h > to {
 			return nil, fmt.Errorf("record of height %d where %d was due", h, want)
 		}
-		if n == 0 || n > maxRecord || uint64(n) > uint64(len(b)-frameHeader) {
-			return nil, fmt.Errorf("record of height %d: length %d, %d bytes left", h, n, len(b)-frameHeader)
+		if left -= frameHeader; length == 0 || length > maxRecord || int64(length) > left {
+			return nil, fmt.Errorf("record of height %d: length %d, %d bytes of the chunk's %d left", h, length, max(left, 0), size)
 		}
-		out = append(out, record{Height: h, Raw: b[frameHeader : frameHeader+int(n)]})
-		b = b[frameHeader+int(n):]
-		want++
+		left -= int64(length)
+		raw := make([]byte, length)
+		if n, err := io.ReadFull(r, raw); err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil, fmt.Errorf("record of height %d: %d bytes of %d", h, n, length)
+		} else if err != nil {
+			return nil, &decompressError{err}
+		}
+		out = append(out, record{Height: h, Raw: raw})
+		if h == to {
+			// Nothing after the last record.
+			var b [1]byte
+			switch _, err := io.ReadFull(r, b[:]); {
+			case err == nil:
+				return nil, fmt.Errorf("bytes after the record of height %d, the chunk's last", to)
+			case err != io.EOF:
+				return nil, &decompressError{err}
+			}
+		}
 	}
-	if want != to+1 {
-		return nil, fmt.Errorf("records end at height %d, the chunk's range at %d", want-1, to)
-	}
-	return out, nil
 }
+
+// decompressError is a chunk whose bytes do not decompress.
+type decompressError struct{ err error }
+
+func (e *decompressError) Error() string { return "does not decompress: " + e.err.Error() }
 
 // digest is the SHA-256 of b in lowercase hex.
 func digest(b []byte) string {
@@ -173,9 +207,17 @@ func digest(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// decoder decompresses chunks; its memory is capped so that a damaged
-// chunk cannot ask for more than a chunk's records could need.
-var decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(8<<30))
+// decoders decompress chunks as streams, one at a time each, without
+// goroutines of their own; a decoder keeps its window's buffers from one
+// chunk to the next. The window is capped (zstd's --long=30 at most), so
+// that a damaged frame header cannot ask for more.
+var decoders = sync.Pool{New: func() any {
+	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(1<<30))
+	if err != nil {
+		panic(err) // only for options out of range: a programming error
+	}
+	return d
+}}
 
 // encoder compresses chunks (EncodeAll is safe for concurrent use).
 var encoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
