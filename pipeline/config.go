@@ -195,6 +195,7 @@ type Config struct {
 	DryRun        bool     // --dry-run: prune: say what would be deleted, delete nothing
 	Args          []string // positional arguments: snapshot DEST, restore SRC, publish DEST
 	ChunkBlocks   uint64   // --chunk-blocks: publish: blocks a chunk (0: the archive's, else chunked.DefaultChunkBlocks)
+	MergeParts    bool     // --merge-parts: publish: write DEST's manifest from its parts alone, no staging store
 
 	// Source, if set, replaces the source the flags describe (tests, bench).
 	Source loader.Source

@@ -39,7 +39,7 @@ func checkStagingDirs(cfg *Config) error {
 	// Repair is for a store whose MANIFEST may be gone: it writes only
 	// beside the directory (a fresh store swapped in), and salvages only a
 	// directory whose files record a chain.
-	if cfg.Command != CmdChecksum && cfg.Command != CmdRepair {
+	if cfg.Command != CmdChecksum && cfg.Command != CmdRepair && !cfg.MergeParts {
 		check("staging", cfg.Staging)
 	}
 	if cfg.Command == CmdMerge && cfg.MergeFrom != "" {

@@ -24,6 +24,16 @@ func (c *Config) validateArchiveSource(fam *family.Family) []*FieldError {
 	if c.Command == CmdPublish && c.ChunkBlocks > chunked.MaxChunkBlocks {
 		bad("chunk-blocks", "want 1 to %d blocks a chunk (0: the archive's own, else %d), got %d", chunked.MaxChunkBlocks, chunked.DefaultChunkBlocks, c.ChunkBlocks)
 	}
+	if c.MergeParts {
+		for _, f := range []struct {
+			flag  string
+			given bool
+		}{{"shards", c.Shards > 0}, {"from", c.FromSet}, {"to", c.ToSet}, {"chunk-blocks", c.ChunkBlocks > 0}} {
+			if f.given {
+				bad(f.flag, "publish --merge-parts merges the manifest parts DEST holds, publishing nothing of a store: not with --%s", f.flag)
+			}
+		}
+	}
 	if c.Archive == "" {
 		return fs
 	}
@@ -57,6 +67,9 @@ func (c *Config) sourceFirst() (family.SourceKind, family.SourceOptions) {
 // and, unless it is a shard (--shards), the manifest.
 func Publish(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error {
 	dest := cfg.Args[0]
+	if cfg.MergeParts {
+		return mergeParts(ctx, cfg, dest, out)
+	}
 	if err := needStore("staging", cfg.Staging); err != nil {
 		return err
 	}
@@ -122,5 +135,40 @@ func (p publishText) WriteText(out io.Writer) {
 		fmt.Fprintf(out, "  manifest: %s, %s between them\n", archive.Quantity(r.Chunks, "chunk"), archive.Quantity(len(r.Gaps), "gap"))
 	default:
 		fmt.Fprintf(out, "  manifest part %s written (%s); the manifest is written by a publish without --shards once every shard is done\n", r.Part, archive.Quantity(r.Chunks, "chunk"))
+	}
+}
+
+// mergeParts writes the manifest of the archive at DEST from the manifest
+// parts under it (publish --shards writes one per shard) and its earlier
+// manifest: publish --merge-parts, which reads no staging store.
+func mergeParts(ctx context.Context, cfg Config, dest string, out io.Writer) error {
+	bucket, err := archive.OpenBucket(ctx, dest, false)
+	if err != nil {
+		return &ConfigError{Fields: []*FieldError{{Arg: "DEST", Msg: fmt.Sprintf("%s: %v", archive.RedactURL(dest), err)}}}
+	}
+	r, err := chunked.Merge(ctx, bucket, strings.TrimSuffix(archive.RedactURL(dest), "/"))
+	if r == nil {
+		return err
+	}
+	return writeReport(out, cfg.JSON, mergeText{r}, err)
+}
+
+// mergeText is publish --merge-parts's report as text.
+type mergeText struct{ *chunked.MergeReport }
+
+func (m mergeText) WriteText(out io.Writer) {
+	r := m.MergeReport
+	earlier := ""
+	if r.Earlier {
+		earlier = " and the earlier manifest"
+	}
+	fmt.Fprintf(out, "merge of %s at %s%s: manifest: %s of %d blocks, %s between them\n",
+		archive.Quantity(len(r.Parts), "manifest part"), r.Dest, earlier, archive.Quantity(r.Chunks, "chunk"), r.ChunkBlocks, archive.Quantity(len(r.Gaps), "gap"))
+	for i, g := range r.Gaps {
+		if i == 10 {
+			fmt.Fprintf(out, "  … and %d more gaps\n", len(r.Gaps)-10)
+			break
+		}
+		fmt.Fprintf(out, "  gap: %d-%d (no part lists a chunk of it)\n", g[0], g[1])
 	}
 }

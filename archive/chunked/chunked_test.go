@@ -189,6 +189,67 @@ func TestRepublishIsIdempotentAndResumes(t *testing.T) {
 	}
 }
 
+// TestShardedPublishMergedFromTheArchiveAlone: two shards, each from a
+// store of its own slice (as the pods of an Indexed Job), write their
+// chunks and manifest parts and no manifest; Merge writes the manifest
+// from the archive alone, with no store, and the rebuild from it is the
+// chain.
+func TestShardedPublishMergedFromTheArchiveAlone(t *testing.T) {
+	fam := family.CometBFT
+	dir := t.TempDir()
+	whole := stage(t, filepath.Join(t.TempDir(), "whole"), fam, 7, 1, 999)
+	for i, r := range [][2]uint64{{1, 499}, {500, 999}} {
+		s := stage(t, filepath.Join(t.TempDir(), fmt.Sprint("shard", i)), fam, 7, r[0], r[1])
+		b, err := archive.OpenBucket(context.Background(), dir, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := chunked.Publish(context.Background(), s, b, chunked.PublishConfig{Family: fam.Name, Genesis: fam.Genesis,
+			ChunkBlocks: 250, From: r[0], To: r[1], Shards: 2, ShardIndex: i, Dest: dir})
+		if err != nil || p.Manifest || p.Chunks != 2 || p.Part != fmt.Sprintf("parts/shard-%d-of-2.json", i) {
+			t.Fatalf("shard %d: %+v, %v", i, p, err)
+		}
+	}
+	if _, err := rebuild(t, filepath.Join(t.TempDir(), "early"), fam, dir, 1, 999); !errors.Is(err, chain.ErrSourceRefused) || !strings.Contains(err.Error(), "not a published archive") {
+		t.Fatalf("before the merge, the shards' parts alone are read as an archive: %v", err)
+	}
+	merge := func() (*chunked.MergeReport, error) {
+		b, err := archive.OpenBucket(context.Background(), dir, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return chunked.Merge(context.Background(), b, dir)
+	}
+	m, err := merge()
+	if err != nil || len(m.Parts) != 2 || m.Earlier || m.Chunks != 4 || len(m.Gaps) != 0 || m.ChunkBlocks != 250 {
+		t.Fatalf("merge: %+v, %v", m, err)
+	}
+	got, err := rebuild(t, filepath.Join(t.TempDir(), "rebuilt"), fam, dir, 1, 999)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameRecords(t, whole, got, 1, 999)
+
+	// A part of another chain is refused, naming both; the manifest
+	// written before stays.
+	id, _ := whole.Identity()
+	root := filepath.Join(dir, chunked.ChainPrefix(id.ChainID))
+	part, err := os.ReadFile(filepath.Join(root, "parts/shard-1-of-2.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := bytes.Replace(part, []byte(`"chain_id": "`+id.ChainID+`"`), []byte(`"chain_id": "another-chain"`), 1)
+	if err := os.WriteFile(filepath.Join(root, "parts/shard-1-of-2.json"), other, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := merge(); fault.Of(err) != fault.Config || !strings.Contains(err.Error(), `chain "another-chain"`) || !strings.Contains(err.Error(), id.ChainID) {
+		t.Fatalf("merge of a part of another chain: %v", err)
+	}
+	if _, err := rebuild(t, filepath.Join(t.TempDir(), "after"), fam, dir, 1, 999); err != nil {
+		t.Fatalf("the manifest merged before: %v", err)
+	}
+}
+
 func cut(t *testing.T, path string) {
 	t.Helper()
 	b, err := os.ReadFile(path)

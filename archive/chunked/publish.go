@@ -252,40 +252,177 @@ func Publish(ctx context.Context, store *staging.Store, bucket *blob.Bucket, cfg
 
 	// The manifest: the earlier one, every part (this one last, so that
 	// what this publish wrote wins), checked for links, written last.
-	merged := map[string]Chunk{}
-	if old != nil {
-		for _, c := range old.Chunks {
-			merged[c.Name] = c
-		}
+	m, err := writeMerged(ctx, b, dest, part, old, append(parts, part))
+	if err != nil {
+		return r, err
 	}
-	for _, p := range append(parts, part) {
+	r.Manifest = true
+	r.Chunks, r.Gaps = len(m.Chunks), m.gapList()
+	r.Duration = time.Since(start)
+	return r, nil
+}
+
+// writeMerged writes the manifest of the chunks of old (nil: none) and of
+// parts, a later part's listing of a chunk winning over an earlier one's,
+// with head's family, chain, size and genesis, after checking it and its
+// links; it returns what it wrote.
+func writeMerged(ctx context.Context, b *blob.Bucket, dest string, head *Manifest, old *Manifest, parts []*Manifest) (*Manifest, error) {
+	merged := map[string]Chunk{}
+	for _, p := range append([]*Manifest{old}, parts...) {
+		if p == nil {
+			continue
+		}
 		for _, c := range p.Chunks {
 			merged[c.Name] = c
 		}
 	}
-	m := Manifest{Format: Format, Encoding: Encoding, Family: cfg.Family, ChainID: id.ChainID, ChunkBlocks: size, Genesis: cfg.Genesis, Updated: time.Now().UTC()}
+	m := Manifest{Format: Format, Encoding: Encoding, Family: head.Family, ChainID: head.ChainID, ChunkBlocks: head.ChunkBlocks, Genesis: head.Genesis, Updated: time.Now().UTC()}
 	for _, c := range merged {
 		m.Chunks = append(m.Chunks, c)
 	}
 	sortChunks(m.Chunks)
-	if err := m.check(cfg.Family); err != nil {
-		return r, &BrokenLinkError{Reason: fmt.Sprintf("the merged manifest of %s: %v", dest, err)}
+	if err := m.check(head.Family); err != nil {
+		return nil, &BrokenLinkError{Reason: fmt.Sprintf("the merged manifest of %s: %v", dest, err)}
 	}
 	if why := m.links(); why != "" {
-		return r, &BrokenLinkError{Reason: fmt.Sprintf("%s: %s: the manifest is not written", dest, why)}
+		return nil, &BrokenLinkError{Reason: fmt.Sprintf("%s: %s: the manifest is not written", dest, why)}
 	}
 	if err := writeJSON(ctx, b, ManifestName, &m); err != nil {
-		return r, err
+		return nil, err
 	}
-	r.Manifest = true
-	r.Chunks = len(m.Chunks)
-	if len(m.Chunks) > 0 {
-		for _, gap := range m.Gaps(m.Chunks[0].From, m.Chunks[len(m.Chunks)-1].To) {
-			r.Gaps = append(r.Gaps, gap)
+	return &m, nil
+}
+
+// gapList is the gaps between m's first and last chunk, never nil.
+func (m *Manifest) gapList() [][2]uint64 {
+	if len(m.Chunks) == 0 {
+		return [][2]uint64{}
+	}
+	return append([][2]uint64{}, m.Gaps(m.Chunks[0].From, m.Chunks[len(m.Chunks)-1].To)...)
+}
+
+// MergeReport is what Merge did.
+type MergeReport struct {
+	Dest    string `json:"dest"`
+	ChainID string `json:"chain_id"`
+	// Parts are the manifest parts merged, by name under the chain's
+	// folder; Earlier tells whether a manifest was there already (its
+	// chunks are kept).
+	Parts       []string      `json:"parts"`
+	Earlier     bool          `json:"earlier_manifest"`
+	ChunkBlocks uint64        `json:"chunk_blocks"`
+	Chunks      int           `json:"chunks"`
+	Gaps        [][2]uint64   `json:"gaps"`
+	Duration    time.Duration `json:"duration_ns"`
+}
+
+// Merge writes the manifest of the archive at bucket from its manifest
+// parts (the shards' of sharded publishes, each listing the chunks it
+// uploaded) and its earlier manifest, if any: what a publish without
+// shards does after its own chunks, with no staging store: the archive is
+// all it reads. bucket is the chain's folder (it holds parts/ or
+// manifest.json) or a folder holding one chain's. Merge takes bucket
+// over: it is closed when Merge returns.
+func Merge(ctx context.Context, bucket *blob.Bucket, dest string) (*MergeReport, error) {
+	start := time.Now()
+	b, prefix, err := chainFolder(ctx, bucket, dest)
+	if err != nil {
+		bucket.Close()
+		return nil, err
+	}
+	defer b.Close()
+	dest += "/" + prefix
+	old, parts, names, err := readArchiveNamed(ctx, b, dest)
+	if err != nil {
+		return nil, err
+	}
+	if len(parts) == 0 {
+		return nil, &ArchiveMismatchError{Dest: dest, Reason: "no manifest part under " + partDir + ": nothing to merge (a publish writes its part once it has uploaded its chunks)"}
+	}
+	head := parts[0]
+	for i, m := range append([]*Manifest{old}, parts...) {
+		if m == nil {
+			continue
+		}
+		name := ManifestName
+		if i > 0 {
+			name = names[i-1]
+		}
+		var why string
+		switch {
+		case m.Family != head.Family || m.ChainID != head.ChainID:
+			why = fmt.Sprintf("%s is of %s chain %q, %s of %s chain %q", name, m.Family, m.ChainID, names[0], head.Family, head.ChainID)
+		case m.ChunkBlocks != head.ChunkBlocks:
+			why = fmt.Sprintf("%s lists chunks of %d blocks, %s of %d", name, m.ChunkBlocks, names[0], head.ChunkBlocks)
+		case m.Genesis != head.Genesis:
+			why = fmt.Sprintf("%s lists chunks from height %d, %s from %d", name, m.Genesis, names[0], head.Genesis)
+		}
+		if why != "" {
+			return nil, &ArchiveMismatchError{Dest: dest, Reason: why}
 		}
 	}
-	r.Duration = time.Since(start)
-	return r, nil
+	m, err := writeMerged(ctx, b, dest, head, old, parts)
+	if err != nil {
+		return nil, err
+	}
+	return &MergeReport{Dest: dest, ChainID: m.ChainID, Parts: names, Earlier: old != nil, ChunkBlocks: m.ChunkBlocks,
+		Chunks: len(m.Chunks), Gaps: m.gapList(), Duration: time.Since(start)}, nil
+}
+
+// chainFolders lists the folders right under b for which holds is true.
+func chainFolders(ctx context.Context, b *blob.Bucket, holds func(prefix string) (bool, error)) ([]string, error) {
+	var out []string
+	it := b.List(&blob.ListOptions{Delimiter: "/"})
+	for {
+		o, err := it.Next(ctx)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list: %w", err)
+		}
+		if !o.IsDir {
+			continue
+		}
+		if ok, err := holds(o.Key); err != nil {
+			return nil, fmt.Errorf("%s: %w", o.Key, err)
+		} else if ok {
+			out = append(out, o.Key)
+		}
+	}
+}
+
+// chainFolder returns the chain's folder of an archive location: bucket
+// itself when it holds a manifest or parts, else the one folder under it
+// that does (named by its prefix).
+func chainFolder(ctx context.Context, bucket *blob.Bucket, dest string) (*blob.Bucket, string, error) {
+	holds := func(prefix string) (bool, error) {
+		if ok, err := bucket.Exists(ctx, prefix+ManifestName); err != nil || ok {
+			return ok, err
+		}
+		it := bucket.List(&blob.ListOptions{Prefix: prefix + partDir})
+		_, err := it.Next(ctx)
+		if err == io.EOF {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	if ok, err := holds(""); err != nil {
+		return nil, "", fmt.Errorf("archive: %s: %w", dest, err)
+	} else if ok {
+		return blob.PrefixedBucket(bucket, ""), "", nil
+	}
+	chains, err := chainFolders(ctx, bucket, holds)
+	if err != nil {
+		return nil, "", fmt.Errorf("archive: %s: %w", dest, err)
+	}
+	switch len(chains) {
+	case 0:
+		return nil, "", &ArchiveMismatchError{Dest: dest, Reason: "no " + ManifestName + " nor " + partDir + " there nor in a chain's folder under it: nothing to merge"}
+	case 1:
+		return blob.PrefixedBucket(bucket, chains[0]), chains[0], nil
+	}
+	return nil, "", &ArchiveMismatchError{Dest: dest, Reason: fmt.Sprintf("holds the archives of %d chains (%s): give the chain's folder", len(chains), strings.Join(chains, ", "))}
 }
 
 type chunkState int
@@ -371,11 +508,18 @@ func publishChunk(ctx context.Context, store *staging.Store, b *blob.Bucket, was
 // readArchive reads what a chain's prefix holds already: its manifest (nil:
 // none) and every manifest part.
 func readArchive(ctx context.Context, b *blob.Bucket, dest string) (*Manifest, []*Manifest, error) {
+	old, parts, _, err := readArchiveNamed(ctx, b, dest)
+	return old, parts, err
+}
+
+// readArchiveNamed is readArchive, with the parts' names.
+func readArchiveNamed(ctx context.Context, b *blob.Bucket, dest string) (*Manifest, []*Manifest, []string, error) {
 	old, err := readManifest(ctx, b, ManifestName, dest)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var parts []*Manifest
+	var names []string
 	it := b.List(&blob.ListOptions{Prefix: partDir})
 	for {
 		o, err := it.Next(ctx)
@@ -383,20 +527,21 @@ func readArchive(ctx context.Context, b *blob.Bucket, dest string) (*Manifest, [
 			break
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("archive: list %s%s: %w", dest, partDir, err)
+			return nil, nil, nil, fmt.Errorf("archive: list %s%s: %w", dest, partDir, err)
 		}
 		if o.IsDir || !strings.HasSuffix(o.Key, ".json") {
 			continue
 		}
 		p, err := readManifest(ctx, b, o.Key, dest)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if p != nil {
 			parts = append(parts, p)
+			names = append(names, o.Key)
 		}
 	}
-	return old, parts, nil
+	return old, parts, names, nil
 }
 
 // readManifest reads the manifest (or part) name; nil when there is none.

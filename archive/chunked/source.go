@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -535,23 +534,13 @@ func openObjects(ctx context.Context, cfg SourceConfig) (objects, error) {
 	if ok {
 		return bucketObjects{b}, nil
 	}
-	var chains []string
-	it := b.List(&blob.ListOptions{Delimiter: "/"})
-	for {
-		o, err := it.Next(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			b.Close()
-			return nil, fmt.Errorf("archive %s: list: %w", shown, err)
-		}
-		if !o.IsDir {
-			continue
-		}
-		if ok, err := b.Exists(ctx, o.Key+ManifestName); err == nil && ok {
-			chains = append(chains, o.Key)
-		}
+	chains, err := chainFolders(ctx, b, func(prefix string) (bool, error) {
+		ok, err := b.Exists(ctx, prefix+ManifestName)
+		return ok && err == nil, nil
+	})
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("archive %s: %w", shown, err)
 	}
 	switch len(chains) {
 	case 0:

@@ -290,7 +290,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.IntVar, &cfg.FetchSpan, "fetch-span", dc.FetchSpan, "heights per fetch request", in(groupFetch, sourcing))
 	def(d, fs.Uint64Var, &cfg.FetchLead, "fetch-lead", 0, "run: how many heights fetch may stage ahead of export (0: four export batches)", in(groupFetch, []string{cmdRun}))
 	def(d, fs.IntVar, &cfg.Shards, "shards", 0, "cut the range into this many slices, one per pod of a Kubernetes Indexed Job (needs --to; 0: not sharded)", in(groupFetch, []string{cmdFetch, cmdSnapshot, cmdRestore, cmdPublish}).
-		saying("publish as shard --shard-index of this many: its chunks and its manifest part, not the manifest, which a publish without --shards merges (0: not sharded)", cmdPublish).
+		saying("publish as shard --shard-index of this many: its chunks and its manifest part, not the manifest, which publish --merge-parts merges (0: not sharded)", cmdPublish).
 		saying("write the store as the snapshot of shard --shard-index of this many, under DEST/shard-I/ (0: a plain snapshot)", cmdSnapshot).
 		saying("restore the snapshots of this many shards under SRC (shard-0/ to shard-N-1/) and merge them into --staging (0: one plain snapshot)", cmdRestore))
 	def(d, fs.IntVar, &cfg.ShardIndex, "shard-index", 0, "the slice this process fetches, 0 to --shards-1 (default: JOB_COMPLETION_INDEX)", in(groupFetch, []string{cmdFetch, cmdSnapshot, cmdPublish}).
@@ -313,6 +313,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.Uint64Var, &cfg.BackfillFrom, "backfill-from", 0, "follow: also fill from this height up to where the head stream started, beside it, as a backfill named --alias", in(groupFollow, []string{cmdFollow}))
 
 	def(d, fs.Uint64Var, &cfg.ChunkBlocks, "chunk-blocks", 0, "publish: blocks a chunk holds; chunk k holds heights k×N to k×N+N-1 (0: the archive's own size, else 1000)", in(groupReport, []string{cmdPublish}))
+	def(d, fs.BoolVar, &cfg.MergeParts, "merge-parts", false, "publish: write DEST's manifest from the manifest parts under it (publish --shards writes one a shard) and its earlier manifest; reads no staging store", in(groupReport, []string{cmdPublish}))
 	def(d, fs.BoolVar, &cfg.JSON, "json", false, "print the report as JSON", in(groupReport, reporting))
 	def(d, fs.StringVar, &cfg.Against, "against", "", "checksum: DSN of a second database to compare with (exit 4 when they differ)", in(groupReport, []string{cmdChecksum}))
 	def(d, fs.StringVar, &cfg.AgainstSchema, "against-schema", "", "checksum: schema in the --against database (default: --schema)", in(groupReport, []string{cmdChecksum}))
