@@ -3,6 +3,7 @@ package chunked_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -262,9 +263,10 @@ func cut(t *testing.T, path string) {
 }
 
 // TestDamagedArchiveIsRefusedByName: a flipped byte in a chunk, a missing
-// chunk, a chunk cut short, a gap, and a manifest of another chain or
-// family are each refused, naming the chunk or the heights, and nothing
-// of the damaged chunk is staged.
+// chunk, a chunk cut short, a gap, a manifest of another chain or
+// family (or copied over this archive's chunks), and a record_bytes short
+// of a chunk's frames are each refused, naming the chunk or the
+// heights, and nothing of the damaged chunk is staged.
 func TestDamagedArchiveIsRefusedByName(t *testing.T) {
 	fam := family.CometBFT
 	dir := t.TempDir()
@@ -307,6 +309,52 @@ func TestDamagedArchiveIsRefusedByName(t *testing.T) {
 			missing, err := got.Missing(500, 749)
 			if err != nil || len(missing) != 1 || missing[0] != (staging.Range{From: 500, To: 749}) {
 				t.Fatalf("heights of the damaged chunk staged: missing %v, %v", missing, err)
+			}
+		})
+	}
+
+	// The manifest of another chain over this archive's chunks (copied
+	// over it), and one whose record_bytes for a chunk is short of its
+	// frames: the chunks are refused by name, nothing of them staged.
+	manifest := filepath.Join(root, chunked.ManifestName)
+	mb, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherDir := t.TempDir()
+	other := stage(t, filepath.Join(t.TempDir(), "another"), fam, 8, 1, 999)
+	publish(t, other, fam, otherDir, 250, 1, 999)
+	oid, _ := other.Identity()
+	foreign, err := os.ReadFile(filepath.Join(otherDir, chunked.ChainPrefix(oid.ChainID), chunked.ManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var short chunked.Manifest
+	if err := json.Unmarshal(mb, &short); err != nil {
+		t.Fatal(err)
+	}
+	short.Chunks[2].RecordBytes /= 2
+	shortJSON, _ := json.Marshal(&short)
+	for _, c := range []struct {
+		name     string
+		manifest []byte
+		want     string
+		from, to uint64
+	}{
+		{"manifest of another chain", foreign, "chunk chunks/1-249.rec.zst: ", 1, 249},
+		{"record_bytes short", shortJSON, "chunk chunks/500-749.rec.zst: record of height ", 500, 749},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := os.WriteFile(manifest, c.manifest, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			defer os.WriteFile(manifest, mb, 0o644)
+			got, err := rebuild(t, filepath.Join(t.TempDir(), "rebuilt"), fam, root, 1, 999)
+			if err == nil || !strings.Contains(err.Error(), c.want) || fault.Of(err) != fault.Data {
+				t.Fatalf("rebuild: %v (class %v); want %q, exit 4", err, fault.Of(err), c.want)
+			}
+			if missing, err := got.Missing(c.from, c.to); err != nil || len(missing) != 1 || missing[0] != (staging.Range{From: c.from, To: c.to}) {
+				t.Fatalf("heights of the refused chunk staged: missing %v, %v", missing, err)
 			}
 		})
 	}
