@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/jsonscan"
 	"golang.org/x/crypto/ripemd160" //nolint:staticcheck // Cosmos SDK secp256k1 addresses are RIPEMD-160 of SHA-256; no other package has it
 )
 
@@ -17,14 +18,14 @@ import (
 // sigRef is one element of last_commit.signatures.
 type sigRef struct {
 	flag int64
-	addr strRef // hex; empty for an absent validator
-	ts   strRef // RFC 3339; 0001-01-01T00:00:00Z for an absent validator
+	addr jsonscan.Span // hex; empty for an absent validator
+	ts   jsonscan.Span // RFC 3339; 0001-01-01T00:00:00Z for an absent validator
 }
 
 // valUpdateRef is one element of block_results.validator_updates.
 type valUpdateRef struct {
-	keyType string // ed25519, secp256k1, bls12_381, … as the node names it
-	key     strRef // base64
+	keyType string        // ed25519, secp256k1, bls12_381, … as the node names it
+	key     jsonscan.Span // base64
 	power   int64
 }
 
@@ -38,41 +39,41 @@ const (
 // parseLastCommit reads block.last_commit: its height and signatures.
 func (st *decodeState) parseLastCommit() {
 	s := &st.sc
-	if !s.openObject() {
+	if !s.OpenObject() {
 		return
 	}
 	n := 0
-	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
 		switch string(k) {
 		case "height":
-			st.commitHeight = s.integer()
+			st.commitHeight = s.Integer()
 		case "signatures":
 			st.sigs = st.sigs[:0]
-			if !s.openArray() {
+			if !s.OpenArray() {
 				continue
 			}
 			m := 0
-			for s.nextElem(&m) {
+			for s.NextElem(&m) {
 				var sg sigRef
-				if s.openObject() {
+				if s.OpenObject() {
 					o := 0
-					for k, ok := s.nextKey(&o); ok; k, ok = s.nextKey(&o) {
+					for k, ok := s.NextKey(&o); ok; k, ok = s.NextKey(&o) {
 						switch string(k) {
 						case "block_id_flag":
-							sg.flag = s.integer()
+							sg.flag = s.Integer()
 						case "validator_address":
-							sg.addr = s.str()
+							sg.addr = s.Str()
 						case "timestamp":
-							sg.ts = s.str()
+							sg.ts = s.Str()
 						default: // signature
-							s.skip()
+							s.Skip()
 						}
 					}
 				}
 				st.sigs = append(st.sigs, sg)
 			}
 		default: // round, block_id
-			s.skip()
+			s.Skip()
 		}
 	}
 }
@@ -86,26 +87,26 @@ func (st *decodeState) parseLastCommit() {
 func (st *decodeState) parseValidatorUpdates() {
 	s := &st.sc
 	st.valUpdates = st.valUpdates[:0]
-	if !s.openArray() {
+	if !s.OpenArray() {
 		return
 	}
 	m := 0
-	for s.nextElem(&m) {
+	for s.NextElem(&m) {
 		var u valUpdateRef
-		if s.openObject() {
+		if s.OpenObject() {
 			n := 0
-			for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+			for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
 				switch string(k) {
 				case "power":
-					u.power = s.integer()
+					u.power = s.Integer()
 				case "pub_key":
 					st.parsePubKey(&u, 0)
 				case "pub_key_type":
-					u.keyType = st.text(s.str())
+					u.keyType = st.text(s.Str())
 				case "pub_key_bytes":
-					u.key = s.str()
+					u.key = s.Str()
 				default:
-					s.skip()
+					s.Skip()
 				}
 			}
 		}
@@ -116,35 +117,35 @@ func (st *decodeState) parseValidatorUpdates() {
 // parsePubKey reads a public key object (see parseValidatorUpdates) into u.
 func (st *decodeState) parsePubKey(u *valUpdateRef, depth int) {
 	s := &st.sc
-	if !s.openObject() {
+	if !s.OpenObject() {
 		return
 	}
 	n := 0
-	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
 		switch {
 		case string(k) == "Sum" && depth == 0:
 			st.parsePubKey(u, 1)
-		case string(k) == "type" && s.peek() == '"':
-			if t := aminoKeyType(st.bytesOf(s.str())); t != "" {
+		case string(k) == "type" && s.Peek() == '"':
+			if t := aminoKeyType(st.bytesOf(s.Str())); t != "" {
 				u.keyType = t
 			}
-		case string(k) == "value" && s.peek() == '"': // amino: the key itself
-			u.key = s.str()
-		case string(k) == "value" && s.peek() == '{': // protobuf oneof: {"ed25519":"…"}
-			if !s.openObject() {
+		case string(k) == "value" && s.Peek() == '"': // amino: the key itself
+			u.key = s.Str()
+		case string(k) == "value" && s.Peek() == '{': // protobuf oneof: {"ed25519":"…"}
+			if !s.OpenObject() {
 				continue
 			}
 			o := 0
-			for k, ok := s.nextKey(&o); ok; k, ok = s.nextKey(&o) {
-				if s.peek() != '"' {
-					s.skip()
+			for k, ok := s.NextKey(&o); ok; k, ok = s.NextKey(&o) {
+				if s.Peek() != '"' {
+					s.Skip()
 					continue
 				}
 				u.keyType = keyTypeName(k)
-				u.key = s.str()
+				u.key = s.Str()
 			}
 		default:
-			s.skip()
+			s.Skip()
 		}
 	}
 }
@@ -195,13 +196,13 @@ func ValidatorAddress(keyType string, key []byte) []byte {
 
 // captureValue consumes one JSON value and returns its span, or ok false
 // for null.
-func (s *scanner) captureValue() (start, end int, ok bool) {
-	if s.peek() == 'n' && s.literal("null") {
+func captureValue(s *jsonscan.Scanner) (start, end int, ok bool) {
+	if s.Peek() == 'n' && s.Literal("null") {
 		return 0, 0, false
 	}
-	start = s.i
-	s.skip()
-	return start, s.i, s.err == nil
+	start = s.Pos()
+	s.Skip()
+	return start, s.Pos(), s.Err() == nil
 }
 
 // appendCleanJSON appends the JSON value at b[start:end] (already
@@ -209,49 +210,50 @@ func (s *scanner) captureValue() (start, end int, ok bool) {
 // AppendJSONString, so that it is fit for jsonb: no \u0000, no invalid
 // UTF-8.
 func appendCleanJSON(dst []byte, b []byte, scratch *[]byte) []byte {
-	sc := scanner{b: b}
-	return sc.appendValue(dst, scratch, 0)
+	var sc jsonscan.Scanner
+	sc.Reset(b)
+	return appendValue(&sc, dst, scratch, 0)
 }
 
-func (s *scanner) appendValue(dst []byte, scratch *[]byte, depth int) []byte {
-	if s.err != nil || depth > maxDepth {
+func appendValue(s *jsonscan.Scanner, dst []byte, scratch *[]byte, depth int) []byte {
+	if s.Err() != nil || depth > jsonscan.CursorDepth {
 		return dst
 	}
-	switch c := s.peek(); c {
+	switch c := s.Peek(); c {
 	case '"':
-		r := s.stringSpan()
-		if s.err != nil {
+		r := s.String()
+		if s.Err() != nil {
 			return dst
 		}
-		return AppendJSONString(dst, s.raw(r, scratch))
+		return AppendJSONString(dst, s.Text(r, scratch))
 	case '{':
-		s.i++
+		s.OpenObject()
 		dst = append(dst, '{')
 		n := 0
-		for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+		for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
 			if n > 1 {
 				dst = append(dst, ',')
 			}
-			dst = AppendJSONString(dst, appendUnescaped((*scratch)[:0], k))
+			dst = AppendJSONString(dst, k) // NextKey has unescaped it
 			dst = append(dst, ':')
-			dst = s.appendValue(dst, scratch, depth+1)
+			dst = appendValue(s, dst, scratch, depth+1)
 		}
 		return append(dst, '}')
 	case '[':
-		s.i++
+		s.OpenArray()
 		dst = append(dst, '[')
 		n := 0
-		for s.nextElem(&n) {
+		for s.NextElem(&n) {
 			if n > 1 {
 				dst = append(dst, ',')
 			}
-			dst = s.appendValue(dst, scratch, depth+1)
+			dst = appendValue(s, dst, scratch, depth+1)
 		}
 		return append(dst, ']')
 	default:
-		start := s.i
-		s.skip()
-		return append(dst, s.b[start:s.i]...)
+		start := s.Pos()
+		s.Skip()
+		return append(dst, s.Bytes()[start:s.Pos()]...)
 	}
 }
 
@@ -262,7 +264,7 @@ func (st *decodeState) emitValidatorRows(rows *chain.Rows, hv, tv any) error {
 		signed := any(st.commitHeight)
 		size := 0
 		for _, sg := range st.sigs {
-			size += sg.addr.len() / 2
+			size += sg.addr.Len() / 2
 		}
 		arena := make([]byte, 0, size)
 		for i, sg := range st.sigs {
@@ -276,7 +278,7 @@ func (st *decodeState) emitValidatorRows(rows *chain.Rows, hv, tv any) error {
 			}
 			row[csFlag] = boxInt32(int32(sg.flag))
 			row[csAddress] = nil
-			if !sg.addr.null && sg.addr.len() > 0 {
+			if !sg.addr.Null && sg.addr.Len() > 0 {
 				var v []byte
 				var err error
 				if arena, v, err = st.appendHex(arena, sg.addr, "block.last_commit.signatures.validator_address"); err != nil {
@@ -285,7 +287,7 @@ func (st *decodeState) emitValidatorRows(rows *chain.Rows, hv, tv any) error {
 				row[csAddress] = v
 			}
 			row[csTimestamp] = nil
-			if !sg.ts.null && sg.ts.len() > 0 {
+			if !sg.ts.Null && sg.ts.Len() > 0 {
 				t, err := parseTime(st.bytesOf(sg.ts))
 				if err != nil {
 					return malformed("block.last_commit.signatures[%d].timestamp: %v", i, err)
@@ -323,7 +325,7 @@ func (st *decodeState) emitValidatorRows(rows *chain.Rows, hv, tv any) error {
 		row := rows.Row(tableConsensusParamUpdates)
 		row[cpHeight] = hv
 		row[cpBlockTime] = tv
-		row[cpParams] = appendCleanJSON(nil, st.sc.b[st.paramsStart:st.paramsEnd], &st.scratch)
+		row[cpParams] = appendCleanJSON(nil, st.sc.Bytes()[st.paramsStart:st.paramsEnd], &st.scratch)
 	}
 	return nil
 }

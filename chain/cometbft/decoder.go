@@ -12,6 +12,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft/protodec"
+	"github.com/blockhaul/blockhaul/chain/jsonscan"
 )
 
 // Decoder turns raw CometBFT records (see MarshalRecord) into rows of the
@@ -140,7 +141,7 @@ func BlockIdentity(raw []byte) (hash, parentHash []byte, height uint64, err erro
 	if _, hash, err = st.appendHex(nil, st.hdr.hash, "block_id.hash"); err != nil {
 		return nil, nil, 0, fmt.Errorf("cometbft: block identity at height %d: %w", st.hdr.height, err)
 	}
-	if p := st.hdr.parent; !p.null && p.len() > 0 {
+	if p := st.hdr.parent; !p.Null && p.Len() > 0 {
 		if _, parentHash, err = st.appendHex(nil, p, "header.last_block_id.hash"); err != nil {
 			return nil, nil, 0, fmt.Errorf("cometbft: block identity at height %d: %w", st.hdr.height, err)
 		}
@@ -154,21 +155,21 @@ func BlockIdentity(raw []byte) (hash, parentHash []byte, height uint64, err erro
 // its operation.
 func (st *decodeState) parseRecordBlock(raw []byte) error {
 	s := &st.sc
-	s.b = raw
-	if !s.openObject() && s.err == nil {
+	s.Reset(raw)
+	if !s.OpenObject() && s.Err() == nil {
 		return fmt.Errorf("%w: record is null", ErrMalformedRecord)
 	}
 	n := 0
-	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
 		if string(k) == "block" {
 			st.sawBlock = true
 			st.parseBlockResult()
 			break
 		}
-		s.skip()
+		s.Skip()
 	}
-	if s.err != nil {
-		return fmt.Errorf("%w: %w", ErrMalformedRecord, s.err)
+	if s.Err() != nil {
+		return fmt.Errorf("%w: %w", ErrMalformedRecord, s.Err())
 	}
 	return st.checkBlock()
 }
@@ -177,12 +178,12 @@ func (st *decodeState) parseRecordBlock(raw []byte) error {
 // collected by parse, turned into rows by emit. Pooled, so that a warm
 // decoder allocates only what the rows keep.
 type decodeState struct {
-	sc scanner
+	sc jsonscan.Scanner
 
 	sawBlock, sawResults     bool
 	sawLegacy, sawFinalize   bool // begin/end_block_events; finalize_block_events
 	hdr                      header
-	txs                      []strRef
+	txs                      []jsonscan.Span
 	resHeight                int64
 	sawResHeight             bool
 	results                  []txResult
@@ -207,33 +208,33 @@ type decodeState struct {
 type header struct {
 	height    int64
 	sawHeight bool
-	hash      strRef // block_id.hash
-	parent    strRef // header.last_block_id.hash
+	hash      jsonscan.Span // block_id.hash
+	parent    jsonscan.Span // header.last_block_id.hash
 	// header.last_block_id.parts and header.version, for HeaderHash.
-	parentParts      strRef
+	parentParts      jsonscan.Span
 	parentPartsTotal int64
 	verBlock, verApp int64
 	sawHeader        bool
-	time             strRef
-	chainID          strRef
-	proposer         strRef
+	time             jsonscan.Span
+	chainID          jsonscan.Span
+	proposer         jsonscan.Span
 	// Other header hashes, in blocks column order from app_hash on.
-	appHash, lastCommit, dataHash, vals, nextVals, consensus, lastResults, evidence strRef
+	appHash, lastCommit, dataHash, vals, nextVals, consensus, lastResults, evidence jsonscan.Span
 }
 
 type txResult struct {
 	code, gasWanted, gasUsed   int64
-	codespace, log, info, data strRef
+	codespace, log, info, data jsonscan.Span
 	ev0, ev1                   int // its events: txEvents[ev0:ev1]
 }
 
 type eventRef struct {
-	typ    strRef
+	typ    jsonscan.Span
 	a0, a1 int // its attributes: attrs[a0:a1]
 }
 
 type attrRef struct {
-	key, value strRef
+	key, value jsonscan.Span
 	index      bool
 }
 
@@ -279,15 +280,15 @@ func (st *decodeState) release() {
 
 func (st *decodeState) parse(raw []byte) error {
 	s := &st.sc
-	s.b = raw
-	if !s.openObject() {
-		if s.err == nil {
+	s.Reset(raw)
+	if !s.OpenObject() {
+		if s.Err() == nil {
 			return errors.New("record is null")
 		}
-		return s.err
+		return s.Err()
 	}
 	n := 0
-	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
 		switch string(k) {
 		case "block":
 			st.sawBlock = true
@@ -296,45 +297,45 @@ func (st *decodeState) parse(raw []byte) error {
 			st.sawResults = true
 			st.parseResults()
 		default:
-			s.skip()
+			s.Skip()
 		}
 	}
-	s.end()
-	return s.err
+	s.End()
+	return s.Err()
 }
 
 // parseBlockResult reads the result of /block.
 func (st *decodeState) parseBlockResult() {
 	s := &st.sc
-	if !s.openObject() {
+	if !s.OpenObject() {
 		return
 	}
 	n := 0
-	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
 		switch string(k) {
 		case "block_id":
 			st.hdr.hash = st.blockIDHash()
 		case "block":
 			st.parseBlock()
 		default:
-			s.skip()
+			s.Skip()
 		}
 	}
 }
 
 // blockIDHash reads a BlockID object and returns its hash.
-func (st *decodeState) blockIDHash() strRef {
+func (st *decodeState) blockIDHash() jsonscan.Span {
 	s := &st.sc
-	var h strRef
-	if !s.openObject() {
+	var h jsonscan.Span
+	if !s.OpenObject() {
 		return h
 	}
 	n := 0
-	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
 		if string(k) == "hash" {
-			h = s.str()
+			h = s.Str()
 		} else {
-			s.skip()
+			s.Skip()
 		}
 	}
 	return h
@@ -342,11 +343,11 @@ func (st *decodeState) blockIDHash() strRef {
 
 func (st *decodeState) parseBlock() {
 	s := &st.sc
-	if !s.openObject() {
+	if !s.OpenObject() {
 		return
 	}
 	n := 0
-	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
 		switch string(k) {
 		case "header":
 			st.parseHeader()
@@ -355,7 +356,7 @@ func (st *decodeState) parseBlock() {
 		case "last_commit":
 			st.parseLastCommit()
 		default: // evidence
-			s.skip()
+			s.Skip()
 		}
 	}
 }
@@ -363,76 +364,76 @@ func (st *decodeState) parseBlock() {
 func (st *decodeState) parseHeader() {
 	s := &st.sc
 	h := &st.hdr
-	if !s.openObject() {
+	if !s.OpenObject() {
 		return
 	}
 	n := 0
-	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
 		switch string(k) {
 		case "height":
-			h.height = s.integer()
+			h.height = s.Integer()
 			h.sawHeight = true
 		case "chain_id":
-			h.chainID = s.str()
+			h.chainID = s.Str()
 		case "time":
-			h.time = s.str()
+			h.time = s.Str()
 		case "last_block_id":
 			h.parent, h.parentPartsTotal, h.parentParts = st.blockID()
 		case "version":
 			h.verBlock, h.verApp = st.version()
 		case "proposer_address":
-			h.proposer = s.str()
+			h.proposer = s.Str()
 		case "app_hash":
-			h.appHash = s.str()
+			h.appHash = s.Str()
 		case "last_commit_hash":
-			h.lastCommit = s.str()
+			h.lastCommit = s.Str()
 		case "data_hash":
-			h.dataHash = s.str()
+			h.dataHash = s.Str()
 		case "validators_hash":
-			h.vals = s.str()
+			h.vals = s.Str()
 		case "next_validators_hash":
-			h.nextVals = s.str()
+			h.nextVals = s.Str()
 		case "consensus_hash":
-			h.consensus = s.str()
+			h.consensus = s.Str()
 		case "last_results_hash":
-			h.lastResults = s.str()
+			h.lastResults = s.Str()
 		case "evidence_hash":
-			h.evidence = s.str()
+			h.evidence = s.Str()
 		default:
-			s.skip()
+			s.Skip()
 		}
 	}
-	h.sawHeader = s.err == nil
+	h.sawHeader = s.Err() == nil
 }
 
 // blockID reads a BlockID object: its hash and its part set header.
-func (st *decodeState) blockID() (hash strRef, total int64, parts strRef) {
+func (st *decodeState) blockID() (hash jsonscan.Span, total int64, parts jsonscan.Span) {
 	s := &st.sc
-	if !s.openObject() {
+	if !s.OpenObject() {
 		return
 	}
 	n := 0
-	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
 		switch string(k) {
 		case "hash":
-			hash = s.str()
+			hash = s.Str()
 		case "parts", "part_set_header":
-			if !s.openObject() {
+			if !s.OpenObject() {
 				continue
 			}
 			m := 0
-			for k, ok := s.nextKey(&m); ok; k, ok = s.nextKey(&m) {
+			for k, ok := s.NextKey(&m); ok; k, ok = s.NextKey(&m) {
 				switch string(k) {
 				case "total":
-					total = s.integer()
+					total = s.Integer()
 				case "hash":
-					parts = s.str()
+					parts = s.Str()
 				default:
-					s.skip()
+					s.Skip()
 				}
 			}
 		default:
-			s.skip()
+			s.Skip()
 		}
 	}
 	return
@@ -442,18 +443,18 @@ func (st *decodeState) blockID() (hash strRef, total int64, parts strRef) {
 // versions; 0.34 prints no app).
 func (st *decodeState) version() (block, app int64) {
 	s := &st.sc
-	if !s.openObject() {
+	if !s.OpenObject() {
 		return
 	}
 	n := 0
-	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
 		switch string(k) {
 		case "block":
-			block = s.integer()
+			block = s.Integer()
 		case "app":
-			app = s.integer()
+			app = s.Integer()
 		default:
-			s.skip()
+			s.Skip()
 		}
 	}
 	return
@@ -461,22 +462,22 @@ func (st *decodeState) version() (block, app int64) {
 
 func (st *decodeState) parseData() {
 	s := &st.sc
-	if !s.openObject() {
+	if !s.OpenObject() {
 		return
 	}
 	n := 0
-	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
 		if string(k) != "txs" {
-			s.skip()
+			s.Skip()
 			continue
 		}
 		st.txs = st.txs[:0]
-		if !s.openArray() {
+		if !s.OpenArray() {
 			continue
 		}
 		m := 0
-		for s.nextElem(&m) {
-			st.txs = append(st.txs, s.str())
+		for s.NextElem(&m) {
+			st.txs = append(st.txs, s.Str())
 		}
 	}
 }
@@ -484,22 +485,22 @@ func (st *decodeState) parseData() {
 // parseResults reads the result of /block_results.
 func (st *decodeState) parseResults() {
 	s := &st.sc
-	if !s.openObject() {
+	if !s.OpenObject() {
 		return
 	}
 	n := 0
-	for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
 		switch string(k) {
 		case "height":
-			st.resHeight = s.integer()
+			st.resHeight = s.Integer()
 			st.sawResHeight = true
 		case "txs_results":
 			st.results = st.results[:0]
-			if !s.openArray() {
+			if !s.OpenArray() {
 				continue
 			}
 			m := 0
-			for s.nextElem(&m) {
+			for s.NextElem(&m) {
 				st.parseTxResult()
 			}
 		case "begin_block_events":
@@ -514,9 +515,9 @@ func (st *decodeState) parseResults() {
 		case "validator_updates":
 			st.parseValidatorUpdates()
 		case "consensus_param_updates":
-			st.paramsStart, st.paramsEnd, st.paramsOK = s.captureValue()
+			st.paramsStart, st.paramsEnd, st.paramsOK = captureValue(s)
 		default: // app_hash
-			s.skip()
+			s.Skip()
 		}
 	}
 }
@@ -524,30 +525,30 @@ func (st *decodeState) parseResults() {
 func (st *decodeState) parseTxResult() {
 	s := &st.sc
 	r := txResult{ev0: len(st.txEvents), ev1: len(st.txEvents)}
-	if s.openObject() {
+	if s.OpenObject() {
 		n := 0
-		for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+		for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
 			switch string(k) {
 			case "code":
-				r.code = s.integer()
+				r.code = s.Integer()
 			case "data":
-				r.data = s.str()
+				r.data = s.Str()
 			case "log":
-				r.log = s.str()
+				r.log = s.Str()
 			case "info":
-				r.info = s.str()
+				r.info = s.Str()
 			case "gas_wanted", "gasWanted": // camelCase up to Tendermint 0.33
-				r.gasWanted = s.integer()
+				r.gasWanted = s.Integer()
 			case "gas_used", "gasUsed":
-				r.gasUsed = s.integer()
+				r.gasUsed = s.Integer()
 			case "events":
 				r.ev0 = len(st.txEvents)
 				st.txEvents = st.parseEvents(st.txEvents)
 				r.ev1 = len(st.txEvents)
 			case "codespace":
-				r.codespace = s.str()
+				r.codespace = s.Str()
 			default:
-				s.skip()
+				s.Skip()
 			}
 		}
 	}
@@ -557,24 +558,24 @@ func (st *decodeState) parseTxResult() {
 // parseEvents appends the events of a JSON array of events to dst.
 func (st *decodeState) parseEvents(dst []eventRef) []eventRef {
 	s := &st.sc
-	if !s.openArray() {
+	if !s.OpenArray() {
 		return dst
 	}
 	m := 0
-	for s.nextElem(&m) {
+	for s.NextElem(&m) {
 		ev := eventRef{a0: len(st.attrs), a1: len(st.attrs)}
-		if s.openObject() {
+		if s.OpenObject() {
 			n := 0
-			for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+			for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
 				switch string(k) {
 				case "type":
-					ev.typ = s.str()
+					ev.typ = s.Str()
 				case "attributes":
 					ev.a0 = len(st.attrs)
 					st.parseAttributes()
 					ev.a1 = len(st.attrs)
 				default:
-					s.skip()
+					s.Skip()
 				}
 			}
 		}
@@ -585,28 +586,28 @@ func (st *decodeState) parseEvents(dst []eventRef) []eventRef {
 
 func (st *decodeState) parseAttributes() {
 	s := &st.sc
-	if !s.openArray() {
+	if !s.OpenArray() {
 		return
 	}
 	m := 0
-	for s.nextElem(&m) {
+	for s.NextElem(&m) {
 		if a, ok := st.compactAttr(); ok {
 			st.attrs = append(st.attrs, a)
 			continue
 		}
 		var a attrRef
-		if s.openObject() {
+		if s.OpenObject() {
 			n := 0
-			for k, ok := s.nextKey(&n); ok; k, ok = s.nextKey(&n) {
+			for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
 				switch string(k) {
 				case "key":
-					a.key = s.str()
+					a.key = s.Str()
 				case "value":
-					a.value = s.str()
+					a.value = s.Str()
 				case "index":
-					a.index = s.boolean()
+					a.index = s.Boolean()
 				default:
-					s.skip()
+					s.Skip()
 				}
 			}
 		}
@@ -621,24 +622,24 @@ func (st *decodeState) parseAttributes() {
 // generic path to read.
 func (st *decodeState) compactAttr() (attrRef, bool) {
 	s := &st.sc
-	start := s.i
+	start := s.Pos()
 	var a attrRef
-	if !s.literal(`{"key":"`) {
+	if !s.Literal(`{"key":"`) {
 		return a, false
 	}
-	s.i-- // at the opening quote
-	a.key = s.stringSpan()
-	if s.err != nil || !s.literal(`,"value":"`) {
+	s.Seek(s.Pos() - 1) // at the opening quote
+	a.key = s.String()
+	if s.Err() != nil || !s.Literal(`,"value":"`) {
 		return st.compactMiss(start)
 	}
-	s.i--
-	a.value = s.stringSpan()
+	s.Seek(s.Pos() - 1)
+	a.value = s.String()
 	switch {
-	case s.err != nil:
+	case s.Err() != nil:
 		return st.compactMiss(start)
-	case s.literal(`,"index":true}`):
+	case s.Literal(`,"index":true}`):
 		a.index = true
-	case s.literal(`,"index":false}`), s.literal(`}`):
+	case s.Literal(`,"index":false}`), s.Literal(`}`):
 	default:
 		return st.compactMiss(start)
 	}
@@ -646,8 +647,8 @@ func (st *decodeState) compactAttr() (attrRef, bool) {
 }
 
 func (st *decodeState) compactMiss(start int) (attrRef, bool) {
-	st.sc.i = start
-	st.sc.err = nil // the generic path meets the same error again
+	st.sc.Seek(start)
+	st.sc.ClearErr() // the generic path meets the same error again
 	return attrRef{}, false
 }
 
@@ -659,7 +660,7 @@ func (st *decodeState) checkBlock() error {
 	if !st.hdr.sawHeight {
 		return malformed("block header has no height")
 	}
-	if st.hdr.hash.null || st.hdr.hash.len() == 0 {
+	if st.hdr.hash.Null || st.hdr.hash.Len() == 0 {
 		return malformed("block_id.hash is empty")
 	}
 	if st.hdr.height <= 0 {
@@ -693,17 +694,17 @@ func (st *decodeState) check(height uint64) error {
 
 // bytesOf returns the bytes of a string value, unescaped (in scratch) when
 // needed; null is empty.
-func (st *decodeState) bytesOf(r strRef) []byte {
-	if r.null {
+func (st *decodeState) bytesOf(r jsonscan.Span) []byte {
+	if r.Null {
 		return nil
 	}
-	return st.sc.raw(r, &st.scratch)
+	return st.sc.Text(r, &st.scratch)
 }
 
 // appendHex appends the bytes of a hex string value to arena and returns
 // the grown arena and the value as a capacity-capped slice of it: never nil,
 // so that an empty hash is an empty bytea, not NULL.
-func (st *decodeState) appendHex(arena []byte, r strRef, field string) (grown, val []byte, err error) {
+func (st *decodeState) appendHex(arena []byte, r jsonscan.Span, field string) (grown, val []byte, err error) {
 	start := len(arena)
 	arena, err = hex.AppendDecode(arena, st.bytesOf(r))
 	if err != nil {
@@ -716,7 +717,7 @@ func (st *decodeState) appendHex(arena []byte, r strRef, field string) (grown, v
 }
 
 // text returns a string value as a Go string fit for a text column.
-func (st *decodeState) text(r strRef) string {
+func (st *decodeState) text(r jsonscan.Span) string {
 	b := st.bytesOf(r)
 	if len(b) == 0 {
 		return ""
@@ -733,7 +734,7 @@ func (st *decodeState) text(r strRef) string {
 
 // textAny is text for a row cell: interned strings come boxed already, so
 // that the common event types cost no allocation.
-func (st *decodeState) textAny(r strRef) any {
+func (st *decodeState) textAny(r jsonscan.Span) any {
 	if b := st.bytesOf(r); len(b) > 0 {
 		if v, ok := internBoxed[string(b)]; ok {
 			return v
@@ -759,7 +760,7 @@ func boxInt32(v int32) any {
 }
 
 // appendAttrText appends an attribute key or value as a JSON string.
-func (st *decodeState) appendAttrText(dst []byte, r strRef, b64 bool) []byte {
+func (st *decodeState) appendAttrText(dst []byte, r jsonscan.Span, b64 bool) []byte {
 	b := st.bytesOf(r)
 	if b64 && len(b) > 0 {
 		// attrsAreBase64 has checked that it decodes.
@@ -778,14 +779,14 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 	// it until they are copied out, so it is never reused.
 	size := 12 * 32
 	for _, t := range st.txs {
-		size += t.len()*3/4 + sha256.Size
+		size += t.Len()*3/4 + sha256.Size
 	}
 	for _, r := range st.results {
-		size += r.data.len() * 3 / 4
+		size += r.data.Len() * 3 / 4
 	}
 	arena := make([]byte, 0, size)
 	var err error
-	hexCol := func(r strRef, field string) []byte {
+	hexCol := func(r jsonscan.Span, field string) []byte {
 		var v []byte
 		if err == nil {
 			arena, v, err = st.appendHex(arena, r, field)
@@ -801,7 +802,7 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 	b := rows.Row(tableBlocks)
 	b[bHeight] = hv
 	b[bHash] = hexCol(h.hash, "block_id.hash")
-	if h.parent.null || h.parent.len() == 0 {
+	if h.parent.Null || h.parent.Len() == 0 {
 		b[bParentHash] = nil
 	} else {
 		b[bParentHash] = hexCol(h.parent, "header.last_block_id.hash")
@@ -879,7 +880,7 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 	// `[]` per event; `["","",false],` per attribute.
 	jsonSize := 2 * numEvents
 	for _, a := range st.attrs {
-		jsonSize += a.key.len() + a.value.len() + 16
+		jsonSize += a.key.Len() + a.value.Len() + 16
 	}
 	js := make([]byte, 0, jsonSize)
 	idx := int32(0)

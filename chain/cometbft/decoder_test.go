@@ -18,6 +18,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft/protodec"
+	"github.com/blockhaul/blockhaul/chain/jsonscan"
 )
 
 func TestDecodeCountsMatchSynthetic(t *testing.T) {
@@ -128,8 +129,8 @@ func mustDecodeHex(t *testing.T, s string) []byte {
 
 func hexDecode(s string) ([]byte, error) {
 	var st decodeState
-	st.sc.b = []byte(`"` + s + `"`)
-	_, v, err := st.appendHex(nil, strRef{start: 1, end: 1 + len(s)}, "test")
+	st.sc.Reset([]byte(`"` + s + `"`))
+	_, v, err := st.appendHex(nil, jsonscan.Span{Start: 1, End: 1 + len(s)}, "test")
 	return v, err
 }
 
@@ -552,29 +553,6 @@ func TestCleanText(t *testing.T) {
 	var back string
 	if err := json.Unmarshal(AppendJSONString(nil, []byte(long)), &back); err != nil || back != long {
 		t.Errorf("AppendJSONString of control characters reads back as %q, %v", back, err)
-	}
-}
-
-func TestUnescape(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{`plain`, "plain"},
-		{`a\"b\\c\/d\b\f\n\r\t`, "a\"b\\c/d\b\f\n\r\t"},
-		{`\u00e9\u2014`, "é—"},
-		{`\ud83d\ude80`, "🚀"},
-		{`\ud83d`, "\uFFFD"},
-		{`\ud83dx`, "\uFFFDx"},
-		{`\ude80\ud83d`, "\uFFFD\uFFFD"},
-		{`\u0000`, "\x00"},
-	} {
-		s := scanner{b: []byte(`"` + c.in + `"`)}
-		r := s.str()
-		if s.err != nil {
-			t.Fatalf("%s: %v", c.in, s.err)
-		}
-		var scratch []byte
-		if got := string(s.raw(r, &scratch)); got != c.want {
-			t.Errorf("unescape %s = %q, want %q", c.in, got, c.want)
-		}
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+
+	"github.com/blockhaul/blockhaul/chain/jsonscan"
 )
 
 // EventEncoding is how a block's event attribute keys and values are
@@ -151,7 +153,7 @@ func (st *decodeState) attrsAreBase64(mode EventEncoding) (bool, error) {
 		return false, nil
 	case EventEncodingBase64:
 		for _, a := range st.attrs {
-			for _, r := range [2]strRef{a.key, a.value} {
+			for _, r := range [2]jsonscan.Span{a.key, a.value} {
 				var err error
 				if st.scratch2, err = base64.StdEncoding.AppendDecode(st.scratch2[:0], st.bytesOf(r)); err != nil {
 					return false, malformed("--event-encoding base64: attribute %q is not base64: %v", clip(st.bytesOf(r)), err)

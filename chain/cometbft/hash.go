@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/jsonscan"
 )
 
 // This file recomputes a block's hash from its header the way CometBFT does
@@ -217,7 +218,7 @@ func VerifyBlock(raw []byte) (hash []byte, err error) {
 	}
 	var f HeaderFields
 	var arena []byte
-	field := func(r strRef, name string) []byte {
+	field := func(r jsonscan.Span, name string) []byte {
 		if err != nil {
 			return nil
 		}

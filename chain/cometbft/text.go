@@ -101,6 +101,16 @@ func AppendJSONString(dst, b []byte) []byte {
 	return append(dst, '"')
 }
 
+// SWAR (SIMD within a register) over eight bytes: swarZero(v) has the
+// high bit set in the lowest byte of v that is zero (and possibly in
+// higher bytes after it).
+const (
+	swarOnes  = 0x0101010101010101
+	swarHighs = 0x8080808080808080
+)
+
+func swarZero(v uint64) uint64 { return (v - swarOnes) & ^v & swarHighs }
+
 // swarSpecial reports whether any of the eight bytes of v needs attention
 // from AppendJSONString: a control character, '"', '\\' or a non-ASCII byte.
 func swarSpecial(v uint64) bool {

@@ -95,7 +95,7 @@ func (v *verifier) record(raw []byte) ([]byte, error) {
 // transactions, withdrawals and receipts re-encoded into v.arena.
 func (v *verifier) read(raw []byte) (claimed []byte, height uint64, err error) {
 	v.reset()
-	s := &scanner{b: raw}
+	s := newScanner(raw)
 	if err := s.beginObject(); err != nil {
 		return nil, 0, err
 	}
@@ -135,7 +135,7 @@ func (v *verifier) read(raw []byte) (claimed []byte, height uint64, err error) {
 				}
 				continue
 			}
-			receiptsPos = s.i
+			receiptsPos = s.Pos()
 			if err := s.skip(); err != nil {
 				return nil, 0, inField("receipts", err)
 			}
@@ -154,7 +154,7 @@ func (v *verifier) read(raw []byte) (claimed []byte, height uint64, err error) {
 	if receiptsPos >= 0 {
 		// The receipts came before the block: back to them, now that the
 		// block's transaction types are known.
-		s.i = receiptsPos
+		s.Seek(receiptsPos)
 		if err := v.readReceipts(s); err != nil {
 			return nil, 0, err
 		}
@@ -231,7 +231,7 @@ type txFields struct {
 }
 
 func (v *verifier) transactions(s *scanner) error {
-	if s.null() {
+	if s.Null() {
 		return nil
 	}
 	v.haveTxs = true
@@ -245,7 +245,7 @@ func (v *verifier) transactions(s *scanner) error {
 }
 
 func (v *verifier) transaction(s *scanner, i int) error {
-	if s.peek() != '{' {
+	if s.Peek() != '{' {
 		return errors.New("want a transaction object (fetch blocks with full transactions)")
 	}
 	if err := s.beginObject(); err != nil {
@@ -261,23 +261,23 @@ func (v *verifier) transaction(s *scanner, i int) error {
 		if done {
 			break
 		}
-		if s.null() {
+		if s.Null() {
 			continue
 		}
 		var dst *[]byte
 		switch string(key) {
 		case "accessList", "authorizationList", "blobVersionedHashes":
-			start := s.i
+			start := s.Pos()
 			if err := s.skip(); err != nil {
 				return inField(string(key), err)
 			}
 			switch string(key) {
 			case "accessList":
-				f.accessList = s.b[start:s.i]
+				f.accessList = s.Bytes()[start:s.Pos()]
 			case "authorizationList":
-				f.authList = s.b[start:s.i]
+				f.authList = s.Bytes()[start:s.Pos()]
 			default:
-				f.blobHashes = s.b[start:s.i]
+				f.blobHashes = s.Bytes()[start:s.Pos()]
 			}
 			continue
 		case "hash":
@@ -454,7 +454,7 @@ func (v *verifier) accessList(list []byte) error {
 	w := &v.w
 	w.open()
 	if list != nil {
-		s := &scanner{b: list}
+		s := newScanner(list)
 		_, err := s.eachElem(func(i int) error {
 			var addr, keys []byte
 			if err := s.beginObject(); err != nil {
@@ -475,11 +475,11 @@ func (v *verifier) accessList(list []byte) error {
 						return inElem("", i, inField("address", err))
 					}
 				case "storageKeys":
-					start := s.i
+					start := s.Pos()
 					if err := s.skip(); err != nil {
 						return inElem("", i, inField("storageKeys", err))
 					}
-					keys = s.b[start:s.i]
+					keys = s.Bytes()[start:s.Pos()]
 				default:
 					if err := s.skip(); err != nil {
 						return inElem("", i, err)
@@ -514,8 +514,8 @@ func (v *verifier) hashList(list []byte) error { return hashListInto(&v.w, list)
 func hashListInto(w *rlpWriter, list []byte) error {
 	w.open()
 	if list != nil {
-		s := &scanner{b: list}
-		if !s.null() {
+		s := newScanner(list)
+		if !s.Null() {
 			_, err := s.eachElem(func(i int) error {
 				h, err := s.str()
 				if err == nil {
@@ -541,7 +541,7 @@ func (v *verifier) authList(list []byte) error {
 	w := &v.w
 	w.open()
 	if list != nil {
-		s := &scanner{b: list}
+		s := newScanner(list)
 		_, err := s.eachElem(func(i int) error {
 			if err := v.authorization(s); err != nil {
 				return inElem("", i, err)
@@ -587,7 +587,7 @@ func (v *verifier) authorization(s *scanner) error {
 		case "s":
 			dst = &sig
 		}
-		if s.null() {
+		if s.Null() {
 			continue
 		}
 		if dst == nil {
@@ -630,7 +630,7 @@ func (v *verifier) authorization(s *scanner) error {
 // withdrawals encodes each withdrawal as [index, validatorIndex, address,
 // amount] (EIP-4895).
 func (v *verifier) withdrawals(s *scanner) error {
-	if s.null() {
+	if s.Null() {
 		return nil
 	}
 	v.haveWds = true
@@ -704,7 +704,7 @@ func (v *verifier) withdrawal(s *scanner) error {
 // [status or post-state root, cumulativeGasUsed, logsBloom, logs], each log
 // [address, [topic, ...], data] (go-ethereum core/types/receipt.go).
 func (v *verifier) receipts(s *scanner) error {
-	if s.null() {
+	if s.Null() {
 		return nil
 	}
 	_, err := s.eachElem(func(i int) error {
@@ -731,7 +731,7 @@ func (v *verifier) receipt(s *scanner, i int) error {
 		if done {
 			break
 		}
-		if s.null() {
+		if s.Null() {
 			continue
 		}
 		var dst *[]byte
@@ -862,11 +862,11 @@ func (v *verifier) log(s *scanner) error {
 				return inField("data", err)
 			}
 		case "topics":
-			start := s.i
+			start := s.Pos()
 			if err := s.skip(); err != nil {
 				return inField("topics", err)
 			}
-			topics = s.b[start:s.i]
+			topics = s.Bytes()[start:s.Pos()]
 		default:
 			if err := s.skip(); err != nil {
 				return inField(string(key), err)

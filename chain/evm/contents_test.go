@@ -95,7 +95,7 @@ func TestTransactionHashTypedEnvelopes(t *testing.T) {
 func transactionHash(raw []byte) (claimed, sum [32]byte, err error) {
 	v := &verifier{}
 	v.reset()
-	if err := v.transaction(&scanner{b: raw}, 0); err != nil {
+	if err := v.transaction(newScanner(raw), 0); err != nil {
 		return claimed, sum, err
 	}
 	if v.unknown == 0 {

@@ -14,7 +14,7 @@ import (
 func (st *decodeState) receipts() error {
 	s := &st.sc
 	n := 0
-	if !s.null() {
+	if !s.Null() {
 		var err error
 		n, err = s.eachElem(func(i int) error {
 			if i >= len(st.txs) {
@@ -62,7 +62,7 @@ func (st *decodeState) receipt(i int) error {
 		if done {
 			break
 		}
-		if s.null() {
+		if s.Null() {
 			continue
 		}
 		if string(key) == "logs" {
@@ -71,7 +71,7 @@ func (st *decodeState) receipt(i int) error {
 			}
 			continue
 		}
-		if s.peek() != '"' {
+		if s.Peek() != '"' {
 			if err := s.skip(); err != nil {
 				return inField(string(key), err)
 			}
@@ -220,7 +220,7 @@ func (st *decodeState) log(t *txState, txIndex int) error {
 			have |= reqLogTopics
 			continue
 		}
-		if s.peek() != '"' {
+		if s.Peek() != '"' {
 			if err := s.skip(); err != nil { // removed, and anything new
 				return inField(string(key), err)
 			}

@@ -144,7 +144,7 @@ type decodeState struct {
 
 func (st *decodeState) reset(height uint64, raw []byte, rows *chain.Rows) {
 	st.height = height
-	st.sc = scanner{b: raw}
+	st.sc.Reset(raw)
 	st.rows = rows
 	st.slab = slab{rows: rows}
 	st.heightVal = rows.BoxInt64(int64(height))
@@ -161,7 +161,7 @@ func (st *decodeState) reset(height uint64, raw []byte, rows *chain.Rows) {
 func (st *decodeState) release() {
 	clear(st.txs)
 	st.txs = st.txs[:0]
-	st.sc = scanner{}
+	st.sc.Reset(nil)
 	st.rows = nil
 	st.slab = slab{}
 	st.blockRow = nil
@@ -200,12 +200,12 @@ func (st *decodeState) record() error {
 			if receiptsPos >= 0 {
 				// The receipts came first; go back for them now that the
 				// block they are checked against is known.
-				resume := s.i
-				s.i = receiptsPos
+				resume := s.Pos()
+				s.Seek(receiptsPos)
 				if err := st.receipts(); err != nil {
 					return inField("receipts", err)
 				}
-				s.i = resume
+				s.Seek(resume)
 			}
 		case "receipts":
 			if haveRcpts {
@@ -217,7 +217,7 @@ func (st *decodeState) record() error {
 					return inField("receipts", err)
 				}
 			} else {
-				receiptsPos = s.i
+				receiptsPos = s.Pos()
 				if err := s.skip(); err != nil {
 					return inField("receipts", err)
 				}
@@ -265,7 +265,7 @@ func missingField(names []string, have, all int) error {
 
 func (st *decodeState) block() error {
 	s := &st.sc
-	if s.null() {
+	if s.Null() {
 		return errors.New("block is null (not found on the node?)")
 	}
 	if err := s.beginObject(); err != nil {
@@ -290,7 +290,7 @@ func (st *decodeState) block() error {
 			have |= reqTransactions
 			continue
 		}
-		if s.null() {
+		if s.Null() {
 			continue
 		}
 		if string(key) == "withdrawals" {
@@ -299,7 +299,7 @@ func (st *decodeState) block() error {
 			}
 			continue
 		}
-		if s.peek() != '"' {
+		if s.Peek() != '"' {
 			// uncles: not exported.
 			if err := s.skip(); err != nil {
 				return inField(string(key), err)
@@ -474,7 +474,7 @@ func (st *decodeState) putNumeric(row []any, col int, v []byte) error {
 
 func (st *decodeState) transactions() error {
 	s := &st.sc
-	if s.null() {
+	if s.Null() {
 		return nil
 	}
 	_, err := s.eachElem(func(int) error {
@@ -505,7 +505,7 @@ var txRequired = []string{"hash", "from", "value", "input", "nonce", "gas"}
 
 func (st *decodeState) transaction(i int) error {
 	s := &st.sc
-	if s.peek() != '{' {
+	if s.Peek() != '{' {
 		return errors.New("want a transaction object (fetch blocks with full transactions)")
 	}
 	if err := s.beginObject(); err != nil {
@@ -528,7 +528,7 @@ func (st *decodeState) transaction(i int) error {
 		if done {
 			break
 		}
-		if s.null() {
+		if s.Null() {
 			continue // to of a creation, fields a client sends as null
 		}
 		if string(key) == "blobVersionedHashes" {
@@ -539,7 +539,7 @@ func (st *decodeState) transaction(i int) error {
 			row[colTxBlobHashes] = hs
 			continue
 		}
-		if s.peek() != '"' {
+		if s.Peek() != '"' {
 			col := -1
 			switch string(key) {
 			case "accessList":
@@ -547,15 +547,15 @@ func (st *decodeState) transaction(i int) error {
 			case "authorizationList":
 				col = colTxAuthorizationList
 			}
-			start := s.i
+			start := s.Pos()
 			if err := s.skip(); err != nil {
 				return inField(string(key), err)
 			}
 			if col >= 0 {
 				// Kept as the node wrote it, but for white space: a record
 				// pretty-printed decodes to the same rows.
-				b := st.slab.alloc(s.i - start)
-				row[col] = st.rows.BoxBytes(b[:compactJSON(b, s.b[start:s.i])])
+				b := st.slab.alloc(s.Pos() - start)
+				row[col] = st.rows.BoxBytes(b[:compactJSON(b, s.Bytes()[start:s.Pos()])])
 			}
 			continue
 		}
@@ -697,7 +697,7 @@ func (st *decodeState) withdrawal() error {
 		if done {
 			break
 		}
-		if s.peek() != '"' {
+		if s.Peek() != '"' {
 			if err := s.skip(); err != nil {
 				return inField(string(key), err)
 			}

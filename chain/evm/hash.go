@@ -236,7 +236,7 @@ func VerifyBlock(raw []byte) (hash []byte, err error) {
 // object are ignored.
 func VerifyHeader(block []byte) (hash []byte, err error) {
 	var r headerRLP
-	claimed, height, err := r.read(&scanner{b: block}, nil)
+	claimed, height, err := r.read(newScanner(block), nil)
 	if err != nil {
 		return nil, fmt.Errorf("evm: verify block: %w", err)
 	}
@@ -260,7 +260,7 @@ func (r *headerRLP) check(claimed []byte, height uint64) ([]byte, error) {
 // claimed hash and number. With c set, it also reads the block's
 // transactions and withdrawals into c; without, it skips them.
 func (r *headerRLP) read(s *scanner, c *verifier) (claimed []byte, height uint64, err error) {
-	if s.null() {
+	if s.Null() {
 		return nil, 0, errors.New("block is null (not found on the node?)")
 	}
 	if err := s.beginObject(); err != nil {
@@ -305,7 +305,7 @@ func (r *headerRLP) read(s *scanner, c *verifier) (claimed []byte, height uint64
 			}
 		}
 		i := headerIndex(key)
-		if i < 0 || s.null() {
+		if i < 0 || s.Null() {
 			if i < 0 {
 				if !blockBodyKeys[string(key)] {
 					r.unknown = append(r.unknown, string(key))

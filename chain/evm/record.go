@@ -80,7 +80,7 @@ func BlockIdentity(raw []byte) (hash, parentHash []byte, height uint64, err erro
 }
 
 func blockIdentity(raw []byte) (hash, parentHash []byte, height uint64, err error) {
-	s := &scanner{b: raw}
+	s := newScanner(raw)
 	if err := s.beginObject(); err != nil {
 		return nil, nil, 0, err
 	}
@@ -120,7 +120,7 @@ func blockIdentity(raw []byte) (hash, parentHash []byte, height uint64, err erro
 // identityFields reads the block object at the cursor, to its end, and
 // returns its hash, parent hash and number.
 func (s *scanner) identityFields() (hash, parentHash []byte, height uint64, err error) {
-	if s.null() {
+	if s.Null() {
 		return nil, nil, 0, errors.New("block is null (not found on the node?)")
 	}
 	if err := s.beginObject(); err != nil {

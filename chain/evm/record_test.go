@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/chain/jsonscan"
 )
 
 // TestBlockIdentityRefusesTruncatedRecords cuts a real geth record at every
@@ -24,8 +25,8 @@ func TestBlockIdentityRefusesTruncatedRecords(t *testing.T) {
 	}
 	// The crasher make faults kept: a record cut right after the fields.
 	cut := []byte(`{"block":{"hash":"0x` + zeros(64) + `","number":"0x0","parentHash":"0x` + zeros(64) + `"`)
-	if _, _, _, err := BlockIdentity(cut); !errors.Is(err, errEOF) {
-		t.Fatalf("truncated record: err = %v, want %v", err, errEOF)
+	if _, _, _, err := BlockIdentity(cut); !errors.Is(err, jsonscan.ErrEnd) {
+		t.Fatalf("truncated record: err = %v, want %v", err, jsonscan.ErrEnd)
 	}
 	if _, _, _, err := BlockIdentity(append(bytes.Clone(raw), `{}`...)); err == nil {
 		t.Fatal("a record followed by more JSON accepted")

@@ -1,9 +1,12 @@
 package jsonrpc
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/blockhaul/blockhaul/chain/jsonscan"
 )
 
 // parseSingle reads the response to a single call with id and, when the
@@ -161,4 +164,178 @@ func truncate(b []byte) string {
 		return string(b[:32]) + "…"
 	}
 	return string(b)
+}
+
+// Responses are split with the shared scanner (chain/jsonscan) rather
+// than by encoding/json. Results are kept as the node sent them, so all
+// that is needed of a result is where it ends and that it is well-formed
+// JSON; encoding/json would check the whole body byte by byte through its
+// state machine, then walk each result a second time to find its end, at a
+// few hundred MB/s. jsonscan.SkipValue makes one pass, skims string
+// contents eight bytes at a time, and checks the same grammar (a truncated
+// or malformed body is refused, as before), leaving only the small error
+// objects to encoding/json.
+
+// rawResponse is one JSON-RPC response object, split. id and result alias
+// the body; err is decoded (it owns its bytes).
+type rawResponse struct {
+	id     []byte    // raw id, nil when absent
+	result []byte    // raw result, nil when absent
+	err    *RPCError // nil when absent or null
+}
+
+// splitSingle splits a body that holds one response object.
+func splitSingle(b []byte) (rawResponse, error) {
+	i := jsonscan.SkipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return rawResponse{}, jsonscan.ErrorAt(b, i, "looking for a response object")
+	}
+	r, i, err := splitResponse(b, i, 0)
+	if err != nil {
+		return rawResponse{}, err
+	}
+	if i = jsonscan.SkipSpace(b, i); i != len(b) {
+		return rawResponse{}, jsonscan.ErrorAt(b, i, "after the response")
+	}
+	return r, nil
+}
+
+// splitBatch splits a body that holds an array of responses, appending
+// them to dst. A null element counts as a response with no id, as it did
+// with encoding/json; any other element that is not an object makes the
+// body bad. Nothing is appended when the body is bad.
+func splitBatch(b []byte, dst []rawResponse) ([]rawResponse, error) {
+	n0 := len(dst)
+	i := jsonscan.SkipSpace(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return dst, jsonscan.ErrorAt(b, i, "looking for an array of responses")
+	}
+	i = jsonscan.SkipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		i++
+	} else {
+		for {
+			var err error
+			switch {
+			case i >= len(b):
+				err = jsonscan.ErrorAt(b, i, "")
+			case b[i] == '{':
+				var r rawResponse
+				r, i, err = splitResponse(b, i, 1)
+				dst = append(dst, r)
+			case b[i] == 'n':
+				i, err = jsonscan.SkipLiteral(b, i, "null")
+			default:
+				if i, err = jsonscan.SkipValue(b, i, 1); err == nil {
+					err = errors.New("batch element is not a response object")
+				}
+			}
+			if err != nil {
+				return dst[:n0], err
+			}
+			if i = jsonscan.SkipSpace(b, i); i < len(b) && b[i] == ',' {
+				i = jsonscan.SkipSpace(b, i+1)
+				continue
+			}
+			if i < len(b) && b[i] == ']' {
+				i++
+				break
+			}
+			return dst[:n0], jsonscan.ErrorAt(b, i, "after an array element")
+		}
+	}
+	if i = jsonscan.SkipSpace(b, i); i != len(b) {
+		return dst[:n0], jsonscan.ErrorAt(b, i, "after the responses")
+	}
+	return dst, nil
+}
+
+// splitResponse splits the response object that starts at b[i] ('{'),
+// nested depth containers deep, and returns the offset just past it. Keys
+// are matched as encoding/json matched them into response: exactly, else
+// case-insensitively; the last of duplicate keys wins; others are skipped
+// (but validated).
+func splitResponse(b []byte, i, depth int) (rawResponse, int, error) {
+	var r rawResponse
+	i = jsonscan.SkipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return r, i + 1, nil
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return r, i, jsonscan.ErrorAt(b, i, "looking for beginning of object key string")
+		}
+		start := i
+		end, escaped, err := jsonscan.SkipString(b, i+1)
+		if err != nil {
+			return r, end, err
+		}
+		key := b[start:end]
+		if i = jsonscan.SkipSpace(b, end); i >= len(b) || b[i] != ':' {
+			return r, i, jsonscan.ErrorAt(b, i, "after object key")
+		}
+		i = jsonscan.SkipSpace(b, i+1)
+		vstart := i
+		if i, err = jsonscan.SkipValue(b, i, depth+1); err != nil {
+			return r, i, err
+		}
+		val := b[vstart:i]
+		switch keyField(key, escaped) {
+		case fieldID:
+			r.id = val
+		case fieldResult:
+			r.result = val
+		case fieldError:
+			// Decoded into the same pointer, so null clears it and a
+			// repeated key merges, as encoding/json did. (Through a copy
+			// of the pointer, for r not to escape.)
+			e := r.err
+			if err := json.Unmarshal(val, &e); err != nil {
+				return r, vstart, fmt.Errorf("error object: %w", err)
+			}
+			r.err = e
+		}
+		if i = jsonscan.SkipSpace(b, i); i < len(b) && b[i] == ',' {
+			i = jsonscan.SkipSpace(b, i+1)
+			continue
+		}
+		if i < len(b) && b[i] == '}' {
+			return r, i + 1, nil
+		}
+		return r, i, jsonscan.ErrorAt(b, i, "after object key:value pair")
+	}
+}
+
+type field int
+
+const (
+	fieldOther field = iota
+	fieldID
+	fieldResult
+	fieldError
+)
+
+// keyField says which field of a response a quoted key names.
+func keyField(quoted []byte, escaped bool) field {
+	name := quoted[1 : len(quoted)-1]
+	if escaped {
+		name = jsonscan.AppendUnescaped(nil, name)
+	}
+	switch string(name) {
+	case "id":
+		return fieldID
+	case "result":
+		return fieldResult
+	case "error":
+		return fieldError
+	}
+	switch {
+	case bytes.EqualFold(name, []byte("id")):
+		return fieldID
+	case bytes.EqualFold(name, []byte("result")):
+		return fieldResult
+	case bytes.EqualFold(name, []byte("error")):
+		return fieldError
+	}
+	return fieldOther
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/blockhaul/blockhaul/chain/jsonscan"
 )
 
 // split splits a body as parseSingle and parseBatch do, by its first byte.
@@ -157,7 +159,7 @@ func nested(depth int, open, close string) string {
 func TestSplitMatchesEncodingJSON(t *testing.T) {
 	cases := append([]string(nil), splitCases...)
 	// encoding/json's nesting limit, counted from the top of the body.
-	for _, d := range []int{maxNesting - 2, maxNesting - 1} {
+	for _, d := range []int{jsonscan.MaxDepth - 2, jsonscan.MaxDepth - 1} {
 		cases = append(cases,
 			`[{"id":1,"result":`+nested(d, "[", "]")+`}]`,
 			`[{"id":1,"result":`+nested(d, `{"a":`, "}")[:d*5]+"1"+strings.Repeat("}", d)+`}]`,
@@ -165,7 +167,7 @@ func TestSplitMatchesEncodingJSON(t *testing.T) {
 			`[{"id":1,"error":{"code":1,"data":`+nested(d-1, "[", "]")+`}}]`,
 		)
 	}
-	cases = append(cases, "["+nested(maxNesting, "[", "]")+"]")
+	cases = append(cases, "["+nested(jsonscan.MaxDepth, "[", "]")+"]")
 	for i, c := range cases {
 		t.Run(strconv.Itoa(i), func(t *testing.T) {
 			if checkSplit(t, []byte(c)) {
@@ -176,9 +178,9 @@ func TestSplitMatchesEncodingJSON(t *testing.T) {
 }
 
 func TestSplitRefusesDepthBeyondEncodingJSONLimit(t *testing.T) {
-	deep := `[{"id":1,"result":` + nested(maxNesting-1, "[", "]") + `}]`
+	deep := `[{"id":1,"result":` + nested(jsonscan.MaxDepth-1, "[", "]") + `}]`
 	if _, err := split([]byte(deep)); err == nil || !strings.Contains(err.Error(), "depth") {
-		t.Errorf("body nested %d deep: err %v, want exceeded max depth", maxNesting+1, err)
+		t.Errorf("body nested %d deep: err %v, want exceeded max depth", jsonscan.MaxDepth+1, err)
 	}
 }
 

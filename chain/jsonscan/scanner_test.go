@@ -1,0 +1,65 @@
+package jsonscan
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+// stringEnd finds the first quote as bytes.IndexByte does, wherever it
+// stands and whatever surrounds it (bytes one off a quote, bytes with the
+// high bit set, a quote just past the SWAR part), and a string with no
+// closing quote is cut short. (It was evm's quoteIndex test.)
+func TestStringEndMatchesIndexByte(t *testing.T) {
+	fillers := []byte{'0', 'a', 0x21, 0x23, 0xa2, 0x80, 0xff, 0x00, 0x01}
+	for _, fill := range fillers {
+		for n := range 48 {
+			for q := -1; q < n; q++ {
+				b := bytes.Repeat([]byte{fill}, n)
+				if q >= 0 {
+					b[q] = '"'
+					if q+1 < n {
+						b[q+1] = '"' // a second quote after the first
+					}
+				}
+				for from := 0; from <= n; from++ {
+					want := bytes.IndexByte(b[from:], '"')
+					got, esc, err := stringEnd(b, from)
+					if want < 0 {
+						if !errors.Is(err, ErrEnd) {
+							t.Fatalf("fill %#x, len %d, no quote from %d: %d, %v; want ErrEnd", fill, n, from, got, err)
+						}
+						continue
+					}
+					if want += from; got != want || esc || err != nil {
+						t.Fatalf("fill %#x, len %d, quote at %d, from %d: %d, %v, %v; want %d", fill, n, q, from, got, esc, err, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestUnescape(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`plain`, "plain"},
+		{`a\"b\\c\/d\b\f\n\r\t`, "a\"b\\c/d\b\f\n\r\t"},
+		{`\u00e9\u2014`, "é—"},
+		{`\ud83d\ude80`, "🚀"},
+		{`\ud83d`, "\uFFFD"},
+		{`\ud83dx`, "\uFFFDx"},
+		{`\ude80\ud83d`, "\uFFFD\uFFFD"},
+		{`\u0000`, "\x00"},
+	} {
+		var s Scanner
+		s.Reset([]byte(`"` + c.in + `"`))
+		r := s.Str()
+		if s.Err() != nil {
+			t.Fatalf("%s: %v", c.in, s.Err())
+		}
+		var scratch []byte
+		if got := string(s.Text(r, &scratch)); got != c.want {
+			t.Errorf("unescape %s = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
