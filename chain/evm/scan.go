@@ -42,19 +42,14 @@ func (s *scanner) beginArray() error {
 // its key; done is true once the closing '}' has been consumed. n counts
 // the members seen so far: pass a pointer to a zeroed int per object.
 func (s *scanner) nextKey(n *int) (key []byte, done bool, err error) {
-	if k, ok := s.NextKey(n); ok {
-		return k, false, nil
-	}
-	return nil, true, s.Err()
+	key, ok := s.NextKey(n) // false on an error too, which sticks
+	return key, !ok, s.Err()
 }
 
 // nextElem advances to the next element of the current array; done is
 // true once the closing ']' has been consumed.
 func (s *scanner) nextElem(n *int) (done bool, err error) {
-	if s.NextElem(n) {
-		return false, nil
-	}
-	return true, s.Err()
+	return !s.NextElem(n), s.Err()
 }
 
 // eachElem reads the array at the cursor, calling fn with the index of each
@@ -81,11 +76,8 @@ func (s *scanner) str() ([]byte, error) {
 	if s.Peek() != '"' {
 		return nil, s.fail("expected string")
 	}
-	r := s.String()
-	if err := s.Err(); err != nil {
-		return nil, err
-	}
-	return s.Bytes()[r.Start:r.End], nil
+	r := s.String() // the zero Span on an error
+	return s.Bytes()[r.Start:r.End], s.Err()
 }
 
 // skip consumes one value of any kind.
