@@ -73,11 +73,8 @@ func (s *scanner) eachElem(fn func(i int) error) (int, error) {
 // whose parsers reject a backslash, so an escaped hex field is an error
 // rather than a misread (no node escapes them).
 func (s *scanner) str() ([]byte, error) {
-	if s.Peek() != '"' {
-		return nil, s.fail("expected string")
-	}
-	r := s.String() // the zero Span on an error
-	return s.Bytes()[r.Start:r.End], s.Err()
+	v := s.Raw()
+	return v, s.Err()
 }
 
 // skip consumes one value of any kind.

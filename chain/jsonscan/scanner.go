@@ -311,6 +311,61 @@ func stringEnd(b []byte, i int) (int, bool, error) {
 	return len(b), true, errEnd(len(b))
 }
 
+// Raw reads a string value and returns its contents as written, escapes
+// neither checked nor interpreted: for values whose parsers refuse a
+// backslash anyway (hex), it spares String's look for escapes. The string
+// ends at the first quote that an even number of backslashes precede.
+func (s *Scanner) Raw() []byte {
+	if s.err != nil {
+		return nil
+	}
+	if s.Peek() != '"' {
+		if s.i >= len(s.b) {
+			s.failEnd("expected string")
+		} else {
+			s.Fail("expected string")
+		}
+		return nil
+	}
+	start := s.i + 1
+	i := start
+	for {
+		j := quoteIndex(s.b, i)
+		if j < 0 {
+			s.i = len(s.b)
+			s.failEnd("in string")
+			return nil
+		}
+		k := j - 1
+		for k >= start && s.b[k] == '\\' {
+			k--
+		}
+		if (j-1-k)%2 == 0 {
+			s.i = j + 1
+			return s.b[start:j]
+		}
+		i = j + 1
+	}
+}
+
+// quoteIndex returns the offset of the first '"' in b at or after i, or
+// -1. For the many short strings a call of bytes.IndexByte costs more than
+// the search: the first 16 bytes are looked at eight at a time.
+func quoteIndex(b []byte, i int) int {
+	for n := 0; n < 2 && i+8 <= len(b); n++ {
+		x := binary.LittleEndian.Uint64(b[i:]) ^ (swarOnes * '"') // a quote is now a zero byte
+		if m := (x - swarOnes) &^ x & swarHighs; m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		i += 8
+	}
+	j := bytes.IndexByte(b[i:], '"')
+	if j < 0 {
+		return -1
+	}
+	return i + j
+}
+
 // Str reads a string value, or null (a Span with Null set).
 func (s *Scanner) Str() Span {
 	if s.err != nil {

@@ -3,8 +3,61 @@ package jsonscan
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 )
+
+// quoteIndex finds the first quote as bytes.IndexByte does, wherever it
+// stands and whatever surrounds it (bytes one off a quote, bytes with the
+// high bit set, a quote just past the SWAR part). (Moved from chain/evm.)
+func TestQuoteIndexMatchesIndexByte(t *testing.T) {
+	fillers := []byte{'0', 'a', 0x21, 0x23, 0xa2, 0x80, 0xff, 0x00, 0x01}
+	for _, fill := range fillers {
+		for n := range 48 {
+			for q := -1; q < n; q++ {
+				b := bytes.Repeat([]byte{fill}, n)
+				if q >= 0 {
+					b[q] = '"'
+					if q+1 < n {
+						b[q+1] = '"' // a second quote after the first
+					}
+				}
+				for from := 0; from <= n; from++ {
+					want := bytes.IndexByte(b[from:], '"')
+					if want >= 0 {
+						want += from
+					}
+					if got := quoteIndex(b, from); got != want {
+						t.Fatalf("fill %#x, len %d, quote at %d, from %d: %d, want %d", fill, n, q, from, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// Raw and String end a string at the same quote, whatever backslashes
+// stand before it, and only String unescapes.
+func TestRawEndsWhereStringEnds(t *testing.T) {
+	for _, body := range []string{``, `a`, `\\`, `\"`, `a\\\"b`, `\\\\`, strings.Repeat("x", 40) + `\"` + strings.Repeat("y", 20), strings.Repeat(`\\`, 30)} {
+		doc := []byte(`"` + body + `",1`)
+		var r, s Scanner
+		r.Reset(doc)
+		s.Reset(doc)
+		raw := r.Raw()
+		span := s.Str()
+		if r.Err() != nil || s.Err() != nil || string(raw) != body || r.Pos() != s.Pos() || span.End != 1+len(body) {
+			t.Errorf("%s: Raw %q at %d (%v), String ends at %d, pos %d (%v)", body, raw, r.Pos(), r.Err(), span.End, s.Pos(), s.Err())
+		}
+	}
+	for _, doc := range []string{`"abc`, `"abc\"`, `x`, ``} {
+		var r Scanner
+		r.Reset([]byte(doc))
+		if v := r.Raw(); r.Err() == nil {
+			t.Errorf("Raw(%s) = %q, no error", doc, v)
+		}
+	}
+}
 
 // stringEnd finds the first quote as bytes.IndexByte does, wherever it
 // stands and whatever surrounds it (bytes one off a quote, bytes with the

@@ -68,7 +68,11 @@ func skipValue(b []byte, i, depth, limit int, strict bool) (int, error) {
 			}
 			continue
 		case '"':
-			i, err = skipAnyString(b, i+1, strict)
+			if j, ok := skipShortString(b, i+1); ok {
+				i = j
+			} else {
+				i, err = skipLongString(b, i+1, strict)
+			}
 		case 't':
 			i, err = SkipLiteral(b, i, "true")
 		case 'f':
@@ -121,9 +125,13 @@ func skipKey(b []byte, i int, strict bool) (int, error) {
 	if i >= len(b) || b[i] != '"' {
 		return i, ErrorAt(b, i, "looking for beginning of object key string")
 	}
-	i, err := skipAnyString(b, i+1, strict)
-	if err != nil {
-		return i, err
+	if j, ok := skipShortString(b, i+1); ok {
+		i = j
+	} else {
+		var err error
+		if i, err = skipLongString(b, i+1, strict); err != nil {
+			return i, err
+		}
 	}
 	if i = SkipSpace(b, i); i >= len(b) || b[i] != ':' {
 		return i, ErrorAt(b, i, "after object key")
@@ -131,12 +139,10 @@ func skipKey(b []byte, i int, strict bool) (int, error) {
 	return i + 1, nil
 }
 
-// skipAnyString skips the rest of a string whose opening quote is just
-// before b[i], strictly or not (see skipValue).
-func skipAnyString(b []byte, i int, strict bool) (int, error) {
-	if j, ok := skipShortString(b, i); ok {
-		return j, nil
-	}
+// skipLongString skips the rest of a string whose opening quote is just
+// before b[i], strictly or not (see skipValue), when skipShortString could
+// not.
+func skipLongString(b []byte, i int, strict bool) (int, error) {
 	if strict {
 		j, _, err := SkipString(b, i)
 		return j, err
