@@ -7,9 +7,11 @@ import (
 	"testing"
 )
 
-// quoteIndex finds the first quote as bytes.IndexByte does, wherever it
-// stands and whatever surrounds it (bytes one off a quote, bytes with the
-// high bit set, a quote just past the SWAR part). (Moved from chain/evm.)
+// quoteIndex (Raw's search) and stringEnd (String's) find the first quote
+// as bytes.IndexByte does, wherever it stands and whatever surrounds it
+// (bytes one off a quote, bytes with the high bit set, a quote just past
+// the SWAR part); stringEnd says a string with no closing quote is cut
+// short. (evm's quoteIndex test, moved here.)
 func TestQuoteIndexMatchesIndexByte(t *testing.T) {
 	fillers := []byte{'0', 'a', 0x21, 0x23, 0xa2, 0x80, 0xff, 0x00, 0x01}
 	for _, fill := range fillers {
@@ -29,6 +31,10 @@ func TestQuoteIndexMatchesIndexByte(t *testing.T) {
 					}
 					if got := quoteIndex(b, from); got != want {
 						t.Fatalf("fill %#x, len %d, quote at %d, from %d: %d, want %d", fill, n, q, from, got, want)
+					}
+					got, esc, err := stringEnd(b, from)
+					if want < 0 && !errors.Is(err, ErrEnd) || want >= 0 && (got != want || esc || err != nil) {
+						t.Fatalf("fill %#x, len %d, quote at %d, from %d: stringEnd %d, %v, %v; want %d", fill, n, q, from, got, esc, err, want)
 					}
 				}
 			}
@@ -55,40 +61,6 @@ func TestRawEndsWhereStringEnds(t *testing.T) {
 		r.Reset([]byte(doc))
 		if v := r.Raw(); r.Err() == nil {
 			t.Errorf("Raw(%s) = %q, no error", doc, v)
-		}
-	}
-}
-
-// stringEnd finds the first quote as bytes.IndexByte does, wherever it
-// stands and whatever surrounds it (bytes one off a quote, bytes with the
-// high bit set, a quote just past the SWAR part), and a string with no
-// closing quote is cut short. (It was evm's quoteIndex test.)
-func TestStringEndMatchesIndexByte(t *testing.T) {
-	fillers := []byte{'0', 'a', 0x21, 0x23, 0xa2, 0x80, 0xff, 0x00, 0x01}
-	for _, fill := range fillers {
-		for n := range 48 {
-			for q := -1; q < n; q++ {
-				b := bytes.Repeat([]byte{fill}, n)
-				if q >= 0 {
-					b[q] = '"'
-					if q+1 < n {
-						b[q+1] = '"' // a second quote after the first
-					}
-				}
-				for from := 0; from <= n; from++ {
-					want := bytes.IndexByte(b[from:], '"')
-					got, esc, err := stringEnd(b, from)
-					if want < 0 {
-						if !errors.Is(err, ErrEnd) {
-							t.Fatalf("fill %#x, len %d, no quote from %d: %d, %v; want ErrEnd", fill, n, from, got, err)
-						}
-						continue
-					}
-					if want += from; got != want || esc || err != nil {
-						t.Fatalf("fill %#x, len %d, quote at %d, from %d: %d, %v, %v; want %d", fill, n, q, from, got, esc, err, want)
-					}
-				}
-			}
 		}
 	}
 }
