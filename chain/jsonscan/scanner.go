@@ -26,12 +26,13 @@ import (
 // The first error sticks: every method becomes a no-op returning zero
 // values once Err is set, so callers may check Err once after a loop.
 //
-// It checks escapes and the grammar around values, but lets raw control
-// characters inside strings through (strict JSON forbids them): they are
-// harmless to the decoders (text is cleaned, jsonb re-escaped), records
-// come from bodies SkipValue has already checked strictly, and checking
-// for them would cost a pass over every byte of a long string. Nesting is
-// bounded by CursorDepth.
+// The values it skips are checked as SkipValue checks them, nested at most
+// CursorDepth deep. The strings it reads have their escapes checked, but
+// raw control characters in them are let through (strict JSON forbids
+// them): they are harmless to the decoders (text is cleaned, jsonb
+// re-escaped), records come from bodies SkipValue has already checked, and
+// looking for them would cost a pass over every byte of a long string that
+// bytes.IndexByte now skims.
 //
 // A Scanner is not safe for concurrent use; its zero value is a scanner
 // over an empty document.
@@ -483,7 +484,7 @@ func (s *Scanner) Skip() {
 	if s.err != nil {
 		return
 	}
-	i, err := skipValue(s.b, s.i, 0, CursorDepth, false)
+	i, err := skipValue(s.b, s.i, 0, CursorDepth)
 	s.i = i
 	if err != nil {
 		s.failErr(err)

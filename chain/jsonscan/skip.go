@@ -31,15 +31,12 @@ func SkipSpace(b []byte, i int) int {
 // space), nested depth containers deep, against encoding/json's grammar
 // and limit, and returns the offset just past it.
 func SkipValue(b []byte, i, depth int) (int, error) {
-	return skipValue(b, i, depth, MaxDepth, true)
+	return skipValue(b, i, depth, MaxDepth)
 }
 
-// skipValue is SkipValue with a nesting limit of its own, strict or not
-// about strings: strict, a string must not hold a raw control character
-// (encoding/json's rule); lax, it may (the Scanner's rule, see its doc).
-// Escapes are checked either way. It walks nested containers with a stack
-// of its own rather than by recursion.
-func skipValue(b []byte, i, depth, limit int, strict bool) (int, error) {
+// skipValue is SkipValue with a nesting limit of its own. It walks nested
+// containers with a stack of its own rather than by recursion.
+func skipValue(b []byte, i, depth, limit int) (int, error) {
 	var stackBuf [64]byte
 	open := stackBuf[:0] // '{' or '[' of each container not yet closed
 	var err error
@@ -62,7 +59,7 @@ func skipValue(b []byte, i, depth, limit int, strict bool) (int, error) {
 			}
 			open = append(open, c)
 			if c == '{' {
-				if i, err = skipKey(b, i, strict); err != nil {
+				if i, err = skipKey(b, i); err != nil {
 					return i, err
 				}
 			}
@@ -71,7 +68,7 @@ func skipValue(b []byte, i, depth, limit int, strict bool) (int, error) {
 			if j, ok := skipShortString(b, i+1); ok {
 				i = j
 			} else {
-				i, err = skipLongString(b, i+1, strict)
+				i, _, err = SkipString(b, i+1)
 			}
 		case 't':
 			i, err = SkipLiteral(b, i, "true")
@@ -98,7 +95,7 @@ func skipValue(b []byte, i, depth, limit int, strict bool) (int, error) {
 			if c == ',' {
 				i++
 				if top == '{' {
-					if i, err = skipKey(b, SkipSpace(b, i), strict); err != nil {
+					if i, err = skipKey(b, SkipSpace(b, i)); err != nil {
 						return i, err
 					}
 				}
@@ -121,7 +118,7 @@ func errDepth(off, limit int) error {
 }
 
 // skipKey skips an object key at b[i] and the colon after it.
-func skipKey(b []byte, i int, strict bool) (int, error) {
+func skipKey(b []byte, i int) (int, error) {
 	if i >= len(b) || b[i] != '"' {
 		return i, ErrorAt(b, i, "looking for beginning of object key string")
 	}
@@ -129,7 +126,7 @@ func skipKey(b []byte, i int, strict bool) (int, error) {
 		i = j
 	} else {
 		var err error
-		if i, err = skipLongString(b, i+1, strict); err != nil {
+		if i, _, err = SkipString(b, i+1); err != nil {
 			return i, err
 		}
 	}
@@ -137,18 +134,6 @@ func skipKey(b []byte, i int, strict bool) (int, error) {
 		return i, ErrorAt(b, i, "after object key")
 	}
 	return i + 1, nil
-}
-
-// skipLongString skips the rest of a string whose opening quote is just
-// before b[i], strictly or not (see skipValue), when skipShortString could
-// not.
-func skipLongString(b []byte, i int, strict bool) (int, error) {
-	if strict {
-		j, _, err := SkipString(b, i)
-		return j, err
-	}
-	end, _, err := stringEnd(b, i)
-	return end + 1, err
 }
 
 // SkipString checks the rest of a string whose opening quote is just
