@@ -406,7 +406,14 @@ func buildDeferred(ctx context.Context, conn *pgx.Conn, schema, name string, mai
 				def = ""
 			}
 		}
-		if def != "" {
+		stmts := []string{def}
+		if key && def != "" {
+			stmts = keyStatements(def, qs, table, name)
+		}
+		for _, def := range stmts {
+			if def == "" {
+				continue
+			}
 			if _, err := tx.Exec(ctx, def); err != nil {
 				if key {
 					return asDuplicateKey(fmt.Errorf("export: build primary key %s on %s: %w", name, table, err), schema, table, name)
@@ -421,6 +428,26 @@ func buildDeferred(ctx context.Context, conn *pgx.Conn, schema, name string, mai
 		return nil
 	})
 	return table, built && err == nil, err
+}
+
+// keyStatements builds a deferred primary key (def: ALTER TABLE … ADD
+// CONSTRAINT name PRIMARY KEY (…)) in two steps: its unique index, built
+// under a SHARE lock as any CREATE INDEX is, so beside the table's other
+// index builds (ADD PRIMARY KEY would hold the table ACCESS EXCLUSIVE the
+// whole time, and the table's GIN build, the longest, would start only
+// after it), then the constraint over that index, which takes the
+// exclusive lock only to attach it (its columns are NOT NULL already:
+// nothing to scan). A definition of another shape runs as it is.
+func keyStatements(def, qs, table, name string) []string {
+	_, cols, ok := strings.Cut(def, " PRIMARY KEY (")
+	if !ok {
+		return []string{def}
+	}
+	qt, qn := chain.QuoteIdent(table), chain.QuoteIdent(name)
+	return []string{
+		fmt.Sprintf("CREATE UNIQUE INDEX IF NOT EXISTS %s ON %s.%s (%s", qn, qs, qt, cols),
+		fmt.Sprintf("ALTER TABLE %s.%s ADD CONSTRAINT %s PRIMARY KEY USING INDEX %s", qs, qt, qn, qn),
+	}
 }
 
 // TablesEmpty reports whether every one of tables in schema is missing or

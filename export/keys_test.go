@@ -202,3 +202,19 @@ func waitFor(t *testing.T, e *env, query string) {
 		time.Sleep(5 * time.Millisecond) // polling the server's lock table
 	}
 }
+
+// A deferred key is built as its unique index (beside the table's other
+// builds) then attached; a definition of another shape runs as it is.
+func TestKeyStatements(t *testing.T) {
+	got := keyStatements(`ALTER TABLE "s"."events" ADD CONSTRAINT "events_pkey" PRIMARY KEY (height, event_index)`, `"s"`, "events", "events_pkey")
+	want := []string{
+		`CREATE UNIQUE INDEX IF NOT EXISTS "events_pkey" ON "s"."events" (height, event_index)`,
+		`ALTER TABLE "s"."events" ADD CONSTRAINT "events_pkey" PRIMARY KEY USING INDEX "events_pkey"`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := keyStatements("ALTER TABLE x ADD UNIQUE (a)", `"s"`, "x", "k"); len(got) != 1 || got[0] != "ALTER TABLE x ADD UNIQUE (a)" {
+		t.Fatalf("another shape: %q", got)
+	}
+}
