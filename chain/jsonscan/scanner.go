@@ -484,7 +484,7 @@ func (s *Scanner) Skip() {
 	if s.err != nil {
 		return
 	}
-	i, err := skipValue(s.b, s.i, 0, CursorDepth)
+	i, err := skipValue(s.b, s.i, MaxDepth-CursorDepth)
 	s.i = i
 	if err != nil {
 		s.failErr(err)

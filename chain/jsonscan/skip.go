@@ -31,12 +31,14 @@ func SkipSpace(b []byte, i int) int {
 // space), nested depth containers deep, against encoding/json's grammar
 // and limit, and returns the offset just past it.
 func SkipValue(b []byte, i, depth int) (int, error) {
-	return skipValue(b, i, depth, MaxDepth)
+	return skipValue(b, i, depth)
 }
 
-// skipValue is SkipValue with a nesting limit of its own. It walks nested
-// containers with a stack of its own rather than by recursion.
-func skipValue(b []byte, i, depth, limit int) (int, error) {
+// skipValue is SkipValue. It walks nested containers with a stack of its
+// own rather than by recursion. (A caller with a lower bound passes a
+// depth that leaves that many levels below MaxDepth: a constant bound keeps
+// this loop's compare a compare with a constant.)
+func skipValue(b []byte, i, depth int) (int, error) {
 	var stackBuf [64]byte
 	open := stackBuf[:0] // '{' or '[' of each container not yet closed
 	var err error
@@ -49,8 +51,8 @@ func skipValue(b []byte, i, depth, limit int) (int, error) {
 		switch b[i] {
 		case '{', '[':
 			c := b[i]
-			if depth+len(open) >= limit {
-				return i, errDepth(i, limit)
+			if depth+len(open) >= MaxDepth {
+				return i, errDepth(i)
 			}
 			i = SkipSpace(b, i+1)
 			if i < len(b) && b[i] == c+2 { // '{'+2 is '}', '['+2 is ']'
@@ -113,8 +115,8 @@ func skipValue(b []byte, i, depth, limit int) (int, error) {
 	}
 }
 
-func errDepth(off, limit int) error {
-	return &SyntaxError{Off: off, Msg: "nesting too deep: exceeded max depth " + strconv.Itoa(limit)}
+func errDepth(off int) error {
+	return &SyntaxError{Off: off, Msg: "nesting too deep (exceeded max depth)"}
 }
 
 // skipKey skips an object key at b[i] and the colon after it.
