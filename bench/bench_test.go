@@ -182,14 +182,11 @@ func checkLimits(t *testing.T, res Result) {
 				t.Errorf("%s, %s: %+v", l.Chain, name, r)
 			}
 		}
-		keys := 0
-		for _, b := range l.Limit.Builds {
-			if strings.HasSuffix(b.Name, "_pkey") {
-				keys++
-			}
-		}
-		if keys == 0 || len(l.Limit.Builds)-keys != len(l.Export.Builds) || len(l.Export.Builds) == 0 {
-			t.Errorf("%s: the limit built %d keys and %d indexes, export %d indexes", l.Chain, keys, len(l.Limit.Builds)-keys, len(l.Export.Builds))
+		// Export defers a fresh fill's primary keys with its secondary
+		// indexes, so both sides build the same keys and indexes after the fill.
+		keys, exportKeys := countKeys(l.Limit.Builds), countKeys(l.Export.Builds)
+		if keys == 0 || exportKeys != keys || len(l.Limit.Builds) != len(l.Export.Builds) {
+			t.Errorf("%s: the limit built %d keys and %d indexes, export %d keys and %d indexes", l.Chain, keys, len(l.Limit.Builds)-keys, exportKeys, len(l.Export.Builds)-exportKeys)
 		}
 		if math.Abs(l.Ratio-l.Limit.Seconds/l.Export.Seconds) > 1e-9 || math.Abs(l.FillRatio-l.Limit.Fill/l.Export.Fill) > 1e-9 ||
 			math.Abs(l.TwoOverOne-l.Export.Seconds/l.Export2.Seconds) > 1e-9 {
@@ -311,4 +308,15 @@ func BenchmarkRun(b *testing.B) {
 		peak = max(peak, p.PeakRSSBytes)
 	}
 	b.ReportMetric(float64(peak>>20), "peak-RSS-MiB")
+}
+
+// countKeys is how many of builds are primary keys (named <table>_pkey).
+func countKeys(builds []IndexBuild) int {
+	n := 0
+	for _, b := range builds {
+		if strings.HasSuffix(b.Name, "_pkey") {
+			n++
+		}
+	}
+	return n
 }
