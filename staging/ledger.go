@@ -87,8 +87,18 @@ func (s *Store) writeLedger(l ledger) error {
 
 // openLedger is called by Open: it counts the records and compares them
 // with the ledger. A store written before the ledger existed starts one.
+// A read-only store keeps the runs of heights the count walked (see
+// heldRuns): nothing changes them while it is open.
 func (s *Store) openLedger() error {
-	n, high, err := s.countRecords(0, ^uint64(0))
+	var n, high uint64
+	runs := &runSet{max: maxHeldRuns}
+	if !s.opts.ReadOnly {
+		runs = nil
+	}
+	err := s.scanIndex(0, ^uint64(0), func(h uint64) {
+		n, high = n+1, h
+		runs.add(h)
+	})
 	var ce *CorruptStoreError
 	if errors.As(err, &ce) {
 		// The index cannot be read through: open anyway, so that what
@@ -105,6 +115,9 @@ func (s *Store) openLedger() error {
 	l, ok, err := s.readLedger()
 	if err != nil {
 		return err
+	}
+	if runs != nil && !runs.over {
+		s.held = runs.runs
 	}
 	s.ledgerMu.Lock()
 	defer s.ledgerMu.Unlock()

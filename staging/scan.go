@@ -1,7 +1,9 @@
 package staging
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/cockroachdb/pebble/v2"
@@ -21,18 +23,18 @@ func (r Range) String() string {
 }
 
 // Staged returns the maximal runs of staged heights within [from, to], in
-// order. It scans only the index keyspace (a few dozen bytes a height), so
-// millions of heights take well under a second.
+// order. It scans only the index keyspace (a few dozen bytes a height); a
+// read-only store answers from the runs Open walked, without a scan.
 func (s *Store) Staged(from, to uint64) ([]Range, error) {
-	var out []Range
-	err := s.scanIndex(from, to, func(h uint64) {
-		if n := len(out); n > 0 && out[n-1].To+1 == h {
-			out[n-1].To = h
-			return
+	if s.held != nil {
+		if err := s.faults.broken(); err != nil {
+			return nil, err
 		}
-		out = append(out, Range{h, h})
-	})
-	return out, err
+		return clipRuns(s.held, from, to), nil
+	}
+	runs := &runSet{}
+	err := s.scanIndex(from, to, runs.add)
+	return runs.runs, err
 }
 
 // Missing returns the runs of heights in [from, to] that are not staged.
@@ -40,21 +42,66 @@ func (s *Store) Missing(from, to uint64) ([]Range, error) {
 	if to < from {
 		return nil, nil
 	}
-	var out []Range
-	next, end := from, false // end: the highest possible height is staged
-	err := s.scanIndex(from, to, func(h uint64) {
-		if h > next {
-			out = append(out, Range{next, h - 1})
-		}
-		next, end = h+1, h == ^uint64(0)
-	})
+	staged, err := s.Staged(from, to)
 	if err != nil {
 		return nil, err
 	}
-	if next <= to && !end {
-		out = append(out, Range{next, to})
+	return gaps(staged, from, to), nil
+}
+
+// maxHeldRuns bounds the runs a read-only store keeps from Open's walk
+// (16 bytes each): a store staged in more pieces than this scans. A
+// variable for tests.
+var maxHeldRuns = 1 << 16
+
+// runSet gathers heights, added in increasing order, into maximal runs.
+// With max set, it gives up (over) rather than hold more than max runs.
+type runSet struct {
+	runs []Range
+	max  int
+	over bool
+}
+
+func (r *runSet) add(h uint64) {
+	if r == nil || r.over {
+		return
 	}
-	return out, nil
+	if n := len(r.runs); n > 0 && r.runs[n-1].To+1 == h {
+		r.runs[n-1].To = h
+		return
+	}
+	if r.max > 0 && len(r.runs) == r.max {
+		r.runs, r.over = nil, true
+		return
+	}
+	r.runs = append(r.runs, Range{h, h})
+}
+
+// clipRuns returns the parts of runs (ordered, disjoint) within [from, to].
+func clipRuns(runs []Range, from, to uint64) []Range {
+	i, _ := slices.BinarySearchFunc(runs, from, func(r Range, h uint64) int { return cmp.Compare(r.To, h) })
+	var out []Range
+	for ; i < len(runs) && runs[i].From <= to; i++ {
+		out = append(out, Range{max(runs[i].From, from), min(runs[i].To, to)})
+	}
+	return out
+}
+
+// gaps returns the runs of [from, to] that staged (ordered, disjoint,
+// within it) leaves out.
+func gaps(staged []Range, from, to uint64) []Range {
+	var out []Range
+	next := from
+	for _, r := range staged {
+		if r.From > next {
+			out = append(out, Range{next, r.From - 1})
+		}
+		if r.To >= to {
+			return out
+		}
+		next = r.To + 1
+	}
+	return append(out, Range{next, to})
 }
 
 // ContiguousFrom returns the highest height h such that every height of
@@ -82,6 +129,7 @@ func (s *Store) scanIndexUntil(from, to uint64, fn func(h uint64) bool) (err err
 	if err := s.faults.broken(); err != nil {
 		return err
 	}
+	s.indexWalks.Add(1)
 	op := fmt.Sprintf("scan %d-%d", from, to)
 	defer s.contain(op, false, &err)
 	lo, hi := boundsFor(prefixIndex, from, to)

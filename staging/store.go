@@ -101,6 +101,13 @@ type Store struct {
 	durable   ledger
 	damage    *CorruptStoreError
 
+	// held are the staged runs of a read-only store, walked once by Open
+	// (nil when not kept: a store open for writing, or too many runs).
+	held []Range
+	// indexWalks counts the walks of the index keyspace (for tests: what
+	// a read-only store answers from held costs none).
+	indexWalks atomic.Int64
+
 	droppedMu sync.Mutex           // guards dropped
 	dropped   []*CorruptStoreError // unreadable runs this process removed; see DroppedAt
 }
