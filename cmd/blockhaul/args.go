@@ -71,7 +71,7 @@ func parseCommandLineTo(args, environ []string, out, errOut io.Writer) *commandL
 	}
 	var flagErr error
 	ran := false
-	root, jobs := newRoot(func(j *jobCommand, words []string) error {
+	root, jobs := newRoot(environ, func(j *jobCommand, words []string) error {
 		ran = true
 		cl.bind(j, args[1:], words, environ)
 		return nil

@@ -24,7 +24,7 @@ var updateCLIReference = flag.Bool("update-cli-reference", false, "write "+cliRe
 // the order `blockhaul help` lists them.
 func renderCLIReference(t *testing.T) []byte {
 	t.Helper()
-	root, _ := newRoot(func(*jobCommand, []string) error { return nil })
+	root, _ := newRoot(nil, func(*jobCommand, []string) error { return nil })
 	var b bytes.Buffer
 	b.WriteString("# Command-line reference\n\n")
 	b.WriteString("Every command's help as `blockhaul help COMMAND` prints it, generated from the command tree\n")

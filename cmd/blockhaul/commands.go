@@ -62,6 +62,30 @@ type jobCommand struct {
 	// that every problem is reported at once (see lenientValue).
 	collecting    bool
 	valueProblems []*pipeline.FieldError
+
+	// environ is the invocation's environment (KEY=value), for what a help
+	// shows that depends on it.
+	environ []string
+}
+
+// chosenChain is the family the job would run with: --chain on the command
+// line, else its variable, else the default (also for a command that does
+// not use --chain, which ignores both).
+func (j *jobCommand) chosenChain() string {
+	fs := j.cmd.Flags()
+	if fs.Lookup("chain").Hidden {
+		return fs.Lookup("chain").DefValue
+	}
+	if fs.Changed("chain") {
+		return j.cfg.Chain
+	}
+	names := append([]string{pipeline.EnvName("chain")}, pipeline.EnvAliases["chain"]...)
+	for _, kv := range j.environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && slices.Contains(names, k) {
+			return v
+		}
+	}
+	return fs.Lookup("chain").DefValue
 }
 
 // lenientValue is a flag's value that, while its command collects, records
@@ -88,9 +112,9 @@ func (v *lenientValue) Set(s string) error {
 	return err
 }
 
-// newRoot builds the command tree. run is called with the job command that
+// newRoot builds the command tree for an invocation in environ. run is called with the job command that
 // was invoked and the words its flags did not take.
-func newRoot(run func(j *jobCommand, args []string) error) (*cobra.Command, map[*cobra.Command]*jobCommand) {
+func newRoot(environ []string, run func(j *jobCommand, args []string) error) (*cobra.Command, map[*cobra.Command]*jobCommand) {
 	root := &cobra.Command{
 		Use:           "blockhaul",
 		Short:         "rebuilds blockchain history into PostgreSQL",
@@ -103,7 +127,7 @@ func newRoot(run func(j *jobCommand, args []string) error) (*cobra.Command, map[
 	jobs := map[*cobra.Command]*jobCommand{}
 	for _, name := range pipeline.Commands {
 		doc := commandDocs[name]
-		j := &jobCommand{cfg: &pipeline.Config{}, proc: &processFlags{}, collecting: true}
+		j := &jobCommand{cfg: &pipeline.Config{}, proc: &processFlags{}, collecting: true, environ: environ}
 		j.cmd = &cobra.Command{
 			Use:   name + " " + doc.args,
 			Short: doc.short,
@@ -305,12 +329,13 @@ func writeCommandHelp(w io.Writer, j *jobCommand) {
 
 // shownDefault is what the help of j says of f's default: the flag's
 // default when it says something (not an empty string, false or a 0 the
-// text explains); for --from, that of the family --chain names on the
-// command line (run --chain evm --help: 0, an EVM chain's genesis).
+// text explains); for --from, that of the family --chain names, on the
+// command line or in its variable (run --chain evm --help, or
+// BLOCKHAUL_CHAIN=evm: 0, an EVM chain's genesis), as the job would start.
 func shownDefault(j *jobCommand, f *pflag.Flag) string {
-	if f.Name == "from" && f.DefValue != "" && j.cmd.Flags().Changed("chain") {
-		if f, err := family.Lookup(j.cfg.Chain); err == nil {
-			return fmt.Sprintf(" (default %d)", f.Genesis)
+	if f.Name == "from" && f.DefValue != "" {
+		if fam, err := family.Lookup(j.chosenChain()); err == nil {
+			return fmt.Sprintf(" (default %d)", fam.Genesis)
 		}
 	}
 	switch f.DefValue {

@@ -153,6 +153,27 @@ func TestHelpSaysWhatThatCommandDoes(t *testing.T) {
 			t.Errorf("%v: --from reads %q, want %s", c.args, from, c.want)
 		}
 	}
+	// The environment chooses the chain as the command line does (before:
+	// BLOCKHAUL_CHAIN=evm run --help said default 1, and the job started at
+	// 0); the command line wins over it.
+	for _, c := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"run", "--help"}, "BLOCKHAUL_CHAIN=evm", "(default 0)"},
+		{[]string{"help", "fetch"}, "BLOCKHAUL_CHAIN=evm", "(default 0)"},
+		{[]string{"run", "--chain", "cometbft", "--help"}, "BLOCKHAUL_CHAIN=evm", "(default 1)"},
+		{[]string{"run", "--help"}, "BLOCKHAUL_CHAIN=cometbft", "(default 1)"},
+	} {
+		var out bytes.Buffer
+		if cl := parseCommandLineTo(c.args, []string{c.env}, &out, io.Discard); !cl.handled {
+			t.Fatalf("%v was not answered by the command tree: %v", c.args, cl.problems)
+		}
+		if from := flagText(out.String(), "from"); !strings.Contains(from, c.want) {
+			t.Errorf("%s %v: --from reads %q, want %s", c.env, c.args, from, c.want)
+		}
+	}
 
 	vb := flagText(help("help", "fetch"), "verify-blocks")
 	if !strings.Contains(vb, "evm: the block hash alone") || !strings.Contains(vb, "cometbft: the same as full, data_hash included") {
