@@ -35,8 +35,7 @@ func TestReadOnlyStoreAnswersFromOpensWalk(t *testing.T) {
 		queries = append(queries, query{min(a, b), max(a, b)})
 	}
 	type answer struct{ staged, missing []Range }
-	want := map[query]answer{}
-	for _, q := range queries {
+	ask := func(s *Store, q query) answer {
 		st, err := s.Staged(q.from, q.to)
 		if err != nil {
 			t.Fatal(err)
@@ -45,7 +44,11 @@ func TestReadOnlyStoreAnswersFromOpensWalk(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want[q] = answer{st, m}
+		return answer{st, m}
+	}
+	want := map[query]answer{}
+	for _, q := range queries {
+		want[q] = ask(s, q)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -59,16 +62,8 @@ func TestReadOnlyStoreAnswersFromOpensWalk(t *testing.T) {
 			defer ro.Close()
 			opened := ro.indexWalks.Load()
 			for _, q := range queries {
-				st, err := ro.Staged(q.from, q.to)
-				if err != nil {
-					t.Fatal(err)
-				}
-				m, err := ro.Missing(q.from, q.to)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if w := want[q]; !reflect.DeepEqual(st, w.staged) || !reflect.DeepEqual(m, w.missing) {
-					t.Errorf("runs kept up to %d, %d-%d: staged %v missing %v, a walk gives %v and %v", limit, q.from, q.to, st, m, w.staged, w.missing)
+				if got, w := ask(ro, q), want[q]; !reflect.DeepEqual(got, w) {
+					t.Errorf("runs kept up to %d, %d-%d: staged %v missing %v, a walk gives %v and %v", limit, q.from, q.to, got.staged, got.missing, w.staged, w.missing)
 				}
 			}
 			walks := ro.indexWalks.Load() - opened
