@@ -266,7 +266,7 @@ func (st *decodeState) emitValidatorRows(rows *chain.Rows, hv, tv any) error {
 		for _, sg := range st.sigs {
 			size += sg.addr.Len() / 2
 		}
-		arena := make([]byte, 0, size)
+		arena := rows.Bytes(size)[:0] // as emit's
 		for i, sg := range st.sigs {
 			row := rows.Row(tableCommitSignatures)
 			row[csHeight] = hv
@@ -284,7 +284,7 @@ func (st *decodeState) emitValidatorRows(rows *chain.Rows, hv, tv any) error {
 				if arena, v, err = st.appendHex(arena, sg.addr, "block.last_commit.signatures.validator_address"); err != nil {
 					return err
 				}
-				row[csAddress] = v
+				row[csAddress] = rows.BoxBytes(v)
 			}
 			row[csTimestamp] = nil
 			if !sg.ts.Null && sg.ts.Len() > 0 {

@@ -775,8 +775,12 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 	h := &st.hdr
 	hv := any(int64(height)) // boxed once, shared by every row of the block
 
-	// Byte columns are carved from one arena per block; rows keep slices of
-	// it until they are copied out, so it is never reused.
+	// Byte columns are carved from the rows' own memory (Rows.Bytes), as
+	// are the interface values that hold them (Rows.BoxBytes): rows keep
+	// them until the batch's rows are reused, and a warm export decodes a
+	// block with next to no allocation for the collector to follow. An
+	// arena whose estimate falls short grows by append, into memory of its
+	// own.
 	size := 12 * 32
 	for _, t := range st.txs {
 		size += t.Len()*3/4 + sha256.Size
@@ -784,14 +788,14 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 	for _, r := range st.results {
 		size += r.data.Len() * 3 / 4
 	}
-	arena := make([]byte, 0, size)
+	arena := rows.Bytes(size)[:0]
 	var err error
-	hexCol := func(r jsonscan.Span, field string) []byte {
+	hexCol := func(r jsonscan.Span, field string) any {
 		var v []byte
 		if err == nil {
 			arena, v, err = st.appendHex(arena, r, field)
 		}
-		return v
+		return rows.BoxBytes(v)
 	}
 
 	numEvents := len(st.begin) + len(st.end) + len(st.finalize)
@@ -838,7 +842,7 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 	st.b64 = b64
 	var msgJS []byte // decoded messages' JSON, carved like arena
 	if len(st.txs) > 0 {
-		msgJS = make([]byte, 0, size)
+		msgJS = rows.Bytes(size)[:0]
 	}
 	for i, txRef := range st.txs {
 		start := len(arena)
@@ -864,16 +868,16 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 		row[tHeight] = hv
 		row[tBlockTime] = tv
 		row[tIndex] = boxInt32(int32(i))
-		row[tHash] = hash
+		row[tHash] = rows.BoxBytes(hash)
 		st.txHashes = append(st.txHashes, row[tHash]) // boxed once, shared with the tx's events
-		row[tCode] = r.code
+		row[tCode] = rows.BoxInt64(r.code)
 		row[tCodespace] = st.text(r.codespace)
-		row[tGasWanted] = r.gasWanted
-		row[tGasUsed] = r.gasUsed
+		row[tGasWanted] = rows.BoxInt64(r.gasWanted)
+		row[tGasUsed] = rows.BoxInt64(r.gasUsed)
 		row[tLog] = st.text(r.log)
 		row[tInfo] = st.text(r.info)
-		row[tData] = data
-		row[tTx] = tx
+		row[tData] = rows.BoxBytes(data)
+		row[tTx] = rows.BoxBytes(tx)
 		msgJS = st.emitSDK(rows, row, i, tx, hv, tv, msgJS)
 	}
 
@@ -882,9 +886,9 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 	for _, a := range st.attrs {
 		jsonSize += a.key.Len() + a.value.Len() + 16
 	}
-	js := make([]byte, 0, jsonSize)
+	js := rows.Bytes(jsonSize)[:0]
 	idx := int32(0)
-	emitEvents := func(evs []eventRef, source string, txIndex, txHash any) {
+	emitEvents := func(evs []eventRef, source, txIndex, txHash any) {
 		for _, ev := range evs {
 			start := len(js)
 			js = append(js, '[')
@@ -913,18 +917,22 @@ func (st *decodeState) emit(height uint64, rows *chain.Rows, enc EventEncoding) 
 			row[eTxHash] = txHash
 			row[eSource] = source
 			row[eType] = st.textAny(ev.typ)
-			row[eAttributes] = js[start:len(js):len(js)]
+			row[eAttributes] = rows.BoxBytes(js[start:len(js):len(js)])
 			idx++
 		}
 	}
-	emitEvents(st.begin, SourceBeginBlock, nil, nil)
+	emitEvents(st.begin, sourceBeginBlock, nil, nil)
 	for i, r := range st.results {
-		emitEvents(st.txEvents[r.ev0:r.ev1], SourceTx, boxInt32(int32(i)), st.txHashes[i])
+		emitEvents(st.txEvents[r.ev0:r.ev1], sourceTx, boxInt32(int32(i)), st.txHashes[i])
 	}
-	emitEvents(st.end, SourceEndBlock, nil, nil)
-	emitEvents(st.finalize, SourceFinalizeBlock, nil, nil)
+	emitEvents(st.end, sourceEndBlock, nil, nil)
+	emitEvents(st.finalize, sourceFinalizeBlock, nil, nil)
 	return st.emitValidatorRows(rows, hv, tv)
 }
+
+// The event sources boxed once: an interface value made from a string that
+// is not a constant costs an allocation per row.
+var sourceBeginBlock, sourceTx, sourceEndBlock, sourceFinalizeBlock any = SourceBeginBlock, SourceTx, SourceEndBlock, SourceFinalizeBlock
 
 // internTable holds the strings most text cells repeat (event types,
 // codespaces), so that decoding them allocates nothing; internBoxed holds

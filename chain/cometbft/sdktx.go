@@ -340,17 +340,17 @@ func (st *decodeState) emitSDK(rows *chain.Rows, row []any, i int, tx []byte, hv
 		mr[mTxIndex] = txIndex
 		mr[mIndex] = boxInt32(int32(j))
 		mr[mTypeURL] = st.internText(m.typeURL)
-		mr[mValue] = m.value
+		mr[mValue] = rows.BoxBytes(m.value)
 		mr[mDecoded] = nil
 		if m.value == nil {
-			mr[mValue] = []byte{}
+			mr[mValue] = emptyBytes
 		}
 		var signer string
 		u, _ := mr[mTypeURL].(string)
 		if set.Known(u) {
 			js, s, err := set.AppendJSON(msgJS, u, m.value)
 			if err == nil {
-				mr[mDecoded] = js[len(msgJS):len(js):len(js)]
+				mr[mDecoded] = rows.BoxBytes(js[len(msgJS):len(js):len(js)])
 				msgJS, signer = js, s
 			}
 		} else if f := signerOnly[u]; f != 0 {
@@ -396,7 +396,7 @@ func (st *decodeState) emitSDK(rows *chain.Rows, row []any, i int, tx []byte, hv
 	}
 
 	row[tMemo] = st.cleanString(t.memo)
-	fee := make([]byte, 0, 2+len(t.fee)*40)
+	fee := rows.Bytes(2 + len(t.fee)*40)[:0]
 	fee = append(fee, '[')
 	for j, c := range t.fee {
 		if j > 0 {
@@ -408,10 +408,10 @@ func (st *decodeState) emitSDK(rows *chain.Rows, row []any, i int, tx []byte, hv
 		fee = AppendJSONString(fee, c.amount)
 		fee = append(fee, '}')
 	}
-	row[tFee] = append(fee, ']')
+	row[tFee] = rows.BoxBytes(append(fee, ']'))
 	row[tGasLimit] = nil
 	if t.gasLimit <= 1<<63-1 {
-		row[tGasLimit] = int64(t.gasLimit)
+		row[tGasLimit] = rows.BoxInt64(int64(t.gasLimit))
 	}
 
 	var signers []string
@@ -472,6 +472,12 @@ func (st *decodeState) eventPrefix(i int, addr []byte) string {
 		return ""
 	}
 	dataLen := (len(addr)*8+4)/5 + 6 // bech32 characters after the '1'
+	// enc is addr's encoding under the prefix of the last value of an
+	// address's shape: a tx's events hold many addresses, nearly all with
+	// the chain's one prefix, so it is made about once a tx and each value
+	// costs a comparison. It has a valid checksum, but bech32Valid also
+	// holds the prefix to lowercase letters: checked on a match.
+	enc := ""
 	r := &st.results[i]
 	for _, ev := range st.txEvents[r.ev0:r.ev1] {
 		for _, a := range st.attrs[ev.a0:ev.a1] {
@@ -487,16 +493,22 @@ func (st *decodeState) eventPrefix(i int, addr []byte) string {
 				v = v[:k]
 			}
 			sep := bytes.LastIndexByte(v, '1')
-			if sep < 1 || len(v)-sep-1 != dataLen || !bech32Valid(v) {
+			if sep < 1 || len(v)-sep-1 != dataLen {
 				continue
 			}
-			if Bech32Encode(string(v[:sep]), addr) == string(v) {
+			if len(enc) != len(v) || enc[:sep] != string(v[:sep]) {
+				enc = Bech32Encode(string(v[:sep]), addr)
+			}
+			if enc == string(v) && bech32Valid(v) {
 				return bech32Prefix(v)
 			}
 		}
 	}
 	return ""
 }
+
+// emptyBytes is an empty, non-nil bytea value (nil would be NULL).
+var emptyBytes any = []byte{}
 
 // msgSet is the message types the decoder was given, else the built-in set.
 func (st *decodeState) msgSet() *protodec.Set {
