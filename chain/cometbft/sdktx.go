@@ -311,6 +311,11 @@ func bech32Prefix(s []byte) string {
 	if !bech32Valid(s) {
 		return ""
 	}
+	return validBech32Prefix(s)
+}
+
+// validBech32Prefix is bech32Prefix of s that bech32Valid has accepted.
+func validBech32Prefix(s []byte) string {
 	p := string(s[:bech32Prefix0(s)])
 	if q, ok := strings.CutSuffix(p, "valoper"); ok && q != "" {
 		return q
@@ -500,7 +505,7 @@ func (st *decodeState) eventPrefix(i int, addr []byte) string {
 				enc = Bech32Encode(string(v[:sep]), addr)
 			}
 			if enc == string(v) && bech32Valid(v) {
-				return bech32Prefix(v)
+				return validBech32Prefix(v)
 			}
 		}
 	}

@@ -69,6 +69,10 @@ type Set struct {
 type msgType struct {
 	mt     protoreflect.MessageType
 	signer protoreflect.FieldDescriptor // cosmos.msg.v1.signer's first field, or nil
+	// noRequired: no message of the type can have a required field unset
+	// (see requiredFree), decided on first use.
+	noRequired     bool
+	noRequiredOnce sync.Once
 }
 
 var builtin = sync.OnceValues(func() (*Set, error) {
@@ -200,20 +204,50 @@ func (s *Set) AppendJSON(dst []byte, typeURL string, value []byte) ([]byte, stri
 	if t == nil {
 		return dst, "", fmt.Errorf("%w %s", ErrUnknownType, typeURL)
 	}
+	t.noRequiredOnce.Do(func() { t.noRequired = requiredFree(t.mt.Descriptor(), map[protoreflect.FullName]bool{}) })
+	unmarshal, marshal := s.unmarshal, s.marshal
+	// Where no field can be required (every proto3 message), the checks
+	// for unset required fields can find nothing: skipped, as they walk
+	// every message again (a tenth of the decoding's time).
+	unmarshal.AllowPartial, marshal.AllowPartial = t.noRequired, t.noRequired
 	m := t.mt.New()
-	if err := s.unmarshal.Unmarshal(value, m.Interface()); err != nil {
+	if err := unmarshal.Unmarshal(value, m.Interface()); err != nil {
 		return dst, "", fmt.Errorf("%w %s: %v", ErrMalformed, typeURL, err)
 	}
 	if f := misread(m, 0); f != "" {
 		return dst, "", fmt.Errorf("%w %s: field %s has the wrong wire type", ErrMalformed, typeURL, f)
 	}
 	start := len(dst)
-	out, err := s.marshal.MarshalAppend(dst, m.Interface())
+	out, err := marshal.MarshalAppend(dst, m.Interface())
 	if err != nil {
 		return dst[:start], "", fmt.Errorf("%w %s: %v", ErrMalformed, typeURL, err)
 	}
 	out = scrubNUL(out, start)
 	return out, s.signer(m, t.signer, 0), nil
+}
+
+// requiredFree reports whether no message of type md can hold a required
+// field, in itself or in a message within it, nor an extension (which
+// may be a message with one); seen holds the types already on the way.
+func requiredFree(md protoreflect.MessageDescriptor, seen map[protoreflect.FullName]bool) bool {
+	if seen[md.FullName()] {
+		return true // its fields are being checked further up
+	}
+	seen[md.FullName()] = true
+	if md.RequiredNumbers().Len() > 0 || md.ExtensionRanges().Len() > 0 {
+		return false
+	}
+	fields := md.Fields()
+	for i := 0; i < fields.Len(); i++ {
+		f := fields.Get(i)
+		if f.IsMap() {
+			f = f.MapValue()
+		}
+		if f.Message() != nil && !requiredFree(f.Message(), seen) {
+			return false
+		}
+	}
+	return true
 }
 
 // misread returns the name of a field of m or of a message within it that

@@ -336,3 +336,53 @@ func BenchmarkAppendJSON(b *testing.B) {
 		js, _, _ = s.AppendJSON(js[:0], "/cosmos.bank.v1beta1.MsgSend", send)
 	}
 }
+
+// TestRequiredFields: a message that can hold a required field (proto2),
+// directly or in a message within it, is refused when one is unset and
+// decoded when it is set, though messages without any skip the check.
+func TestRequiredFields(t *testing.T) {
+	dir := t.TempDir()
+	const src = `syntax = "proto2";
+package req;
+message Inner { required string name = 1; }
+message Outer { optional string note = 1; optional Inner inner = 2; }
+message Loop { optional Loop next = 1; optional Outer outer = 2; }
+message Free { optional string note = 1; optional Free next = 2; }
+`
+	if err := os.WriteFile(filepath.Join(dir, "req.proto"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(context.Background(), Options{ProtoDirs: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := str(nil, 1, "n")
+	for _, c := range []struct {
+		typeURL string
+		value   []byte
+		ok      bool
+		want    string
+	}{
+		{"/req.Outer", msg(str(nil, 1, "x"), 2, inner), true, `{"note":"x","inner":{"name":"n"}}`},
+		{"/req.Outer", msg(str(nil, 1, "x"), 2, nil), false, ""},             // inner's name unset
+		{"/req.Loop", msg(nil, 1, msg(nil, 2, msg(nil, 2, nil))), false, ""}, // deep in a cycle
+		{"/req.Loop", msg(nil, 1, msg(nil, 2, msg(nil, 2, inner))), true, `{"next":{"outer":{"inner":{"name":"n"}}}}`},
+		{"/req.Free", msg(str(nil, 1, "a"), 2, str(nil, 1, "b")), true, `{"note":"a","next":{"note":"b"}}`},
+	} {
+		js, _, err := s.AppendJSON(nil, c.typeURL, c.value)
+		if !c.ok {
+			if !errors.Is(err, ErrMalformed) {
+				t.Errorf("%s %x: %q, %v; want ErrMalformed", c.typeURL, c.value, js, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s %x: %v", c.typeURL, c.value, err)
+			continue
+		}
+		var got, want any
+		if json.Unmarshal(js, &got) != nil || json.Unmarshal([]byte(c.want), &want) != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s %x: %s, want %s", c.typeURL, c.value, js, c.want)
+		}
+	}
+}
