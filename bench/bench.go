@@ -46,11 +46,14 @@ const (
 	// SectionLimit: the whole export (1 and 2 streams) against PostgreSQL's
 	// restore of the same end state, both families.
 	SectionLimit = "limit"
+	// SectionDecoding: export with and without decoding (Cosmos messages,
+	// an ABI of EVM events), each against raw COPY of its rows.
+	SectionDecoding = "decoding"
 )
 
 // AllSections is the default selection, in the order of the report (the
 // process section runs first; see Run).
-var AllSections = []string{SectionCometBFT, SectionEVM, SectionLimit, SectionStreams, SectionFetch, SectionProcess, SectionHeadBackfill}
+var AllSections = []string{SectionCometBFT, SectionEVM, SectionDecoding, SectionLimit, SectionStreams, SectionFetch, SectionProcess, SectionHeadBackfill}
 
 // Config configures a benchmark run. Zero fields take the defaults named in
 // their comments (EnsureDefaults); the defaults keep a whole run under about
@@ -118,6 +121,11 @@ type Config struct {
 	// backfill the lower. Default 20,000.
 	HeadBackfillBlocks uint64
 
+	// DecodingCometBFTBlocks and DecodingEVMBlocks are the ranges of the
+	// decoding section: each staged once and exported and COPYed plain and
+	// decoded. Defaults 10,000 and 1,000.
+	DecodingCometBFTBlocks, DecodingEVMBlocks uint64
+
 	// LimitCometBFTBlocks and LimitEVMBlocks are the ranges of the limit
 	// section: exported whole with 1 and 2 streams and restored by
 	// PostgreSQL. Defaults 60,000 and 6,000.
@@ -182,6 +190,8 @@ func (c *Config) EnsureDefaults() {
 	}
 	c.ProjectCores = cmp.Or(c.ProjectCores, 16)
 	c.HeadBackfillBlocks = cmp.Or(c.HeadBackfillBlocks, 20_000)
+	c.DecodingCometBFTBlocks = cmp.Or(c.DecodingCometBFTBlocks, 10_000)
+	c.DecodingEVMBlocks = cmp.Or(c.DecodingEVMBlocks, 1_000)
 	c.LimitCometBFTBlocks = cmp.Or(c.LimitCometBFTBlocks, 60_000)
 	c.LimitEVMBlocks = cmp.Or(c.LimitEVMBlocks, 6_000)
 	c.StateInterval = cmp.Or(c.StateInterval, 100*time.Millisecond)
@@ -297,6 +307,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return res, err
 		}
 		res.Densities = append(res.Densities, dr)
+	}
+	if cfg.runs(SectionDecoding) {
+		if res.Decoding, err = runDecoding(ctx, &cfg); err != nil {
+			return res, err
+		}
 	}
 	if cfg.runs(SectionLimit) {
 		for _, d := range densities(&cfg) {

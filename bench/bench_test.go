@@ -32,7 +32,10 @@ func smallConfig(t testing.TB) Config {
 		HeadBackfillBlocks:  400,
 		LimitCometBFTBlocks: 200,
 		LimitEVMBlocks:      20,
-		WorkDir:             t.TempDir(),
+		// Decoding: the first batch is where what decoding fills is counted.
+		DecodingCometBFTBlocks: 150,
+		DecodingEVMBlocks:      15,
+		WorkDir:                t.TempDir(),
 	}
 }
 
@@ -111,6 +114,7 @@ func TestRunSmall(t *testing.T) {
 	}
 	checkStreams(t, res)
 	checkLimits(t, res)
+	checkDecoding(t, res)
 	if h := res.HeadBackfill; h == nil {
 		t.Error("no head and backfill section")
 	} else {
@@ -126,8 +130,8 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("head and backfill: %+v", h)
 		}
 	}
-	if len(res.Targets) != 14 {
-		t.Errorf("targets: %d, want 14", len(res.Targets))
+	if len(res.Targets) != 16 {
+		t.Errorf("targets: %d, want 16", len(res.Targets))
 	}
 	for _, tg := range res.Targets {
 		if !tg.Measured {
@@ -153,13 +157,68 @@ func TestRunSmall(t *testing.T) {
 		}
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "latest.md"))
-	for _, want := range []string{"blockhaul µs/row", "### The head and a backfill: one process vs two", "### Export streams", "| export, 4 streams |", "### Whole export vs PostgreSQL's restore, like for like", "| cometbft | **", "Projection for a 16-core database server running 16 streams"} {
+	for _, want := range []string{"blockhaul µs/row", "### The head and a backfill: one process vs two", "### Export streams", "| export, 4 streams |", "### Whole export vs PostgreSQL's restore, like for like", "| cometbft | **", "### Decoding: export with and without", "messages.decoded ", "Projection for a 16-core database server running 16 streams"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("latest.md lacks %q:\n%s", want, md)
 		}
 	}
 	if !strings.Contains(string(md), "(latest-throughput-cometbft.svg)") || !strings.Contains(string(md), "(latest-scaling.svg)") {
 		t.Errorf("latest.md does not link the latest plots:\n%s", md)
+	}
+}
+
+// checkDecoding checks the decoding section of a small run: each family's
+// plain and decoded loads exported and COPYed the same rows, ratios of the
+// rates, and decoding filled what it claims: every Cosmos message's JSON,
+// and event rows for about 29% of the EVM logs with none undecoded.
+func checkDecoding(t *testing.T, res Result) {
+	t.Helper()
+	if len(res.Decoding) != 2 {
+		t.Fatalf("decoding section: %d families, want 2", len(res.Decoding))
+	}
+	for _, d := range res.Decoding {
+		want := map[string]uint64{"cometbft": 150, "evm": 15}[d.Chain]
+		if d.Blocks != want || d.Decoding == "" {
+			t.Errorf("%s: %d blocks, want %d; decoding %q", d.Chain, d.Blocks, want, d.Decoding)
+		}
+		for _, l := range []DecodingLoad{d.Plain, d.Decoded} {
+			if l.Export.Rows == 0 || l.Baseline.Rows != l.Export.Rows || l.Export.Blocks != want || len(l.Export.AllSeconds) != 2 || len(l.Baseline.AllSeconds) != 2 ||
+				math.Abs(l.Ratio-l.Baseline.Seconds/l.Export.Seconds) > 1e-9 {
+				t.Errorf("%s, %s: export %+v, baseline %+v, ratio %v", d.Chain, l.Name, l.Export, l.Baseline, l.Ratio)
+			}
+			if runtime.GOOS == "linux" && (l.BlockhaulMicrosPerRow(true) <= 0 || l.BlockhaulMicrosPerRow(false) <= 0) {
+				t.Errorf("%s, %s: cpu per row unknown: %+v", d.Chain, l.Name, l.ExportCPU)
+			}
+		}
+		filled := map[string]Filled{}
+		for _, f := range d.Filled {
+			filled[f.Table+"."+f.Column] = f
+		}
+		switch d.Chain {
+		case "cometbft":
+			f := filled["messages.decoded"]
+			if len(d.Filled) != 1 || f.Rows == 0 || f.Values != f.Rows || f.Blocks != 100 || d.Plain.Rows["messages"] != d.Decoded.Rows["messages"] {
+				t.Errorf("cometbft: filled %+v, want every message of the first 100 blocks decoded", d.Filled)
+			}
+			if d.Decoded.Export.Rows != d.Plain.Export.Rows {
+				t.Errorf("cometbft: %d rows decoded, %d plain", d.Decoded.Export.Rows, d.Plain.Export.Rows)
+			}
+		case "evm":
+			var events uint64
+			for _, name := range []string{"b_approval", "b_sync", "b_swap"} {
+				events += d.Decoded.Rows[name]
+				if filled[name+"."].Values == 0 {
+					t.Errorf("evm: no %s rows in the first batch: %+v", name, d.Filled)
+				}
+			}
+			logs := d.Decoded.Rows["logs"]
+			if share := float64(events) / float64(logs); share < 0.2 || share > 0.4 || d.Decoded.Rows["b_undecoded"] != 0 ||
+				d.Decoded.Export.Rows != d.Plain.Export.Rows+events {
+				t.Errorf("evm: %d event rows of %d logs, %d undecoded; %d rows decoded, %d plain", events, logs, d.Decoded.Rows["b_undecoded"], d.Decoded.Export.Rows, d.Plain.Export.Rows)
+			}
+		default:
+			t.Errorf("decoding section of %s", d.Chain)
+		}
 	}
 }
 

@@ -87,6 +87,9 @@ func Markdown(r Result, images string) string {
 		}
 	}
 
+	if len(r.Decoding) > 0 {
+		writeDecoding(&b, r)
+	}
 	if len(r.Limits) > 0 {
 		writeLimits(&b, r)
 	}
@@ -259,6 +262,49 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// writeDecoding renders the decoding section: each family's export plain
+// and decoded, each against raw COPY of its own rows.
+func writeDecoding(b *strings.Builder, r Result) {
+	b.WriteString("\n### Decoding: export with and without, each against raw COPY of its rows\n\n")
+	b.WriteString("One staged range per family, exported plain (Cosmos messages kept raw, no ABI) and decoded, each into a fresh database with its tables in place; each baseline decodes the range with the same decoder before its clock starts and COPYs those rows in the same batches.")
+	if r.Settings.Rounds > 1 {
+		fmt.Fprintf(b, " Each of the four loads ran %d times, the order rotating; the fastest counts.", r.Settings.Rounds)
+	}
+	b.WriteString(" CPU per row is this process's: blockhaul's export, or the baseline's COPY of rows decoded beforehand.\n\n")
+	b.WriteString("| chain | blocks | load | rows | export rows/s | COPY rows/s | export / COPY | blockhaul µs/row, export | µs/row, COPY |\n|---|---:|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, d := range r.Decoding {
+		for i, l := range []DecodingLoad{d.Plain, d.Decoded} {
+			chain, blocks := "", ""
+			if i == 0 {
+				chain, blocks = d.Chain, groupThousands(strconv.FormatUint(d.Blocks, 10))
+			}
+			us := func(v float64) string {
+				if v == 0 {
+					return "–"
+				}
+				return fmtNum(v)
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | **%s** | %s | %s |\n", chain, blocks, l.Name, fmtNum(float64(l.Export.Rows)),
+				fmtNum(l.Export.RowsPerSec), fmtNum(l.Baseline.RowsPerSec), fmtNum(l.Ratio), us(l.BlockhaulMicrosPerRow(true)), us(l.BlockhaulMicrosPerRow(false)))
+		}
+	}
+	b.WriteString("\nWhat decoding fills, counted in the first batch of each range:\n\n")
+	for _, d := range r.Decoding {
+		var parts []string
+		for _, f := range d.Filled {
+			if f.Column == "" {
+				parts = append(parts, fmt.Sprintf("%s %s rows", f.Table, fmtNum(float64(f.Values))))
+			} else {
+				parts = append(parts, fmt.Sprintf("%s.%s %s of %s rows", f.Table, f.Column, fmtNum(float64(f.Values)), fmtNum(float64(f.Rows))))
+			}
+		}
+		if len(parts) == 0 {
+			parts = []string{"nothing"}
+		}
+		fmt.Fprintf(b, "- %s, %s: %s\n", d.Chain, d.Decoding, strings.Join(parts, ", "))
+	}
 }
 
 // writeLimits renders the limit section: the whole export against

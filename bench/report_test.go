@@ -139,6 +139,19 @@ func TestEvaluateTargets(t *testing.T) {
 	check("export, 2 streams / 1 stream", false, false)
 
 	for _, tc := range []struct {
+		ratio float64
+		pass  bool
+	}{{0.85, true}, {0.79, false}} {
+		r.Decoding = []DecodingResult{{Chain: "evm", Plain: DecodingLoad{Ratio: 0.5}, Decoded: DecodingLoad{Ratio: tc.ratio}}}
+		got = map[string]Target{}
+		for _, tg := range evaluateTargets(&r) {
+			got[tg.Name] = tg
+		}
+		check("export / COPY baseline, decoded, evm", true, tc.pass)
+		check("export / COPY baseline, decoded, cometbft", false, false)
+	}
+
+	for _, tc := range []struct {
 		over float64
 		pass bool
 	}{{1.31, true}, {1.19, false}} {

@@ -17,9 +17,12 @@ type Result struct {
 	Streams   *StreamsResult  `json:"streams,omitempty"`
 	// Limits are the whole export against PostgreSQL's own restore of the
 	// same end state, one per family (section limit).
-	Limits    []LimitResult `json:"limits,omitempty"`
-	Fetch     *FetchResult  `json:"fetch,omitempty"`
-	Processes []ProcessRun  `json:"processes,omitempty"`
+	Limits []LimitResult `json:"limits,omitempty"`
+	// Decoding is each family's export with and without the decoders a
+	// user configures, each against raw COPY of its rows (section decoding).
+	Decoding  []DecodingResult `json:"decoding,omitempty"`
+	Fetch     *FetchResult     `json:"fetch,omitempty"`
+	Processes []ProcessRun     `json:"processes,omitempty"`
 	// HeadBackfill is the head and a backfill in one process vs two.
 	HeadBackfill *HeadBackfillResult `json:"head_backfill,omitempty"`
 	Targets      []Target            `json:"targets"`
@@ -28,29 +31,31 @@ type Result struct {
 
 // Settings are the Config values a result depends on.
 type Settings struct {
-	Sections       []string `json:"sections"`
-	Seed           int64    `json:"seed"`
-	CometBFTBlocks uint64   `json:"cometbft_blocks"`
-	EVMBlocks      uint64   `json:"evm_blocks"`
-	BatchBlocks    int      `json:"batch_blocks"`
-	Rounds         int      `json:"rounds"`
-	IngestWorkers  int      `json:"ingest_workers"`
-	IngestSpan     int      `json:"ingest_span"`
-	FetchBlocks    uint64   `json:"fetch_blocks"`
-	FetchWorkers   int      `json:"fetch_workers"`
-	FetchSpan      int      `json:"fetch_span"`
-	RangeSizes     []uint64 `json:"range_sizes"`
-	SampleMillis   int64    `json:"sample_ms"`
-	StreamsChain   string   `json:"streams_chain,omitempty"`
-	StreamsBlocks  uint64   `json:"streams_blocks,omitempty"`
-	StreamCounts   []int    `json:"stream_counts,omitempty"`
-	ProjectCores   int      `json:"project_cores,omitempty"`
-	StateMillis    int64    `json:"state_ms,omitempty"`
-	HeadBackfill   uint64   `json:"head_backfill_blocks,omitempty"`
-	LimitCometBFT  uint64   `json:"limit_cometbft_blocks,omitempty"`
-	LimitEVM       uint64   `json:"limit_evm_blocks,omitempty"`
-	IndexWorkers   int      `json:"index_workers,omitempty"`
-	IndexMemoryMiB int64    `json:"index_memory_mib,omitempty"`
+	Sections         []string `json:"sections"`
+	Seed             int64    `json:"seed"`
+	CometBFTBlocks   uint64   `json:"cometbft_blocks"`
+	EVMBlocks        uint64   `json:"evm_blocks"`
+	BatchBlocks      int      `json:"batch_blocks"`
+	Rounds           int      `json:"rounds"`
+	IngestWorkers    int      `json:"ingest_workers"`
+	IngestSpan       int      `json:"ingest_span"`
+	FetchBlocks      uint64   `json:"fetch_blocks"`
+	FetchWorkers     int      `json:"fetch_workers"`
+	FetchSpan        int      `json:"fetch_span"`
+	RangeSizes       []uint64 `json:"range_sizes"`
+	SampleMillis     int64    `json:"sample_ms"`
+	StreamsChain     string   `json:"streams_chain,omitempty"`
+	StreamsBlocks    uint64   `json:"streams_blocks,omitempty"`
+	StreamCounts     []int    `json:"stream_counts,omitempty"`
+	ProjectCores     int      `json:"project_cores,omitempty"`
+	StateMillis      int64    `json:"state_ms,omitempty"`
+	HeadBackfill     uint64   `json:"head_backfill_blocks,omitempty"`
+	LimitCometBFT    uint64   `json:"limit_cometbft_blocks,omitempty"`
+	LimitEVM         uint64   `json:"limit_evm_blocks,omitempty"`
+	IndexWorkers     int      `json:"index_workers,omitempty"`
+	IndexMemoryMiB   int64    `json:"index_memory_mib,omitempty"`
+	DecodingCometBFT uint64   `json:"decoding_cometbft_blocks,omitempty"`
+	DecodingEVM      uint64   `json:"decoding_evm_blocks,omitempty"`
 }
 
 func settingsOf(c *Config) Settings {
@@ -63,6 +68,7 @@ func settingsOf(c *Config) Settings {
 		StreamsChain: c.StreamsChain.String(), StreamsBlocks: c.StreamsBlocks, StreamCounts: c.StreamCounts,
 		ProjectCores: c.ProjectCores, StateMillis: c.StateInterval.Milliseconds(), HeadBackfill: c.HeadBackfillBlocks,
 		LimitCometBFT: c.LimitCometBFTBlocks, LimitEVM: c.LimitEVMBlocks, IndexWorkers: c.IndexWorkers, IndexMemoryMiB: c.IndexMemoryMiB,
+		DecodingCometBFT: c.DecodingCometBFTBlocks, DecodingEVM: c.DecodingEVMBlocks,
 	}
 }
 
@@ -81,6 +87,57 @@ type DensityResult struct {
 	// of each.
 	ExportCPU   LoadCPU `json:"export_cpu"`
 	BaselineCPU LoadCPU `json:"baseline_cpu"`
+}
+
+// DecodingResult is one family's staged range exported plain and decoded
+// (see runDecoding), each against the raw-COPY baseline of its own rows.
+type DecodingResult struct {
+	Chain  string `json:"chain"`
+	Blocks uint64 `json:"blocks"`
+	// Decoding says what the decoded load decodes that the plain one keeps
+	// raw or leaves out.
+	Decoding string       `json:"decoding"`
+	Plain    DecodingLoad `json:"plain"`
+	Decoded  DecodingLoad `json:"decoded"`
+	// Filled is what decoding fills, counted in the first batch.
+	Filled []Filled `json:"filled"`
+}
+
+// DecodingLoad is one decoder's export and baseline: the best round of each.
+type DecodingLoad struct {
+	Name     string            `json:"name"`
+	Rows     map[string]uint64 `json:"rows"` // per table
+	Export   CopyRun           `json:"export"`
+	Baseline CopyRun           `json:"baseline"`
+	// Ratio is export's rate over the baseline's (the same rows): the
+	// issue's measure, ≥ 0.8 decoded.
+	Ratio       float64 `json:"ratio"`
+	ExportCPU   LoadCPU `json:"export_cpu"`
+	BaselineCPU LoadCPU `json:"baseline_cpu"`
+}
+
+// BlockhaulMicrosPerRow is this process's CPU per row exporting (export)
+// or COPYing (the baseline); 0 where the CPU is not known.
+func (l DecodingLoad) BlockhaulMicrosPerRow(export bool) float64 {
+	run, cpu := l.Baseline, l.BaselineCPU
+	if export {
+		run, cpu = l.Export, l.ExportCPU
+	}
+	if !cpu.Known || run.Rows == 0 {
+		return 0
+	}
+	return 1e6 * cpu.Blockhaul / float64(run.Rows)
+}
+
+// Filled is what a decoder fills that the plain decoder does not, in the
+// first Blocks blocks: Values of Column (NULL in the plain rows) in a table
+// of Rows rows, or, with no Column, the Rows of a table only it has.
+type Filled struct {
+	Blocks uint64 `json:"blocks"`
+	Table  string `json:"table"`
+	Column string `json:"column,omitempty"`
+	Rows   uint64 `json:"rows"`
+	Values uint64 `json:"values"`
 }
 
 // LimitResult is one family's whole export (defer, fill, build, ANALYZE),
@@ -356,6 +413,18 @@ func evaluateTargets(r *Result) []Target {
 			ts = append(ts, target(t, l.Ratio, ">=", 0.90, ""))
 		} else {
 			ts = append(ts, unmeasured(t, ">=", 0.90, ""))
+		}
+	}
+	decoding := map[string]*DecodingResult{}
+	for i := range r.Decoding {
+		decoding[r.Decoding[i].Chain] = &r.Decoding[i]
+	}
+	for _, name := range []string{SectionCometBFT, SectionEVM} {
+		t := "export / COPY baseline, decoded, " + name
+		if d := decoding[name]; d != nil {
+			ts = append(ts, target(t, d.Decoded.Ratio, ">=", 0.80, ""))
+		} else {
+			ts = append(ts, unmeasured(t, ">=", 0.80, ""))
 		}
 	}
 	if l := limits[SectionCometBFT]; l != nil {

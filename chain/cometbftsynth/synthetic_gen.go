@@ -21,7 +21,7 @@ type generator struct {
 	b       []byte // the record being rendered
 
 	num      []byte    // scratch for one attribute value
-	pb       [5][]byte // scratch for nested protobuf messages, one per depth
+	pb       [8][]byte // scratch for nested protobuf messages, one per depth
 	tx       []byte    // the tx being encoded
 	firstEv  bool
 	firstAtt bool

@@ -223,20 +223,28 @@ func (g *generator) encodeTx(dst []byte, c *txContent) []byte {
 			typ = msgTypes[kindRelay][i]
 			route := &ibcRoutes[c.route]
 			if i == 0 {
-				// A light client header: mostly commit signatures.
-				hdr := g.pb[3][:0]
+				// A light client header (ibc.lightclients.tendermint.v1.Header,
+				// shaped so that its type decodes it): its signed header's
+				// commit, mostly signatures.
+				commit := pbVarint(g.pb[5][:0], 1, c.clientHeight) // Commit.height
 				var sig [64]byte
 				for range 3 {
-					cs := g.pb[4][:0]
-					cs = pbVarint(cs, 1, 2)
+					ts := pbVarint(g.pb[7][:0], 1, c.timeout/1e9) // Timestamp.seconds
+					g.pb[7] = ts
+					cs := g.pb[6][:0]
+					cs = pbVarint(cs, 1, 2) // BLOCK_ID_FLAG_COMMIT
 					g.fill(sig[:20])
-					cs = pbBytes(cs, 2, sig[:20])
-					cs = pbVarint(cs, 3, c.timeout/1e9)
+					cs = pbBytes(cs, 2, sig[:20]) // validator_address
+					cs = pbBytes(cs, 3, ts)       // timestamp
 					g.fill(sig[:])
-					cs = pbBytes(cs, 4, sig[:])
-					g.pb[4] = cs
-					hdr = pbBytes(hdr, 2, cs)
+					cs = pbBytes(cs, 4, sig[:]) // signature
+					g.pb[6] = cs
+					commit = pbBytes(commit, 4, cs) // Commit.signatures
 				}
+				g.pb[5] = commit
+				sh := pbBytes(g.pb[6][:0], 2, commit) // SignedHeader.commit
+				g.pb[6] = sh
+				hdr := pbBytes(g.pb[3][:0], 1, sh) // Header.signed_header
 				g.pb[3] = hdr
 				anyHdr := g.pb[4][:0]
 				anyHdr = pbString(anyHdr, 1, "/ibc.lightclients.tendermint.v1.Header")

@@ -52,6 +52,8 @@ func run() error {
 	fs.StringVar(&streams, "streams", "1,2,4", "export stream counts of the streams section")
 	fs.IntVar(&cfg.ProjectCores, "project-cores", 16, "cores of the database server the streams section projects to (negative: none)")
 	fs.Uint64Var(&cfg.HeadBackfillBlocks, "headbackfill-blocks", 20_000, "CometBFT blocks of the headbackfill section (head: the upper half, backfill: the lower)")
+	fs.Uint64Var(&cfg.DecodingCometBFTBlocks, "decoding-cometbft-blocks", 10_000, "CometBFT blocks of the decoding section (exported and COPYed with messages raw and decoded)")
+	fs.Uint64Var(&cfg.DecodingEVMBlocks, "decoding-evm-blocks", 1_000, "EVM blocks of the decoding section (exported and COPYed without and with an ABI of 3 events)")
 	fs.Uint64Var(&cfg.LimitCometBFTBlocks, "limit-cometbft-blocks", 60_000, "CometBFT blocks of the limit section (whole export with 1 and 2 streams vs PostgreSQL's restore; the issue's method: 100000)")
 	fs.Uint64Var(&cfg.LimitEVMBlocks, "limit-evm-blocks", 6_000, "EVM blocks of the limit section")
 	fs.IntVar(&cfg.IndexWorkers, "index-workers", 0, "the limit section's exports' --index-workers (0: the command's default)")
