@@ -264,15 +264,22 @@ func plural(n int) string {
 	return "s"
 }
 
+// writeIntro writes a section's heading and its paragraph: intro, how many
+// times each load ran (when more than once), then rest.
+func writeIntro(b *strings.Builder, r Result, title, intro, rest string) {
+	fmt.Fprintf(b, "\n### %s\n\n%s", title, intro)
+	if r.Settings.Rounds > 1 {
+		fmt.Fprintf(b, " Each load ran %d times, the order rotating; the fastest counts.", r.Settings.Rounds)
+	}
+	b.WriteString(rest + "\n\n")
+}
+
 // writeDecoding renders the decoding section: each family's export plain
 // and decoded, each against raw COPY of its own rows.
 func writeDecoding(b *strings.Builder, r Result) {
-	b.WriteString("\n### Decoding: export with and without, each against raw COPY of its rows\n\n")
-	b.WriteString("One staged range per family, exported plain (Cosmos messages kept raw, no ABI) and decoded, each into a fresh database with its tables in place; each baseline decodes the range with the same decoder before its clock starts and COPYs those rows in the same batches.")
-	if r.Settings.Rounds > 1 {
-		fmt.Fprintf(b, " Each of the four loads ran %d times, the order rotating; the fastest counts.", r.Settings.Rounds)
-	}
-	b.WriteString(" CPU per row is this process's: blockhaul's export, or the baseline's COPY of rows decoded beforehand.\n\n")
+	writeIntro(b, r, "Decoding: export with and without, each against raw COPY of its rows",
+		"One staged range per family, exported plain (Cosmos messages kept raw, no ABI) and decoded, each into a fresh database with its tables in place; each baseline decodes the range with the same decoder before its clock starts and COPYs those rows in the same batches.",
+		" CPU per row is this process's: blockhaul's export, or the baseline's COPY of rows decoded beforehand.")
 	b.WriteString("| chain | blocks | load | rows | export rows/s | COPY rows/s | export / COPY | blockhaul µs/row, export | µs/row, COPY |\n|---|---:|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, d := range r.Decoding {
 		for i, l := range []DecodingLoad{d.Plain, d.Decoded} {
@@ -311,12 +318,9 @@ func writeDecoding(b *strings.Builder, r Result) {
 // PostgreSQL's restore of the same end state, phase by phase, and the
 // slowest builds of each.
 func writeLimits(b *strings.Builder, r Result) {
-	b.WriteString("\n### Whole export vs PostgreSQL's restore, like for like\n\n")
-	b.WriteString("Export is `blockhaul export` in this process (secondary indexes deferred, the fill, the deferred builds, ANALYZE of the tables filled) with 1 and 2 streams, each into a fresh database. The limit is the same end state the way PostgreSQL restores it: the export's rows dumped with binary COPY (untimed), the tables recreated as pg_dump's pre-data section has them (no key, no index), every file COPYed back in one transaction, the post-data section (primary keys, then every secondary index) built on one connection with the server's settings, as pg_restore does, and ANALYZE of every table.")
-	if r.Settings.Rounds > 1 {
-		fmt.Fprintf(b, " Each load ran %d times, the order rotating; the fastest counts.", r.Settings.Rounds)
-	}
-	b.WriteString(" Seconds: whole (fill + indexes + ANALYZE). Export's fill runs without primary keys (a fresh database: they are deferred with the secondary indexes and built first after the fill), as the limit's COPY does; its index phase is the rest of its time, and holds the ANALYZEs it ran beside the builds (each table's once its indexes were built; their time in brackets); its ANALYZE column is what ran after the builds.\n\n")
+	writeIntro(b, r, "Whole export vs PostgreSQL's restore, like for like",
+		"Export is `blockhaul export` in this process (secondary indexes deferred, the fill, the deferred builds, ANALYZE of the tables filled) with 1 and 2 streams, each into a fresh database. The limit is the same end state the way PostgreSQL restores it: the export's rows dumped with binary COPY (untimed), the tables recreated as pg_dump's pre-data section has them (no key, no index), every file COPYed back in one transaction, the post-data section (primary keys, then every secondary index) built on one connection with the server's settings, as pg_restore does, and ANALYZE of every table.",
+		" Seconds: whole (fill + indexes + ANALYZE). Export's fill runs without primary keys (a fresh database: they are deferred with the secondary indexes and built first after the fill), as the limit's COPY does; its index phase is the rest of its time, and holds the ANALYZEs it ran beside the builds (each table's once its indexes were built; their time in brackets); its ANALYZE column is what ran after the builds.")
 	b.WriteString("| chain | blocks | rows | load | seconds | fill | indexes | ANALYZE |\n|---|---:|---:|---|---:|---:|---:|---:|\n")
 	for _, l := range r.Limits {
 		for i, x := range []struct {
