@@ -33,24 +33,9 @@ func bech32Polymod(values []byte) uint32 {
 
 // Bech32Encode returns hrp + "1" + data (8-bit groups) in bech32 with its checksum.
 func Bech32Encode(hrp string, data []byte) string {
-	// Regroup 8-bit bytes into 5-bit groups, padding the last one. The
-	// buffers hold an address (20 or 32 bytes) on the stack.
-	var fiveBuf, valuesBuf [128]byte
-	five := fiveBuf[:0]
-	var acc uint32
-	bits := 0
-	for _, b := range data {
-		acc = acc<<8 | uint32(b)
-		bits += 8
-		for bits >= 5 {
-			bits -= 5
-			five = append(five, byte(acc>>uint(bits))&31)
-		}
-	}
-	if bits > 0 {
-		five = append(five, byte(acc<<uint(5-bits))&31)
-	}
-
+	// The buffers hold an address (20 or 32 bytes) on the stack.
+	var fiveBuf, valuesBuf, outBuf [128]byte
+	five := appendBech32Groups(fiveBuf[:0], data)
 	values := valuesBuf[:0]
 	for i := 0; i < len(hrp); i++ {
 		values = append(values, hrp[i]>>5)
@@ -63,8 +48,7 @@ func Bech32Encode(hrp string, data []byte) string {
 	values = append(values, 0, 0, 0, 0, 0, 0)
 	mod := bech32Polymod(values) ^ 1
 
-	out := make([]byte, 0, len(hrp)+1+len(five)+6)
-	out = append(out, hrp...)
+	out := append(outBuf[:0], hrp...)
 	out = append(out, '1')
 	for _, v := range five {
 		out = append(out, bech32Charset[v])
@@ -73,6 +57,37 @@ func Bech32Encode(hrp string, data []byte) string {
 		out = append(out, bech32Charset[(mod>>uint(5*(5-i)))&31])
 	}
 	return string(out)
+}
+
+// appendBech32Groups appends data regrouped from 8-bit bytes into 5-bit
+// groups, the last one padded.
+func appendBech32Groups(dst, data []byte) []byte {
+	var acc uint32
+	bits := 0
+	for _, b := range data {
+		acc = acc<<8 | uint32(b)
+		bits += 8
+		for bits >= 5 {
+			bits -= 5
+			dst = append(dst, byte(acc>>uint(bits))&31)
+		}
+	}
+	if bits > 0 {
+		dst = append(dst, byte(acc<<uint(5-bits))&31)
+	}
+	return dst
+}
+
+// appendBech32Data appends the data characters of data's bech32 encoding:
+// what Bech32Encode writes between the '1' and the checksum, whatever the
+// prefix.
+func appendBech32Data(dst, data []byte) []byte {
+	start := len(dst)
+	dst = appendBech32Groups(dst, data)
+	for i := start; i < len(dst); i++ {
+		dst[i] = bech32Charset[dst[i]]
+	}
+	return dst
 }
 
 // bech32Valid reports whether s is a lowercase bech32 string with a valid

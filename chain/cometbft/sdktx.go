@@ -477,12 +477,14 @@ func (st *decodeState) eventPrefix(i int, addr []byte) string {
 		return ""
 	}
 	dataLen := (len(addr)*8+4)/5 + 6 // bech32 characters after the '1'
-	// enc is addr's encoding under the prefix of the last value of an
-	// address's shape: a tx's events hold many addresses, nearly all with
-	// the chain's one prefix, so it is made about once a tx and each value
-	// costs a comparison. It has a valid checksum, but bech32Valid also
-	// holds the prefix to lowercase letters: checked on a match.
-	enc := ""
+	// addr's data characters (between the '1' and the checksum) are the
+	// same under any prefix: a value whose are not these is not addr and
+	// costs a comparison; a match is encoded whole with its prefix, its
+	// checksum compared, and checked by bech32Valid, which also holds the
+	// prefix to lowercase letters. (The values of a tx's events hold many
+	// addresses, under several prefixes.)
+	var buf [128]byte
+	chars := appendBech32Data(buf[:0], addr)
 	r := &st.results[i]
 	for _, ev := range st.txEvents[r.ev0:r.ev1] {
 		for _, a := range st.attrs[ev.a0:ev.a1] {
@@ -498,13 +500,10 @@ func (st *decodeState) eventPrefix(i int, addr []byte) string {
 				v = v[:k]
 			}
 			sep := bytes.LastIndexByte(v, '1')
-			if sep < 1 || len(v)-sep-1 != dataLen {
+			if sep < 1 || len(v)-sep-1 != dataLen || !bytes.Equal(v[sep+1:len(v)-6], chars) {
 				continue
 			}
-			if len(enc) != len(v) || enc[:sep] != string(v[:sep]) {
-				enc = Bech32Encode(string(v[:sep]), addr)
-			}
-			if enc == string(v) && bech32Valid(v) {
+			if Bech32Encode(string(v[:sep]), addr) == string(v) && bech32Valid(v) {
 				return validBech32Prefix(v)
 			}
 		}

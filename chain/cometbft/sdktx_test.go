@@ -419,6 +419,10 @@ func TestSignerPrefixFromEvents(t *testing.T) {
 	}
 	b64 := base64.StdEncoding.EncodeToString
 	_, aliceBytes, _ := bech32DecodeForTest(alice)
+	badChecksum := alice[:len(alice)-1] + "q"
+	if badChecksum == alice {
+		badChecksum = alice[:len(alice)-1] + "p"
+	}
 	for _, c := range []struct {
 		name   string
 		opts   DecoderOptions
@@ -430,6 +434,8 @@ func TestSignerPrefixFromEvents(t *testing.T) {
 		{"fee_payer", DecoderOptions{}, record("fee_payer", alice), &alice},
 		{"another address", DecoderOptions{}, record("sender", *send.Expect.Messages[0].toAddress(t)), nil},
 		{"no address", DecoderOptions{}, record("k", "v"), nil},
+		{"alice's bytes under another prefix", DecoderOptions{}, record("acc_seq", Bech32Encode("osmo", aliceBytes)+"/7"), ptr(Bech32Encode("osmo", aliceBytes))},
+		{"alice's data characters, another checksum", DecoderOptions{}, record("acc_seq", badChecksum), nil},
 		{"--bech32-prefix", DecoderOptions{Bech32Prefix: "osmo"}, record("k", "v"), ptr(Bech32Encode("osmo", aliceBytes))},
 		{"--bech32-prefix over the events", DecoderOptions{Bech32Prefix: "osmo"}, record("acc_seq", alice+"/7"), ptr(Bech32Encode("osmo", aliceBytes))},
 	} {
