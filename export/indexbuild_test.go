@@ -3,6 +3,7 @@ package export
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -362,4 +363,89 @@ $$ BEGIN RAISE NOTICE 'mwm %', current_setting('maintenance_work_mem'); RETURN $
 		t.Fatalf("the build saw %q (want mwm 200MB); the session's setting %s before, %s after", notices, before, after)
 	}
 	checkBuilt(t, e, 1)
+}
+
+// The GIN index starts first, then the key; the key's constraint is
+// attached only once the table's other builds have ended: while the GIN
+// build runs, the key's worker builds the next index instead of waiting
+// for the table's lock (and queueing that build behind it).
+func TestKeyAttachWaitsForNoBuild(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.conn.Exec(e.ctx, `CREATE FUNCTION public.gated(text) RETURNS text IMMUTABLE LANGUAGE plpgsql AS
+$$ BEGIN PERFORM pg_advisory_lock_shared(4242); PERFORM pg_advisory_unlock_shared(4242); RETURN $1; END $$`); err != nil {
+		t.Fatal(err)
+	}
+	tables := []chain.Table{{Name: "notes", HeightColumn: "height", PrimaryKey: []string{"height"},
+		Columns: []chain.Column{{Name: "height", Type: "bigint"}, {Name: "note", Type: "text"}},
+		Indexes: []chain.Index{{Name: "notes_a_idx", Columns: "((public.gated(note)))"}, {Name: "notes_gin_idx", Columns: "USING gin ((ARRAY[public.gated(note)]))"}}}}
+	if err := EnsureSchema(e.ctx, e.conn, "chain x", tables, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := DeferIndexes(e.ctx, e.conn, "chain x", tables, quietLog); err != nil {
+		t.Fatal(err)
+	}
+	if token, err := DeferKeys(e.ctx, e.conn, "chain x", tables, "a", quietLog); err != nil || token == "" {
+		t.Fatalf("keys not deferred: %q, %v", token, err)
+	}
+	if _, err := e.conn.Exec(e.ctx, `INSERT INTO "chain x".notes SELECT h, 'n' || h FROM generate_series(1, 20) h`); err != nil {
+		t.Fatal(err)
+	}
+	if order, err := PendingIndexes(e.ctx, e.conn, "chain x"); err != nil || strings.Join(order, ",") != "notes_gin_idx,notes_pkey,notes_a_idx" {
+		t.Fatalf("build order %v, %v; want the GIN index, the key, the other index", order, err)
+	}
+	waitFor, release := holdGate(t, e)
+	builder, err := pgx.Connect(e.ctx, e.conn.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer builder.Close(context.Background())
+	built := startBuild(e, builder, BuildOptions{Workers: 2, Dial: dialer(e.conn.Config().ConnString()), Logger: quietLog})
+	blocked := waitFor(2)
+	var attaching int64
+	if err := e.conn.QueryRow(e.ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'ALTER TABLE%'`).Scan(&attaching); err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := e.keysOf()
+	release()
+	if n, err := built(); err != nil || n != 3 {
+		t.Fatalf("built %d, %v; want 3", n, err)
+	}
+	if blocked != 2 || attaching != 0 || keys != "" {
+		t.Fatalf("while the GIN build ran: %d builds at the gate (want 2: the GIN and the other index), %d attaches (want 0), keys attached %q (want none)", blocked, attaching, keys)
+	}
+	if keys, deferred := e.keysOf(); keys != "notes_pkey" || deferred != "" {
+		t.Fatalf("after the builds: keys %q, deferred %q; want notes_pkey attached", keys, deferred)
+	}
+	checkBuilt(t, e, 2)
+}
+
+// A run stopped between a key's two steps leaves it pending with its
+// index built; the next attaches that index.
+func TestKeyIndexBuiltThenAttachedByTheNextRun(t *testing.T) {
+	e := newEnv(t)
+	tables := testDecoder{}.Tables()
+	if err := EnsureSchema(e.ctx, e.conn, "chain x", tables, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DeferKeys(e.ctx, e.conn, "chain x", tables, "a", quietLog); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.conn.Exec(e.ctx, `INSERT INTO "chain x".items VALUES (7, 0, 'x'), (8, 0, 'z')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, built, attach, err := buildDeferred(e.ctx, e.conn, "chain x", "items_pkey", buildKeyIndex, 0, 0); err != nil || built || !attach {
+		t.Fatalf("the key's index step: built %v, attach %v, %v; want its attach to come", built, attach, err)
+	}
+	if keys, deferred := e.keysOf(); keys != "" || deferred != "blocks_pkey,items_pkey" {
+		t.Fatalf("between the steps: keys %q, deferred %q; want both still deferred", keys, deferred)
+	}
+	if n := e.count(`SELECT count(*) FROM pg_indexes WHERE schemaname = 'chain x' AND indexname = 'items_pkey'`); n != 1 {
+		t.Fatalf("items_pkey's index: %d, want 1 built", n)
+	}
+	if n, err := BuildKeys(e.ctx, e.conn, "chain x", BuildOptions{Logger: quietLog}); err != nil || n != 2 {
+		t.Fatalf("built %d keys, %v; want 2", n, err)
+	}
+	if keys, deferred := e.keysOf(); keys != "blocks_pkey,items_pkey" || deferred != "" {
+		t.Fatalf("after the next run: keys %q, deferred %q", keys, deferred)
+	}
 }

@@ -126,8 +126,9 @@ type BuildOptions struct {
 const DefaultIndexWorkers = 4
 
 // BuildIndexes builds every index recorded as deferred and forgets it,
-// up to opts.Workers at once, the primary keys first, then largest table
-// first, logging each build time. It is idempotent: with nothing recorded it does nothing. It returns
+// up to opts.Workers at once, in the order of PendingIndexes (the GIN and
+// GiST builds first, then the primary keys, each largest table first),
+// logging each build time. It is idempotent: with nothing recorded it does nothing. It returns
 // the number of indexes built; when a build fails, the others stop and the
 // error is an *IndexesPendingError naming the indexes still unbuilt.
 //
@@ -143,6 +144,16 @@ const DefaultIndexWorkers = 4
 // holds the index's lock, so the next run waits for it, finds its work
 // rolled back, and builds the index itself, instead of racing it to the
 // catalog.
+//
+// A primary key is built in two steps (keyStatements): its unique index,
+// beside the table's other builds, in a transaction that keeps its record,
+// then, once every other build of its table in this call has ended, the
+// constraint attached over it in the transaction that forgets it. The
+// attach takes the table's ACCESS EXCLUSIVE lock: asked for while another
+// build of the table ran, it would hold its worker idle until that build
+// ended and queue every later build of the table behind it. A run stopped
+// between the steps leaves the key pending with its index built; the next
+// finds the index there and attaches it.
 func BuildIndexes(ctx context.Context, conn *pgx.Conn, schema string, opts BuildOptions) (int, error) {
 	log := opts.Logger
 	if log == nil {
@@ -168,12 +179,16 @@ func BuildIndexes(ctx context.Context, conn *pgx.Conn, schema string, opts Build
 	for _, t := range opts.Analyze {
 		analyze[t] = true
 	}
-	// The jobs: every index (largest table first), then each table's
-	// ANALYZE once its indexes are built.
-	type job struct{ index, table, analyze string }
-	jobs := make(chan job, len(pending)+len(analyze))
+	// The jobs: every index (in pendingIndexes' order), each key's attach
+	// once the other builds of its table are done, then each table's
+	// ANALYZE once its indexes are built and its keys attached.
+	type job struct {
+		index, table, analyze string
+		key, attach           bool
+	}
+	jobs := make(chan job, 2*len(pending)+len(analyze))
 	for _, p := range pending {
-		jobs <- job{index: p.name, table: p.table}
+		jobs <- job{index: p.name, table: p.table, key: p.key}
 	}
 	for t := range analyze {
 		if left[t] == 0 {
@@ -189,16 +204,35 @@ func BuildIndexes(ctx context.Context, conn *pgx.Conn, schema string, opts Build
 		done      = map[string]bool{}
 		built     int
 		remaining = len(pending) + len(analyze)
+		unkeyed   = map[string][]string{} // keys whose index is built, to attach
+		attaching = map[string]int{}      // attaches of a table not done yet
 	)
-	// finished counts a job done and queues what it allowed; the last
+	// finished counts a job done and queues what it allowed (attach says
+	// the job built a key's index, its attach still to come); the last
 	// closes the queue.
-	finished := func(j job) {
+	finished := func(j job, attach bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		remaining--
 		if j.index != "" {
-			done[j.index] = true
-			if left[j.table]--; left[j.table] == 0 && analyze[j.table] {
+			if attach {
+				unkeyed[j.table] = append(unkeyed[j.table], j.index)
+			} else {
+				done[j.index] = true
+			}
+			tableDone := false
+			if j.attach {
+				attaching[j.table]--
+				tableDone = attaching[j.table] == 0
+			} else if left[j.table]--; left[j.table] == 0 {
+				for _, k := range unkeyed[j.table] {
+					jobs <- job{index: k, table: j.table, key: true, attach: true}
+					remaining++
+					attaching[j.table]++
+				}
+				tableDone = attaching[j.table] == 0
+			}
+			if tableDone && analyze[j.table] {
 				jobs <- job{analyze: j.table}
 			}
 		}
@@ -240,20 +274,32 @@ func BuildIndexes(ctx context.Context, conn *pgx.Conn, schema string, opts Build
 					if opts.OnAnalyze != nil {
 						opts.OnAnalyze(j.analyze, time.Since(t0), err)
 					}
-					finished(j)
+					finished(j, false)
 					continue
 				}
-				table, did, err := buildDeferred(gctx, c, schema, j.index, opts.MaintenanceWorkers, opts.MaintenanceWorkMem)
+				step := buildWhole
+				if j.key && !j.attach {
+					step = buildKeyIndex
+				}
+				table, did, attach, err := buildDeferred(gctx, c, schema, j.index, step, opts.MaintenanceWorkers, opts.MaintenanceWorkMem)
 				if err != nil {
 					return err
 				}
-				if did {
+				took := time.Since(t0).Round(time.Millisecond)
+				switch {
+				case attach:
+					log.Info("index built", "index", j.index, "table", table, "duration", took)
+				case did:
 					mu.Lock()
 					built++
 					mu.Unlock()
-					log.Info("index built", "index", j.index, "table", table, "duration", time.Since(t0).Round(time.Millisecond))
+					if j.attach {
+						log.Debug("primary key attached", "index", j.index, "table", table, "duration", took)
+					} else {
+						log.Info("index built", "index", j.index, "table", table, "duration", took)
+					}
 				}
-				finished(j)
+				finished(j, attach)
 			}
 		})
 	}
@@ -282,8 +328,13 @@ func BuildIndexes(ctx context.Context, conn *pgx.Conn, schema string, opts Build
 }
 
 // PendingIndexes lists the deferred indexes (and primary keys) of schema
-// not built yet, in the order BuildIndexes starts them: keys first, then
-// largest table first. A table partitioned
+// not built yet, in the order BuildIndexes starts them: the GIN and GiST
+// indexes first, then the primary keys, then the others, each largest
+// table first. PostgreSQL (15 to 17) builds a GIN or GiST index in one
+// process, with no parallel workers, and slower per row than a B-tree: the
+// GIN index on a chain's events is the longest build by far, and the index
+// phase lasts at least as long as it; started after the keys, it waited
+// for a worker (see docs/benchmarks.md). A table partitioned
 // by hand is as large as its partitions (pg_relation_size of the parent
 // alone is 0).
 func PendingIndexes(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {
@@ -316,7 +367,7 @@ type pendingIndex struct {
 func pendingIndexes(ctx context.Context, conn *pgx.Conn, schema string, keysOnly bool) ([]pendingIndex, error) {
 	qs := chain.QuoteIdent(schema)
 	rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT index_name, table_name, primary_key FROM %s.%s AS d WHERE primary_key OR NOT $2
-ORDER BY primary_key DESC, coalesce((SELECT sum(pg_relation_size(p.relid)) FROM pg_partition_tree(to_regclass(quote_ident($1) || '.' || quote_ident(d.table_name))) AS p), 0) DESC, table_name, index_name`, qs, deferredTable), schema, keysOnly)
+ORDER BY definition ~* '\sUSING\s+(gin|gist)\s' DESC, primary_key DESC, coalesce((SELECT sum(pg_relation_size(p.relid)) FROM pg_partition_tree(to_regclass(quote_ident($1) || '.' || quote_ident(d.table_name))) AS p), 0) DESC, table_name, index_name`, qs, deferredTable), schema, keysOnly)
 	if err != nil {
 		return nil, fmt.Errorf("export: read deferred indexes: %w", err)
 	}
@@ -342,10 +393,24 @@ func lockIndexBuild(ctx context.Context, tx pgx.Tx, schema, name string) error {
 	return nil
 }
 
+// buildStep is what buildDeferred does of a deferred index.
+type buildStep int
+
+const (
+	// buildWhole builds the index, or the primary key with its constraint
+	// (its unique index first unless built already), and forgets it.
+	buildWhole buildStep = iota
+	// buildKeyIndex builds a primary key's unique index alone and keeps
+	// its record: the attach (buildWhole) is to come. Any other index is
+	// built whole.
+	buildKeyIndex
+)
+
 // buildDeferred builds one deferred index and deletes its record, in one
-// transaction under lockIndexBuild. It builds nothing when another process
-// built it while this one waited for the lock.
-func buildDeferred(ctx context.Context, conn *pgx.Conn, schema, name string, maintenanceWorkers int, workMem int64) (table string, built bool, err error) {
+// transaction under lockIndexBuild, or, with buildKeyIndex, a primary key's
+// index alone (attach: its record kept for the attach to come). It builds
+// nothing when another process built it while this one waited for the lock.
+func buildDeferred(ctx context.Context, conn *pgx.Conn, schema, name string, step buildStep, maintenanceWorkers int, workMem int64) (table string, built, attach bool, err error) {
 	qs := chain.QuoteIdent(schema)
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if err := lockIndexBuild(ctx, tx, schema, name); err != nil {
@@ -409,6 +474,9 @@ func buildDeferred(ctx context.Context, conn *pgx.Conn, schema, name string, mai
 		stmts := []string{def}
 		if key && def != "" {
 			stmts = keyStatements(def, qs, table, name)
+			if attach = step == buildKeyIndex && len(stmts) == 2; attach {
+				stmts = stmts[:1]
+			}
 		}
 		for _, def := range stmts {
 			if def == "" {
@@ -421,13 +489,19 @@ func buildDeferred(ctx context.Context, conn *pgx.Conn, schema, name string, mai
 				return fmt.Errorf("export: build index %s on %s: %w", name, table, err)
 			}
 		}
+		if attach {
+			return nil
+		}
 		if _, err := tx.Exec(ctx, fmt.Sprintf("DELETE FROM %s.%s WHERE index_name = $1", qs, deferredTable), name); err != nil {
 			return fmt.Errorf("export: forget deferred index %s: %w", name, err)
 		}
 		built = true
 		return nil
 	})
-	return table, built && err == nil, err
+	if err != nil {
+		return table, false, false, err
+	}
+	return table, built, attach, nil
 }
 
 // keyStatements builds a deferred primary key (def: ALTER TABLE … ADD
