@@ -423,16 +423,7 @@ $$ BEGIN PERFORM pg_advisory_lock_shared(4242); PERFORM pg_advisory_unlock_share
 // index built; the next attaches that index.
 func TestKeyIndexBuiltThenAttachedByTheNextRun(t *testing.T) {
 	e := newEnv(t)
-	tables := testDecoder{}.Tables()
-	if err := EnsureSchema(e.ctx, e.conn, "chain x", tables, true, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := DeferKeys(e.ctx, e.conn, "chain x", tables, "a", quietLog); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.conn.Exec(e.ctx, `INSERT INTO "chain x".items VALUES (7, 0, 'x'), (8, 0, 'z')`); err != nil {
-		t.Fatal(err)
-	}
+	keylessItems(t, e, `(7, 0, 'x'), (8, 0, 'z')`)
 	if _, built, attach, err := buildDeferred(e.ctx, e.conn, "chain x", "items_pkey", buildKeyIndex, 0, 0); err != nil || built || !attach {
 		t.Fatalf("the key's index step: built %v, attach %v, %v; want its attach to come", built, attach, err)
 	}

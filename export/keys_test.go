@@ -83,16 +83,7 @@ func TestDeferKeysOverEmptyTablesOnly(t *testing.T) {
 // its table, keeps every row, and leaves the key recorded as deferred.
 func TestKeyBuildOverDuplicatesFailsByName(t *testing.T) {
 	e := newEnv(t)
-	tables := testDecoder{}.Tables()
-	if err := EnsureSchema(e.ctx, e.conn, "chain x", tables, true, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := DeferKeys(e.ctx, e.conn, "chain x", tables, "a", quietLog); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.conn.Exec(e.ctx, `INSERT INTO "chain x".items VALUES (7, 0, 'x'), (7, 0, 'y'), (8, 0, 'z')`); err != nil {
-		t.Fatal(err)
-	}
+	keylessItems(t, e, `(7, 0, 'x'), (7, 0, 'y'), (8, 0, 'z')`)
 	_, err := RestoreIndexes(e.ctx, e.conn, "chain x", quietLog)
 	var dup *DuplicateKeyError
 	if !errors.As(err, &dup) || dup.Key != "items_pkey" || dup.Table != "items" || !strings.Contains(err.Error(), "(7, 0)") {
@@ -216,5 +207,21 @@ func TestKeyStatements(t *testing.T) {
 	}
 	if got := keyStatements("ALTER TABLE x ADD UNIQUE (a)", `"s"`, "x", "k"); len(got) != 1 || got[0] != "ALTER TABLE x ADD UNIQUE (a)" {
 		t.Fatalf("another shape: %q", got)
+	}
+}
+
+// keylessItems creates testDecoder's tables with their keys deferred (by
+// the fill of alias "a") and writes rows (VALUES of items) into them.
+func keylessItems(t *testing.T, e *env, rows string) {
+	t.Helper()
+	tables := testDecoder{}.Tables()
+	if err := EnsureSchema(e.ctx, e.conn, "chain x", tables, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DeferKeys(e.ctx, e.conn, "chain x", tables, "a", quietLog); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.conn.Exec(e.ctx, `INSERT INTO "chain x".items VALUES `+rows); err != nil {
+		t.Fatal(err)
 	}
 }
