@@ -19,7 +19,6 @@ import (
 	ctypes "github.com/cometbft/cometbft/rpc/core/types"
 	sm "github.com/cometbft/cometbft/state"
 	"github.com/cometbft/cometbft/store"
-	"github.com/cometbft/cometbft/types"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
@@ -475,7 +474,7 @@ func (s *Source) loadBlock(r *reads, h uint64) (out *ctypes.ResultBlock, err err
 	if err := pb.Unmarshal(buf); err != nil {
 		return nil, &CorruptError{Path: s.blockPath, Height: h, Err: fmt.Errorf("read block: %w", err)}
 	}
-	block, err := types.BlockFromProto(&pb)
+	block, err := blockFromProto(&pb)
 	if err != nil {
 		return nil, &CorruptError{Path: s.blockPath, Height: h, Err: fmt.Errorf("read block: %w", err)}
 	}
