@@ -59,24 +59,13 @@ for cmd in go python3 curl; do command -v "$cmd" >/dev/null || die "$cmd not fou
 
 mkdir -p "$nodes_dir"
 workdir="$(mktemp -d "${TMPDIR:-/tmp}/blockhaul-nodehome-bench.XXXXXX")"
-node_pid=
+node_log="$workdir/node.log"
+# shellcheck source=nodes/cometbft.sh
+source "$here/nodes/cometbft.sh"
 
-stop_node() {
-	[[ -n "$node_pid" ]] || return 0
-	if kill -0 "$node_pid" 2>/dev/null; then
-		kill "$node_pid" 2>/dev/null || true
-		for _ in $(seq 1 100); do # up to 10 s to flush its databases
-			kill -0 "$node_pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -9 "$node_pid" 2>/dev/null || true
-	fi
-	wait "$node_pid" 2>/dev/null || true
-	node_pid=
-}
 cleanup() {
 	local rc=$?
-	stop_node
+	cometbft_stop
 	if [[ "${KEEP_WORKDIR:-}" == 1 || $rc -ne 0 ]]; then
 		log "work dir kept: $workdir"
 	else
@@ -87,46 +76,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# build VERSION -> prints the binary path; builds once per version (the same cache as
-# scripts/test-nodes.sh and scripts/nodehome-fixture.sh).
-build() {
-	local bin="$nodes_dir/cometbft-$1"
-	if [[ ! -x "$bin" ]]; then
-		log "building cometbft $1 into $nodes_dir (a few minutes the first time)"
-		local gobin
-		gobin="$(mktemp -d "$nodes_dir/.build.XXXXXX")"
-		GOBIN="$gobin" go install "github.com/cometbft/cometbft/cmd/cometbft@$1" >&2
-		mv "$gobin/cometbft" "$bin"
-		rmdir "$gobin"
-	fi
-	printf '%s\n' "$bin"
-}
-
-port_free() {
-	if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
-		die "127.0.0.1:$1 is already in use (set BENCH_RPC_PORT / BENCH_P2P_PORT)"
-	fi
-}
-
-# start_node HOME: runs the node on HOME and waits for its RPC.
-start_node() {
-	port_free "$rpc_port"
-	port_free "$p2p_port"
-	"$bin" node --proxy_app=persistent_kvstore --home "$1" >>"$workdir/node.log" 2>&1 &
-	node_pid=$!
-	local deadline=$((SECONDS + 120))
-	until curl -sf -o /dev/null "$rpc/status"; do
-		kill -0 "$node_pid" 2>/dev/null || die "the node exited; see $workdir/node.log"
-		((SECONDS < deadline)) || die "no answer from $rpc/status; see $workdir/node.log"
-		sleep 0.2
-	done
-}
-
 node_height() {
 	curl -sf "$rpc/status" | python3 -c 'import json, sys; print(json.load(sys.stdin)["result"]["sync_info"]["latest_block_height"])'
 }
 
-bin="$(build "$version")"
+bin="$(cometbft_build "$version")"
 
 # The generated home, made once for this version and length. A node keeps making blocks while
 # the load stops, so it is run a few heights past HEIGHTS: every height fetched has its results.
@@ -134,23 +88,12 @@ cached="$nodes_dir/bench-home-$version-$heights"
 if [[ ! -f "$cached/READY" ]]; then
 	rm -rf "$cached" "$cached.tmp"
 	home="$cached.tmp"
-	"$bin" init --home "$home" >/dev/null 2>&1
-	sed -i \
-		-e "s|^timeout_commit = .*|timeout_commit = \"$timeout_commit\"|" \
-		-e "s|^laddr = \"tcp://127.0.0.1:26657\"|laddr = \"tcp://127.0.0.1:$rpc_port\"|" \
-		-e "s|^laddr = \"tcp://0.0.0.0:26656\"|laddr = \"tcp://127.0.0.1:$p2p_port\"|" \
-		-e 's|^pex = true|pex = false|' \
-		-e 's|^prometheus = true|prometheus = false|' \
-		-e 's|^indexer = "kv"|indexer = "null"|' \
-		"$home/config/config.toml"
-	grep -q "^laddr = \"tcp://127.0.0.1:$rpc_port\"" "$home/config/config.toml"
-	grep -q "^laddr = \"tcp://127.0.0.1:$p2p_port\"" "$home/config/config.toml"
-	grep -q "^timeout_commit = \"$timeout_commit\"" "$home/config/config.toml"
+	cometbft_init "$bin" "$home"
 	log "making a home of $heights heights with $("$bin" version) (timeout_commit $timeout_commit): $home"
 	t0=$SECONDS
-	start_node "$home"
+	cometbft_start "$bin" "$home"
 	python3 "$here/nodes/cometbft_load.py" --rpc "$rpc" --height $((heights + 2)) >/dev/null
-	stop_node
+	cometbft_stop
 	echo "$heights" >"$home/READY"
 	mv "$home" "$cached"
 	log "home made in $((SECONDS - t0)) s"
@@ -164,7 +107,7 @@ cp -a "$cached" "$served"
 sed -i -e 's|^create_empty_blocks = .*|create_empty_blocks = false|' "$served/config/config.toml"
 grep -q '^create_empty_blocks = false' "$served/config/config.toml"
 log "starting the node idle on $rpc"
-start_node "$served"
+cometbft_start "$bin" "$served"
 tip="$(node_height)"
 ((tip >= heights)) || die "the node's tip is $tip, below HEIGHTS $heights"
 

@@ -52,15 +52,7 @@ cleanup() {
 	local rc=$?
 	local pid
 	for pid in "${node_pids[@]}"; do
-		if kill -0 "$pid" 2>/dev/null; then
-			kill "$pid" 2>/dev/null || true
-			# give the node up to 10 s to flush its databases, then force it
-			for _ in $(seq 1 100); do
-				kill -0 "$pid" 2>/dev/null || break
-				sleep 0.1
-			done
-			kill -9 "$pid" 2>/dev/null || true
-		fi
+		stop_process "$pid"
 	done
 	if [[ "${KEEP_WORKDIR:-}" == 1 || $rc -ne 0 ]]; then
 		log "work dir kept with node homes: $workdir"
@@ -72,20 +64,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# build_node NAME MODULE_PATH VERSION -> prints the binary path; builds once per version.
-build_node() {
-	local name=$1 pkg=$2 version=$3
-	local bin="$nodes_dir/$name-$version"
-	if [[ ! -x "$bin" ]]; then
-		log "building $name $version into $nodes_dir (a few minutes the first time)"
-		local gobin
-		gobin="$(mktemp -d "$nodes_dir/.build.XXXXXX")"
-		GOBIN="$gobin" go install "$pkg@$version" >&2
-		mv "$gobin/$name" "$bin"
-		rmdir "$gobin"
-	fi
-	printf '%s\n' "$bin"
-}
+# shellcheck source=nodes/cometbft.sh
+source "$helpers/cometbft.sh" # build_node
 
 # wait_http URL BODY SECONDS: poll until the node answers (bounded).
 wait_http() {
