@@ -273,29 +273,50 @@ func misread(m protoreflect.Message, depth int) string {
 		}
 		b = b[n+m:]
 	}
+	if m.Descriptor().ExtensionRanges().Len() > 0 {
+		// Populated extensions are reached through Range alone.
+		bad := ""
+		m.Range(func(f protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			bad = misreadField(f, v, depth)
+			return bad == ""
+		})
+		return bad
+	}
+	// The populated fields, as Range visits them, without the closure it
+	// needs (an allocation for every message decoded).
+	for i := 0; i < fields.Len(); i++ {
+		f := fields.Get(i)
+		if (f.Kind() == protoreflect.MessageKind || f.Kind() == protoreflect.GroupKind) && m.Has(f) {
+			if bad := misreadField(f, m.Get(f), depth); bad != "" {
+				return bad
+			}
+		}
+	}
+	return ""
+}
+
+// misreadField is misread of the messages in field f of value v.
+func misreadField(f protoreflect.FieldDescriptor, v protoreflect.Value, depth int) string {
+	if f.Kind() != protoreflect.MessageKind && f.Kind() != protoreflect.GroupKind {
+		return ""
+	}
 	bad := ""
-	m.Range(func(f protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if f.Kind() != protoreflect.MessageKind && f.Kind() != protoreflect.GroupKind {
-			return true
+	switch {
+	case f.IsList():
+		l := v.List()
+		for i := 0; i < l.Len() && bad == ""; i++ {
+			bad = misread(l.Get(i).Message(), depth+1)
 		}
-		switch {
-		case f.IsList():
-			l := v.List()
-			for i := 0; i < l.Len() && bad == ""; i++ {
-				bad = misread(l.Get(i).Message(), depth+1)
-			}
-		case f.IsMap():
-			if f.MapValue().Kind() == protoreflect.MessageKind {
-				v.Map().Range(func(_ protoreflect.MapKey, v protoreflect.Value) bool {
-					bad = misread(v.Message(), depth+1)
-					return bad == ""
-				})
-			}
-		default:
-			bad = misread(v.Message(), depth+1)
+	case f.IsMap():
+		if f.MapValue().Kind() == protoreflect.MessageKind {
+			v.Map().Range(func(_ protoreflect.MapKey, v protoreflect.Value) bool {
+				bad = misread(v.Message(), depth+1)
+				return bad == ""
+			})
 		}
-		return bad == ""
-	})
+	default:
+		bad = misread(v.Message(), depth+1)
+	}
 	return bad
 }
 
