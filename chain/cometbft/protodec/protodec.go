@@ -116,7 +116,9 @@ func None() *Set { return newSet(new(protoregistry.Files), 0) }
 func newSet(files *protoregistry.Files, added int) *Set {
 	s := &Set{files: files, types: dynamicpb.NewTypes(files), msgs: map[string]*msgType{}, added: added}
 	s.marshal = protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true, Resolver: s.types}
-	s.unmarshal = proto.UnmarshalOptions{Resolver: s.types}
+	// Merge: AppendJSON unmarshals into a new message, which the default
+	// would reset first (allocating its fields' storage anew).
+	s.unmarshal = proto.UnmarshalOptions{Resolver: s.types, Merge: true}
 	files.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
 		s.addMessages(fd.Messages())
 		return true
