@@ -8,7 +8,10 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -buildvcs=auto -trimpath -tags pebblegozstd -ldflags='-s -w' -o /out/blockhaul ./cmd/blockhaul
+# The context holds no .git (.dockerignore), so Go cannot stamp the commit:
+# make image passes it (docker build --build-arg COMMIT=$(git rev-parse HEAD)).
+ARG COMMIT
+RUN CGO_ENABLED=0 go build -buildvcs=auto -trimpath -tags pebblegozstd -ldflags="-s -w -X main.buildCommit=${COMMIT}" -o /out/blockhaul ./cmd/blockhaul
 
 FROM scratch
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt

@@ -10,8 +10,10 @@ build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/blockhaul
 
 # The binary the image holds: static (no cgo), Pebble's zstd in pure Go.
+# COMMIT (from the environment) is the commit shown where Go cannot stamp
+# it (the Dockerfile's build: no .git); in a checkout Go's stamp wins.
 static:
-	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -tags pebblegozstd -ldflags='-s -w' -o bin/blockhaul-static ./cmd/blockhaul
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -tags pebblegozstd -ldflags="-s -w -X main.buildCommit=$${COMMIT}" -o bin/blockhaul-static ./cmd/blockhaul
 
 # The container image (Dockerfile: that binary FROM scratch): docker build
 # where a daemon runs, else buildah with the build stage done by make static

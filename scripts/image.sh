@@ -14,8 +14,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 IMAGE=${IMAGE:-blockhaul:dev}
 GO=${GO:-go}
+# The commit `blockhaul version` shows: the build context holds no .git, so
+# Go cannot stamp it there; it is given as the build argument COMMIT,
+# "+modified" when tracked files have uncommitted changes.
+if COMMIT=$(git rev-parse HEAD 2>/dev/null); then
+	[[ -z $(git status --porcelain --untracked-files=no 2>/dev/null) ]] || COMMIT+=+modified
+else
+	COMMIT=
+	echo "make image: not a git checkout: the image's version will say its commit is unknown" >&2
+fi
+export COMMIT
 if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
-	exec docker build -t "$IMAGE" .
+	exec docker build --build-arg COMMIT="$COMMIT" -t "$IMAGE" .
 fi
 if ! command -v buildah >/dev/null; then
 	echo "make image: neither a Docker daemon (docker info failed or no docker) nor buildah here; apt-get install buildah podman, or make static for the binary alone" >&2

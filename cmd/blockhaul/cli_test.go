@@ -215,7 +215,7 @@ func TestFormatVersion(t *testing.T) {
 			{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.time", Value: "2026-12-01T11:00:00Z"}, {Key: "vcs.modified", Value: "true"},
 		},
 	}
-	got := formatVersion(bi, "linux/amd64")
+	got := formatVersion(bi, "linux/amd64", "fed456")
 	for _, want := range []string{"blockhaul v1.2.3\n", "commit:     abc123 (2026-12-01T11:00:00Z), with uncommitted changes", "go:         go1.26.8 linux/amd64",
 		"pebble:     v2.1.7", "build tags: pebblegozstd", "cgo:        0 (Pebble's zstd: pure Go)"} {
 		if !strings.Contains(got, want) {
@@ -223,8 +223,17 @@ func TestFormatVersion(t *testing.T) {
 		}
 	}
 	bi.Settings = []debug.BuildSetting{{Key: "CGO_ENABLED", Value: "1"}}
-	if got := formatVersion(bi, "linux/amd64"); !strings.Contains(got, "zstd: cgo") || !strings.Contains(got, "commit:     unknown") {
+	if got := formatVersion(bi, "linux/amd64", ""); !strings.Contains(got, "zstd: cgo") || !strings.Contains(got, "commit:     unknown") {
 		t.Errorf("a cgo build without VCS stamping:\n%s", got)
+	}
+	// The image's build: no .git in its context, the commit given.
+	for given, want := range map[string]string{
+		"fed456":          "commit:     fed456 (given to the build)\n",
+		"fed456+modified": "commit:     fed456 (given to the build), with uncommitted changes\n",
+	} {
+		if got := formatVersion(bi, "linux/amd64", given); !strings.Contains(got, want) {
+			t.Errorf("built without VCS stamping, given %s: lacks %q:\n%s", given, want, got)
+		}
 	}
 }
 

@@ -9,6 +9,13 @@ import (
 
 const pebbleModule = "github.com/cockroachdb/pebble/v2"
 
+// buildCommit is the commit a build without Go's VCS stamping was made
+// from, set by the linker (-ldflags "-X main.buildCommit=SHA"): the image's
+// build, whose context holds no .git, is given it as the build argument
+// COMMIT (scripts/image.sh), "+modified" appended when the checkout had
+// uncommitted changes. Go's own stamping wins where there is one.
+var buildCommit string
+
 // moduleVersion is the main module's version as the Go toolchain stamped
 // it: a tag, a pseudo-version from the commit, or (devel).
 func moduleVersion() string {
@@ -24,13 +31,14 @@ func versionText() string {
 	if !ok {
 		bi = &debug.BuildInfo{GoVersion: runtime.Version()}
 	}
-	return formatVersion(bi, runtime.GOOS+"/"+runtime.GOARCH)
+	return formatVersion(bi, runtime.GOOS+"/"+runtime.GOARCH, buildCommit)
 }
 
 // formatVersion renders build information: the module version, the VCS
-// commit (from -buildvcs stamping), the Go and Pebble versions and how the
-// binary was built (tags, cgo, and so Pebble's zstd).
-func formatVersion(bi *debug.BuildInfo, platform string) string {
+// commit (from -buildvcs stamping, else the commit given to the build), the
+// Go and Pebble versions and how the binary was built (tags, cgo, and so
+// Pebble's zstd).
+func formatVersion(bi *debug.BuildInfo, platform, given string) string {
 	settings := map[string]string{}
 	for _, s := range bi.Settings {
 		settings[s.Key] = s.Value
@@ -41,7 +49,13 @@ func formatVersion(bi *debug.BuildInfo, platform string) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "blockhaul %s\n", version)
-	commit := "unknown (built without VCS stamping: go build -buildvcs=true in a git checkout, or make build)"
+	commit := "unknown (built without VCS stamping: go build -buildvcs=true in a git checkout, or make build; an image: make image)"
+	if rev, modified := strings.CutSuffix(given, "+modified"); rev != "" {
+		commit = rev + " (given to the build)"
+		if modified {
+			commit += ", with uncommitted changes"
+		}
+	}
 	if rev := settings["vcs.revision"]; rev != "" {
 		commit = rev
 		if t := settings["vcs.time"]; t != "" {

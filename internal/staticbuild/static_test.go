@@ -60,7 +60,8 @@ func makeStatic(t *testing.T, makefile string) string {
 	sc := bufio.NewScanner(strings.NewReader(makefile))
 	for sc.Scan() {
 		if sc.Text() == "static:" && sc.Scan() {
-			return strings.ReplaceAll(strings.TrimSpace(sc.Text()), "$(GO)", "go")
+			// $(GO) as go, and $$ as the shell that runs the recipe sees it.
+			return strings.NewReplacer("$(GO)", "go", "$$", "$").Replace(strings.TrimSpace(sc.Text()))
 		}
 	}
 	t.Fatal("Makefile has no static target")
@@ -119,11 +120,29 @@ func TestStaticBinaryRunsWithoutDynamicDependencies(t *testing.T) {
 	if len(args) < 2 || args[0] != "go" || args[1] != "build" {
 		t.Fatalf("unexpected build command %q", cmdline)
 	}
-	// -ldflags='-s -w' is one argument to the shell that runs it.
+	// -ldflags="-s -w -X …=${COMMIT}" is one argument to the shell that
+	// runs it, which expands the build argument COMMIT.
+	const commit = "0123456789abcdef0123456789abcdef01234567"
 	args = rejoinQuoted(args)
-	build := exec.Command("go", append([]string{"build", "-o", bin}, args[2:]...)...)
+	for i := range args {
+		args[i] = os.Expand(args[i], func(v string) string {
+			if v == "COMMIT" {
+				return commit
+			}
+			t.Fatalf("the Dockerfile's build uses ${%s}, which no build argument sets", v)
+			return ""
+		})
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command(goBin, append([]string{"build", "-o", bin}, args[2:]...)...)
 	build.Dir = dir
+	// As in the image's build: no git (its context has no .git), so Go
+	// stamps no commit and the one given is what version shows.
 	build.Env = append(os.Environ(), env...)
+	build.Env = append(build.Env, "PATH="+filepath.Dir(goBin))
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", cmdline, err, out)
 	}
@@ -156,7 +175,8 @@ func TestStaticBinaryRunsWithoutDynamicDependencies(t *testing.T) {
 		t.Errorf("%s --help: %v\n%s", bin, err, out)
 	}
 	out, err = exec.Command(bin, "version").CombinedOutput()
-	for _, want := range []string{"build tags: pebblegozstd", "cgo:        0 (Pebble's zstd: pure Go)"} {
+	// Before: "commit: unknown" in every image docker built.
+	for _, want := range []string{"build tags: pebblegozstd", "cgo:        0 (Pebble's zstd: pure Go)", "commit:     " + commit + " (given to the build)"} {
 		if err != nil || !bytes.Contains(out, []byte(want)) {
 			t.Errorf("%s version: %v, lacks %q:\n%s", bin, err, want, out)
 		}
@@ -174,24 +194,67 @@ func TestStaticBinaryRunsWithoutDynamicDependencies(t *testing.T) {
 	}
 }
 
-// rejoinQuoted joins shell words split inside single quotes
-// (-ldflags='-s -w') and drops the quotes.
+// rejoinQuoted joins shell words split inside quotes (-ldflags="-s -w")
+// and drops the quotes.
 func rejoinQuoted(args []string) []string {
 	var out []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		if strings.Count(a, "'")%2 == 1 {
-			for i+1 < len(args) {
-				i++
-				a += " " + args[i]
-				if strings.Contains(args[i], "'") {
-					break
+		for _, q := range []string{"'", `"`} {
+			if strings.Count(a, q)%2 == 1 {
+				for i+1 < len(args) {
+					i++
+					a += " " + args[i]
+					if strings.Contains(args[i], q) {
+						break
+					}
 				}
 			}
+			a = strings.ReplaceAll(a, q, "")
 		}
-		out = append(out, strings.ReplaceAll(a, "'", ""))
+		out = append(out, a)
 	}
 	return out
+}
+
+// TestImageScriptGivesTheCommit runs make image's script where a Docker
+// daemon answers (a docker on PATH that records what it is asked): the
+// build is given the checkout's commit as the build argument COMMIT, which
+// the Dockerfile's build links into the binary (before: none, and the
+// image's version said "commit: unknown").
+func TestImageScriptGivesTheCommit(t *testing.T) {
+	dir := root(t)
+	bin := t.TempDir()
+	record := filepath.Join(t.TempDir(), "docker-args")
+	fake := "#!/bin/sh\ncase $1 in info) exit 0;; build) printf '%s\\n' \"$@\" > " + record + ";; *) exit 1;; esac\n"
+	if err := os.WriteFile(filepath.Join(bin, "docker"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := exec.Command("bash", "scripts/image.sh")
+	script.Dir = dir
+	script.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "IMAGE=blockhaul:test")
+	if out, err := script.CombinedOutput(); err != nil {
+		t.Fatalf("scripts/image.sh: %v\n%s", err, out)
+	}
+	head, err := exec.Command("git", "-C", dir, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirty, err := exec.Command("git", "-C", dir, "status", "--porcelain", "--untracked-files=no").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "COMMIT=" + strings.TrimSpace(string(head))
+	if len(bytes.TrimSpace(dirty)) > 0 {
+		want += "+modified"
+	}
+	args := strings.Split(strings.TrimSpace(readFile(t, record)), "\n")
+	if i := slices.Index(args, "--build-arg"); i < 0 || i+1 == len(args) || args[i+1] != want {
+		t.Errorf("make image ran docker %q, want --build-arg %s", args, want)
+	}
+	if !slices.Contains(args, "blockhaul:test") {
+		t.Errorf("make image ran docker %q, want the image blockhaul:test", args)
+	}
 }
 
 // TestDockerfilePathsAreInTheBuildContext checks every local path the
