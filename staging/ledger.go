@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"time"
 
@@ -107,6 +108,7 @@ func (s *Store) openLedger() error {
 		s.ledgerMu.Lock()
 		s.damage, s.ledgerOff = ce, true // uncounted: leave the ledger as it is
 		s.ledgerMu.Unlock()
+		s.indexHigh.Store(math.MaxUint64) // unknown: every height may be staged
 		return nil
 	}
 	if err != nil {
@@ -122,6 +124,7 @@ func (s *Store) openLedger() error {
 	s.ledgerMu.Lock()
 	defer s.ledgerMu.Unlock()
 	s.records, s.high = n, high
+	s.indexHigh.Store(high)
 	if ok {
 		s.durable = l
 	}
@@ -190,6 +193,21 @@ func (s *Store) addRecords(n int, high uint64) {
 	s.records += uint64(n)
 	s.high = max(s.high, high)
 }
+
+// raiseIndexHigh is called before a batch holding heights up to h
+// commits: from then on they may be in the index.
+func (s *Store) raiseIndexHigh(h uint64) {
+	for {
+		old := s.indexHigh.Load()
+		if h <= old || s.indexHigh.CompareAndSwap(old, h) {
+			return
+		}
+	}
+}
+
+// mayBeStaged reports whether height h may be in the index: false only
+// when h is above every height staged or being committed.
+func (s *Store) mayBeStaged(h uint64) bool { return h <= s.indexHigh.Load() }
 
 // lowerLedger is called before records in [from, to] are deleted: the
 // ledger must not claim them after the delete, and if the process dies

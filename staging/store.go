@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -98,6 +99,11 @@ type Store struct {
 	records   uint64     // records staged: counted by Open, kept by commits and deletes
 	high      uint64     // highest height staged (not lowered by deletes)
 	ledgerOff bool       // Open could not count the records: keep the ledger as it is
+	// indexHigh bounds the heights of the index from above: set by Open's
+	// count, raised before each batch commits (never lowered), the
+	// largest height when the count could not be made. A height above it
+	// is not staged, which a batch knows without looking (mayBeStaged).
+	indexHigh atomic.Uint64
 	durable   ledger
 	damage    *CorruptStoreError
 
@@ -256,6 +262,7 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 		return nil, fmt.Errorf("staging: zstd decoder: %w", err)
 	}
 	s := &Store{dir: dir, db: db, opts: opts, fs: opts.fs, faults: f, blobs: blobs, enc: enc, dec: dec}
+	s.indexHigh.Store(math.MaxUint64) // until openLedger counts
 	s.writePID()
 	if id, ok, err := s.loadIdentity(); err != nil {
 		s.Close()

@@ -440,3 +440,51 @@ func TestMergeFrom(t *testing.T) {
 }
 
 var hashOf = chaintest.HashOf
+
+// TestConflictsFoundAfterReopenAndDelete: a batch skips the lookup of a
+// height only above every height staged, so a different block at a staged
+// height is a conflict after the store is reopened too, and a deleted
+// height can be staged again.
+func TestConflictsFoundAfterReopenAndDelete(t *testing.T) {
+	s := openTest(t)
+	for h := uint64(1); h <= 5; h++ {
+		put(t, s, h)
+	}
+	dir := s.Dir()
+	s.Close()
+	s = openDir(t, dir)
+	defer s.Close()
+	other := testBlock(3)
+	other.Hash = hashOf(333)
+	b := s.NewBatch()
+	defer b.Close()
+	var ce *ConflictError
+	if err := b.Put(other); !errors.As(err, &ce) || ce.Height != 3 {
+		t.Fatalf("Put of another block 3 after reopening: %v, want *ConflictError", err)
+	}
+	if err := b.Put(testBlock(6)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	other = testBlock(6)
+	other.Hash = hashOf(666)
+	if err := b.Put(other); !errors.As(err, &ce) || ce.Height != 6 {
+		t.Fatalf("Put of another block 6 after its commit: %v, want *ConflictError", err)
+	}
+	if err := s.Delete(5, 6); err != nil {
+		t.Fatal(err)
+	}
+	other = testBlock(5)
+	other.Hash = hashOf(555)
+	if err := b.Put(other); err != nil {
+		t.Fatalf("Put at deleted height 5: %v", err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if hash, _, err := s.Header(5); err != nil || !bytes.Equal(hash, hashOf(555)) {
+		t.Fatalf("height 5 after staging it again: %x, %v", hash, err)
+	}
+}
