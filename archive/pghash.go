@@ -1,20 +1,80 @@
 package archive
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // PostgreSQL's extended (64-bit, seeded) hash functions, computed in Go on
 // the binary form of a value as COPY sends it, so that verify --pg can
 // digest what staging decodes to exactly as checksum digests the rows
 // inside PostgreSQL (rowHash), without a second database. Each is checked
-// against the server's own function (TestPGHashMatchesServer). The results
-// are those of a little-endian server (x86-64, arm64): PostgreSQL reads the
-// key in native words, so a big-endian server hashes differently, and its
-// digests differ from its own checksum's anyway.
+// against the server's own function (TestPGHashMatchesServer). PostgreSQL
+// reads a key in native words, so a big-endian server hashes bytes, text,
+// numerics and jsonb differently from a little-endian one: each function
+// that depends on it takes the server's wordOrder, which verify asks the
+// server for (serverWordOrder).
+
+// wordOrder is the byte order a PostgreSQL server reads a key's words in
+// when it hashes bytes (hash_bytes_extended reads native uint32s, a
+// numeric's digits are native int16s): its CPU's.
+type wordOrder uint8
+
+const (
+	littleEndianWords wordOrder = iota // x86-64, arm64, ppc64le: nearly every server
+	bigEndianWords                     // s390x, big-endian ppc64
+)
+
+func (o wordOrder) String() string {
+	if o == bigEndianWords {
+		return "big-endian"
+	}
+	return "little-endian"
+}
+
+// errUnknownWordOrder is wrapped by serverWordOrder's error when the
+// server's hashes are neither order's.
+var errUnknownWordOrder = errors.New("archive: the server's hash functions are not PostgreSQL's of either byte order")
+
+// wordOrderProbe is hashed by serverWordOrder: text of 35 bytes (two
+// rounds of three words, then a tail in each of a, b and c) and a numeric
+// of several digits.
+var wordOrderProbe = struct {
+	bytes   []byte
+	numeric string
+	digits  []int16 // the numeric's base-10000 digits
+	weight  int
+}{
+	bytes:   []byte("blockhaul: the byte order, a probe!"),
+	numeric: "12345678.9012",
+	digits:  []int16{1234, 5678, 9012},
+	weight:  1,
+}
+
+// serverWordOrder asks the server which word order its hashes read keys in,
+// by hashing wordOrderProbe there and here in both orders. Hashes that fit
+// neither are errUnknownWordOrder, naming what the server gave.
+func serverWordOrder(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (wordOrder, error) {
+	p := wordOrderProbe
+	var hb, hn int64
+	if err := q.QueryRow(ctx, "SELECT hashtextextended($1::text, 7), hash_numeric_extended($2::numeric, 7)", string(p.bytes), p.numeric).Scan(&hb, &hn); err != nil {
+		return 0, fmt.Errorf("ask the server its hashes' byte order: %w", err)
+	}
+	for _, o := range []wordOrder{littleEndianWords, bigEndianWords} {
+		if uint64(hb) == pgHashBytes(o, p.bytes, 7) && uint64(hn) == pgHashNumericDigits(o, p.digits, p.weight, 7) {
+			return o, nil
+		}
+	}
+	return 0, fmt.Errorf("%w (hashtextextended of a probe: %x, little-endian PostgreSQL's %x, big-endian's %x): not compared",
+		errUnknownWordOrder, uint64(hb), pgHashBytes(littleEndianWords, p.bytes, 7), pgHashBytes(bigEndianWords, p.bytes, 7))
+}
 
 // jenkinsMix is mix() of src/common/hashfn.c.
 func jenkinsMix(a, b, c uint32) (uint32, uint32, uint32) {
@@ -59,8 +119,9 @@ func jenkinsFinal(a, b, c uint32) (uint32, uint32, uint32) {
 }
 
 // pgHashBytes is hash_bytes_extended (hash_any_extended): bytea's,
-// text's (deterministic collation) and jsonb strings' hash.
-func pgHashBytes(k []byte, seed uint64) uint64 {
+// text's (deterministic collation) and jsonb strings' hash, as a server
+// reading words in order o computes it.
+func pgHashBytes(o wordOrder, k []byte, seed uint64) uint64 {
 	a := 0x9e3779b9 + uint32(len(k)) + 3923095
 	b, c := a, a
 	if seed != 0 {
@@ -68,23 +129,38 @@ func pgHashBytes(k []byte, seed uint64) uint64 {
 		b += uint32(seed)
 		a, b, c = jenkinsMix(a, b, c)
 	}
+	be := o == bigEndianWords
 	for len(k) >= 12 {
-		a += binary.LittleEndian.Uint32(k)
-		b += binary.LittleEndian.Uint32(k[4:])
-		c += binary.LittleEndian.Uint32(k[8:])
+		if be {
+			a += binary.BigEndian.Uint32(k)
+			b += binary.BigEndian.Uint32(k[4:])
+			c += binary.BigEndian.Uint32(k[8:])
+		} else {
+			a += binary.LittleEndian.Uint32(k)
+			b += binary.LittleEndian.Uint32(k[4:])
+			c += binary.LittleEndian.Uint32(k[8:])
+		}
 		a, b, c = jenkinsMix(a, b, c)
 		k = k[12:]
 	}
-	// The last 11 bytes: little-endian words into a and b, and c's upper
-	// three bytes (its lowest is "reserved for the length").
+	// The last 11 bytes: words into a and b, and c's three bytes other
+	// than its lowest ("reserved for the length"), in the word order: a
+	// little-endian server fills each from its low end, a big-endian one
+	// from its high end.
 	for i, x := range k {
+		shift := 8 * (i % 4) // little-endian
+		if be {
+			shift = 24 - shift
+		} else if i >= 8 {
+			shift += 8
+		}
 		switch {
 		case i < 4:
-			a += uint32(x) << (8 * i)
+			a += uint32(x) << shift
 		case i < 8:
-			b += uint32(x) << (8 * (i - 4))
+			b += uint32(x) << shift
 		default:
-			c += uint32(x) << (8 * (i - 7))
+			c += uint32(x) << shift
 		}
 	}
 	_, b, c = jenkinsFinal(a, b, c)
@@ -121,7 +197,7 @@ func pgHashInt8(v int64, seed uint64) uint64 {
 // pgHashNumericDigits is hash_numeric_extended over a numeric's base-10000
 // digits (most significant first) and the weight of the first: leading and
 // trailing zero digits do not count, nor does the sign or display scale.
-func pgHashNumericDigits(digits []int16, weight int, seed uint64) uint64 {
+func pgHashNumericDigits(o wordOrder, digits []int16, weight int, seed uint64) uint64 {
 	for len(digits) > 0 && digits[0] == 0 {
 		digits = digits[1:]
 		weight--
@@ -134,14 +210,18 @@ func pgHashNumericDigits(digits []int16, weight int, seed uint64) uint64 {
 	}
 	var buf [64]byte
 	k := buf[:0]
-	for _, d := range digits {
-		k = binary.LittleEndian.AppendUint16(k, uint16(d))
+	for _, d := range digits { // native int16s
+		if o == bigEndianWords {
+			k = binary.BigEndian.AppendUint16(k, uint16(d))
+		} else {
+			k = binary.LittleEndian.AppendUint16(k, uint16(d))
+		}
 	}
-	return pgHashBytes(k, seed) ^ uint64(int64(weight))
+	return pgHashBytes(o, k, seed) ^ uint64(int64(weight))
 }
 
 // pgHashNumeric hashes a numeric in its binary (COPY) form.
-func pgHashNumeric(v []byte, seed uint64) (uint64, error) {
+func pgHashNumeric(o wordOrder, v []byte, seed uint64) (uint64, error) {
 	if len(v) < 8 {
 		return 0, fmt.Errorf("numeric of %d bytes", len(v))
 	}
@@ -158,7 +238,7 @@ func pgHashNumeric(v []byte, seed uint64) (uint64, error) {
 	for i := range digits {
 		digits[i] = int16(binary.BigEndian.Uint16(v[8+2*i:]))
 	}
-	return pgHashNumericDigits(digits, weight, seed), nil
+	return pgHashNumericDigits(o, digits, weight, seed), nil
 }
 
 // pgHashArray is hash_array_extended over an array in its binary form:

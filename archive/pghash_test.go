@@ -2,7 +2,9 @@ package archive
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -24,6 +26,7 @@ import (
 func TestPGHashMatchesServer(t *testing.T) {
 	ctx := context.Background()
 	conn := pgtest.Connect(t)
+	order := probeOrder(t, conn)
 	seeds := []int64{0, 1, -1, 0x0123456789abcdef, math.MinInt64}
 	server := func(sql string, args ...any) uint64 {
 		t.Helper()
@@ -39,7 +42,7 @@ func TestPGHashMatchesServer(t *testing.T) {
 			b[i] = byte((i*37+n)%126 + 1)
 		}
 		for _, s := range seeds {
-			if got, want := pgHashBytes(b, uint64(s)), server("SELECT hashtextextended($1::text, $2)", string(b), s); got != want {
+			if got, want := pgHashBytes(order, b, uint64(s)), server("SELECT hashtextextended($1::text, $2)", string(b), s); got != want {
 				t.Fatalf("text of %d, seed %d: %x, server %x", n, s, got, want)
 			}
 		}
@@ -50,7 +53,7 @@ func TestPGHashMatchesServer(t *testing.T) {
 		for i := range b {
 			b[i] = byte(0xff - i*7)
 		}
-		if got, want := pgHashBytes(b, 0), server("SELECT hash_record_extended(ROW($1::bytea), 0)", b); got != want {
+		if got, want := pgHashBytes(order, b, 0), server("SELECT hash_record_extended(ROW($1::bytea), 0)", b); got != want {
 			t.Fatalf("bytea of %d: %x, server %x", n, got, want)
 		}
 	}
@@ -72,7 +75,7 @@ func TestPGHashMatchesServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, s := range seeds {
-			got, err := pgHashNumeric(bin, uint64(s))
+			got, err := pgHashNumeric(order, bin, uint64(s))
 			if err != nil {
 				t.Fatalf("numeric %s: %v", num, err)
 			}
@@ -107,7 +110,7 @@ func TestPGHashMatchesServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, s := range seeds {
-			got, err := pgHashArray(bin, uint64(s), func(e []byte, seed uint64) (uint64, error) { return pgHashBytes(e, seed), nil })
+			got, err := pgHashArray(bin, uint64(s), func(e []byte, seed uint64) (uint64, error) { return pgHashBytes(order, e, seed), nil })
 			if err != nil {
 				t.Fatalf("array %s: %v", arr, err)
 			}
@@ -125,6 +128,7 @@ func TestPGHashMatchesServer(t *testing.T) {
 func TestRowDigestMatchesServerOnRecordedEVMBlocks(t *testing.T) {
 	ctx := context.Background()
 	conn := pgtest.Connect(t)
+	order := probeOrder(t, conn)
 	dir := filepath.Join("..", "chain", "evm", "testdata", "geth-dev")
 	result := func(name string) json.RawMessage {
 		b, err := os.ReadFile(filepath.Join(dir, name))
@@ -173,7 +177,7 @@ func TestRowDigestMatchesServerOnRecordedEVMBlocks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dig, err := newRowDigester(tb, oids)
+		dig, err := newRowDigester(tb, oids, order)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,4 +212,72 @@ func TestRowDigestMatchesServerOnRecordedEVMBlocks(t *testing.T) {
 			}
 		}
 	}
+}
+
+// probeOrder is the test server's word order, as verify asks it.
+func probeOrder(t *testing.T, conn *pgx.Conn) wordOrder {
+	t.Helper()
+	order, err := serverWordOrder(context.Background(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return order
+}
+
+// The server's word order decides bytes', text's, numerics' and jsonb's
+// hashes (PostgreSQL reads keys in native words); verify asks the server
+// which and computes in it (before: always little-endian, so every table
+// of a big-endian server would have differed). This server is
+// little-endian, as its CPU is. No big-endian server is at hand: the
+// big-endian hash is checked against the little-endian one of the same
+// words byte-swapped, which PostgreSQL's code makes equal for keys whose
+// tail fills whole words, and is not equal for the others.
+func TestServerWordOrder(t *testing.T) {
+	conn := pgtest.Connect(t)
+	if o := probeOrder(t, conn); o != nativeOrder() {
+		t.Errorf("the server (on this %s machine) reads words %s", nativeOrder(), o)
+	}
+	for n := 0; n <= 48; n++ {
+		k := make([]byte, n)
+		for i := range k {
+			k[i] = byte(i*29 + n)
+		}
+		swapped := slices.Clone(k)
+		for i := 0; i+4 <= n; i += 4 {
+			slices.Reverse(swapped[i : i+4])
+		}
+		be, le := pgHashBytes(bigEndianWords, k, 5), pgHashBytes(littleEndianWords, swapped, 5)
+		if n%4 == 0 && be != le {
+			t.Errorf("%d bytes: big-endian %x, little-endian of the swapped words %x", n, be, le)
+		}
+		if n%4 != 0 && be == le && n > 0 {
+			t.Errorf("%d bytes: the tail hashes alike in both orders (%x)", n, be)
+		}
+	}
+	// A server whose hashes are neither order's: said, never guessed.
+	if _, err := serverWordOrder(context.Background(), fixedRow{1, 2}); !errors.Is(err, errUnknownWordOrder) {
+		t.Errorf("a server hashing the probe to 1 and 2: %v, want errUnknownWordOrder", err)
+	}
+	if pgHashNumericDigits(bigEndianWords, []int16{1234, 5678}, 0, 0) != pgHashBytes(bigEndianWords, []byte{0x04, 0xd2, 0x16, 0x2e}, 0) {
+		t.Error("a big-endian server's numeric digits are big-endian int16s")
+	}
+}
+
+func nativeOrder() wordOrder {
+	if binary.NativeEndian.Uint16([]byte{1, 0}) == 1 {
+		return littleEndianWords
+	}
+	return bigEndianWords
+}
+
+// fixedRow answers every query with one row of its values.
+type fixedRow []int64
+
+func (r fixedRow) QueryRow(context.Context, string, ...any) pgx.Row { return r }
+
+func (r fixedRow) Scan(dest ...any) error {
+	for i, d := range dest {
+		*d.(*int64) = r[i]
+	}
+	return nil
 }

@@ -18,11 +18,12 @@ import (
 // element rotates the hash by one bit in each 32-bit half and XORs its own
 // hash in. A jsonbHasher reuses its buffers: one per goroutine.
 type jsonbHasher struct {
-	in   []byte
-	pos  int
-	ops  []jsonbOp
-	strs []byte
-	tmp  []jsonbOp
+	order wordOrder // the server's
+	in    []byte
+	pos   int
+	ops   []jsonbOp
+	strs  []byte
+	tmp   []jsonbOp
 }
 
 // jsonbOp is one token's step: XOR a container's flag (begin) or rotate and
@@ -131,7 +132,7 @@ func (j *jsonbHasher) value(seed uint64) error {
 		if err != nil {
 			return err
 		}
-		j.ops = append(j.ops, jsonbOp{v: pgHashBytes(s, seed)})
+		j.ops = append(j.ops, jsonbOp{v: pgHashBytes(j.order, s, seed)})
 	case c == 't' && bytes.HasPrefix(j.in[j.pos:], []byte("true")):
 		j.pos += 4
 		j.ops = append(j.ops, jsonbOp{v: jsonbBool(true, seed)})
@@ -194,7 +195,7 @@ func (j *jsonbHasher) object(seed uint64) error {
 			return err
 		}
 		p := pair{key: k, order: len(pairs), start: len(j.ops)}
-		j.ops = append(j.ops, jsonbOp{v: pgHashBytes(k, seed)})
+		j.ops = append(j.ops, jsonbOp{v: pgHashBytes(j.order, k, seed)})
 		j.skipSpace()
 		if c, _ := j.peek(); c != ':' {
 			return fmt.Errorf("jsonb: expected : at byte %d", j.pos)
@@ -378,13 +379,13 @@ func (j *jsonbHasher) number(seed uint64) (uint64, error) {
 		}
 		exp = e
 	}
-	return decimalHash(mant, exp-frac, seed), nil
+	return decimalHash(j.order, mant, exp-frac, seed), nil
 }
 
 // decimalHash is hash_numeric_extended of the value digits × 10^e (digits
 // in ASCII, most significant first): the digits regrouped into base-10000
 // digits aligned on the decimal point, as numeric stores them.
-func decimalHash(digits []byte, e int, seed uint64) uint64 {
+func decimalHash(o wordOrder, digits []byte, e int, seed uint64) uint64 {
 	for len(digits) > 0 && digits[0] == '0' {
 		digits = digits[1:]
 	}
@@ -407,5 +408,5 @@ func decimalHash(digits []byte, e int, seed uint64) uint64 {
 		g := floorDiv(p, 4)
 		groups[top-g] += int16(d-'0') * pow[p-4*g]
 	}
-	return pgHashNumericDigits(groups, top, seed)
+	return pgHashNumericDigits(o, groups, top, seed)
 }

@@ -18,6 +18,7 @@ import (
 // same columns, from the same record hash of the others. One per
 // goroutine (its JSON hasher keeps buffers).
 type rowDigester struct {
+	order   wordOrder // the server's
 	table   string
 	oids    []uint32 // per column
 	names   []string
@@ -28,11 +29,11 @@ type rowDigester struct {
 	fields  [][]byte
 }
 
-// newRowDigester plans t's row hash; oids are the column types' OIDs
-// (export.ColumnOIDs). A column type the digest cannot compute is an
-// error naming it.
-func newRowDigester(t chain.Table, oids map[string]uint32) (*rowDigester, error) {
-	d := &rowDigester{table: t.Name}
+// newRowDigester plans t's row hash as a server reading words in order o
+// computes it; oids are the column types' OIDs (export.ColumnOIDs). A
+// column type the digest cannot compute is an error naming it.
+func newRowDigester(t chain.Table, oids map[string]uint32, o wordOrder) (*rowDigester, error) {
+	d := &rowDigester{order: o, table: t.Name, jsonb: jsonbHasher{order: o}}
 	for i, c := range t.Columns {
 		oid, ok := oids[c.Type]
 		if !ok {
@@ -117,7 +118,7 @@ func (d *rowDigester) whole() (int64, error) {
 		return 0, err
 	}
 	var buf [24]byte
-	return int64(pgHashBytes(strconv.AppendInt(buf[:0], int64(r), 10), 0)), nil
+	return int64(pgHashBytes(d.order, strconv.AppendInt(buf[:0], int64(r), 10), 0)), nil
 }
 
 // record is hash_record_extended(ROW(columns), 0): 31·h + each column's
@@ -165,9 +166,9 @@ func (d *rowDigester) value(i int, seed uint64) (uint64, error) {
 		}
 		return pgHashUint32(uint32(v[0]), seed), nil
 	case pgtype.ByteaOID, pgtype.TextOID:
-		return pgHashBytes(v, seed), nil
+		return pgHashBytes(d.order, v, seed), nil
 	case pgtype.NumericOID:
-		h, err := pgHashNumeric(v, seed)
+		h, err := pgHashNumeric(d.order, v, seed)
 		if err != nil {
 			return 0, fmt.Errorf("table %s column %s: %w", d.table, d.names[i], err)
 		}
@@ -182,7 +183,7 @@ func (d *rowDigester) value(i int, seed uint64) (uint64, error) {
 		}
 		return h, nil
 	case pgtype.ByteaArrayOID, pgtype.TextArrayOID:
-		h, err := pgHashArray(v, seed, func(e []byte, seed uint64) (uint64, error) { return pgHashBytes(e, seed), nil })
+		h, err := pgHashArray(v, seed, func(e []byte, seed uint64) (uint64, error) { return pgHashBytes(d.order, e, seed), nil })
 		if err != nil {
 			return 0, fmt.Errorf("table %s column %s: %w", d.table, d.names[i], err)
 		}

@@ -97,11 +97,19 @@ func (r *PGReport) compareRows(ctx context.Context, tx pgx.Tx, store *staging.St
 	if err != nil {
 		return fmt.Errorf("archive: verify rows: %w", err)
 	}
+	order, orderErr := serverWordOrder(ctx, tx)
+	if orderErr != nil && !errors.Is(orderErr, errUnknownWordOrder) {
+		return fmt.Errorf("archive: verify rows: %w", orderErr)
+	}
 	r.Tables = make([]TableCheck, len(tables))
 	ok := make([]bool, len(tables)) // the table can be digested on both sides
 	for i, t := range tables {
 		r.Tables[i] = TableCheck{Table: t.Name, Differs: []RowDifference{}}
-		if _, err := newRowDigester(t, oids); err != nil {
+		if orderErr != nil {
+			r.Tables[i].NotCompared = orderErr.Error()
+			continue
+		}
+		if _, err := newRowDigester(t, oids, order); err != nil {
 			r.Tables[i].NotCompared = err.Error()
 			continue
 		}
@@ -167,7 +175,7 @@ func (r *PGReport) compareRows(ctx context.Context, tx pgx.Tx, store *staging.St
 	})
 	for range workers {
 		g.Go(func() error {
-			d, err := newStagedDigester(tables, oids, ok, dec)
+			d, err := newStagedDigester(tables, oids, order, ok, dec)
 			if err != nil {
 				return err
 			}
@@ -271,7 +279,7 @@ func (r *PGReport) compareRows(ctx context.Context, tx pgx.Tx, store *staging.St
 		res, ok := perHeight[k]
 		if !ok {
 			if d == nil {
-				if d, err = newStagedDigester(tables, oids, nil, dec); err != nil {
+				if d, err = newStagedDigester(tables, oids, order, nil, dec); err != nil {
 					return err
 				}
 			}
@@ -333,13 +341,13 @@ type stagedDigester struct {
 	buf  []byte
 }
 
-func newStagedDigester(tables []chain.Table, oids map[string]uint32, use []bool, dec Decoder) (*stagedDigester, error) {
+func newStagedDigester(tables []chain.Table, oids map[string]uint32, order wordOrder, use []bool, dec Decoder) (*stagedDigester, error) {
 	d := &stagedDigester{dec: dec, rows: chain.NewRows(tables), encs: make([]*export.RowEncoder, len(tables)), digs: make([]*rowDigester, len(tables))}
 	for i, t := range tables {
 		if use != nil && !use[i] {
 			continue
 		}
-		dig, err := newRowDigester(t, oids)
+		dig, err := newRowDigester(t, oids, order)
 		if err != nil {
 			continue // reported as not compared
 		}
