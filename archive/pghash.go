@@ -129,39 +129,34 @@ func pgHashBytes(o wordOrder, k []byte, seed uint64) uint64 {
 		b += uint32(seed)
 		a, b, c = jenkinsMix(a, b, c)
 	}
-	be := o == bigEndianWords
-	for len(k) >= 12 {
-		if be {
+	if o == bigEndianWords {
+		for ; len(k) >= 12; k = k[12:] {
 			a += binary.BigEndian.Uint32(k)
 			b += binary.BigEndian.Uint32(k[4:])
 			c += binary.BigEndian.Uint32(k[8:])
-		} else {
+			a, b, c = jenkinsMix(a, b, c)
+		}
+	} else {
+		for ; len(k) >= 12; k = k[12:] {
 			a += binary.LittleEndian.Uint32(k)
 			b += binary.LittleEndian.Uint32(k[4:])
 			c += binary.LittleEndian.Uint32(k[8:])
+			a, b, c = jenkinsMix(a, b, c)
 		}
-		a, b, c = jenkinsMix(a, b, c)
-		k = k[12:]
 	}
-	// The last 11 bytes: words into a and b, and c's three bytes other
-	// than its lowest ("reserved for the length"), in the word order: a
-	// little-endian server fills each from its low end, a big-endian one
-	// from its high end.
-	for i, x := range k {
-		shift := 8 * (i % 4) // little-endian
-		if be {
-			shift = 24 - shift
-		} else if i >= 8 {
-			shift += 8
-		}
-		switch {
-		case i < 4:
-			a += uint32(x) << shift
-		case i < 8:
-			b += uint32(x) << shift
-		default:
-			c += uint32(x) << shift
-		}
+	// The last 11 bytes, zero-padded: words into a and b, and into c the
+	// three bytes other than its lowest ("reserved for the length"), which
+	// on a big-endian server is the word's last byte.
+	var tail [12]byte
+	copy(tail[:], k)
+	if o == bigEndianWords {
+		a += binary.BigEndian.Uint32(tail[:])
+		b += binary.BigEndian.Uint32(tail[4:])
+		c += binary.BigEndian.Uint32(tail[8:])
+	} else {
+		a += binary.LittleEndian.Uint32(tail[:])
+		b += binary.LittleEndian.Uint32(tail[4:])
+		c += binary.LittleEndian.Uint32(tail[8:]) << 8
 	}
 	_, b, c = jenkinsFinal(a, b, c)
 	return uint64(b)<<32 | uint64(c)
