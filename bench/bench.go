@@ -135,7 +135,8 @@ type Config struct {
 	IndexWorkers int
 	// IndexMemoryMiB, when above 0, is the maintenance_work_mem of each
 	// deferred index build of the limit section's exports (pipeline's
-	// IndexMemory); the limit keeps the server's, as a restore does.
+	// IndexMemoryMiB, --index-memory); the limit keeps the server's, as a
+	// restore does.
 	IndexMemoryMiB int64
 
 	// StateInterval is the period of the pg_stat_activity samples of the

@@ -216,7 +216,7 @@ func fullExport(ctx context.Context, cfg *Config, d density, stagingDir string, 
 	if cfg.IndexWorkers > 0 {
 		pc.IndexWorkers = cfg.IndexWorkers
 	}
-	pc.IndexMemory = cfg.IndexMemoryMiB << 20
+	pc.IndexMemoryMiB = cfg.IndexMemoryMiB
 	logs := &phaseLog{next: cfg.Logger.Handler()}
 	prevLimit := debug.SetMemoryLimit(pc.MemoryLimitPerStream) // as cmd/blockhaul sets it
 	defer debug.SetMemoryLimit(prevLimit)

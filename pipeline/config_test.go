@@ -26,6 +26,8 @@ func TestValidateRefusesBadInput(t *testing.T) {
 		{"fetch workers", func(c *Config) { c.FetchWorkers = 1 << 20 }, []string{"--fetch-workers"}},
 		{"cometbft from 0", func(c *Config) { c.From = 0 }, []string{"--from (BLOCKHAUL_FROM_HEIGHT)", "start at 1"}},
 		{"to 0", func(c *Config) { c.To, c.ToSet = 0, true }, []string{"--to", "below --from 1"}},
+		{"index memory negative", func(c *Config) { c.IndexMemoryMiB = -1 }, []string{"--index-memory", "got -1"}},
+		{"index memory above the server's bound", func(c *Config) { c.IndexMemoryMiB = 1 << 22 }, []string{"--index-memory", "2097151 MiB"}},
 		{"alias newline", func(c *Config) { c.Alias = "a\nb" }, []string{"--alias", "U+000A"}},
 		{"alias long", func(c *Config) { c.Alias = strings.Repeat("x", 3000) }, []string{"--alias", "3000 bytes"}},
 		{"alias invalid utf8", func(c *Config) { c.Alias = "a\xffb" }, []string{"--alias", "UTF-8"}},

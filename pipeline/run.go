@@ -557,7 +557,7 @@ func prepareIndexes(ctx context.Context, cfg *Config, db *export.Session, dec ex
 // indexBuildOptions is how the job builds deferred indexes: --index-workers
 // at once, the connections beyond the session's own dialled as it dials.
 func indexBuildOptions(cfg *Config, db *export.Session, log *slog.Logger) export.BuildOptions {
-	return export.BuildOptions{Workers: cfg.IndexWorkers, Dial: db.Dialer(), MaintenanceWorkMem: cfg.IndexMemory, Logger: log}
+	return export.BuildOptions{Workers: cfg.IndexWorkers, Dial: db.Dialer(), MaintenanceWorkMem: cfg.IndexMemoryMiB << 20, Logger: log}
 }
 
 func prepareIndexesOn(ctx context.Context, cfg *Config, conn *pgx.Conn, dec export.Decoder, bo export.BuildOptions) error {
