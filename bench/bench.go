@@ -133,10 +133,10 @@ type Config struct {
 	// IndexWorkers is the limit section's exports' --index-workers. 0:
 	// the command's default.
 	IndexWorkers int
-	// IndexMemoryMiB, when above 0, is the maintenance_work_mem of each
-	// deferred index build of the limit section's exports (pipeline's
-	// IndexMemoryMiB, --index-memory); the limit keeps the server's, as a
-	// restore does.
+	// IndexMemoryMiB is the maintenance_work_mem of each deferred index
+	// build of the limit section's exports (pipeline's IndexMemoryMiB,
+	// --index-memory): -1 export's default, 0 the server's; the limit
+	// keeps the server's, as a restore does.
 	IndexMemoryMiB int64
 
 	// StateInterval is the period of the pg_stat_activity samples of the
@@ -248,8 +248,8 @@ func (c *Config) Validate() error {
 	if c.IndexWorkers < 0 {
 		bad("index workers must be positive, got %d", c.IndexWorkers)
 	}
-	if c.IndexMemoryMiB < 0 {
-		bad("index memory must be positive, got %d MiB", c.IndexMemoryMiB)
+	if c.IndexMemoryMiB < -1 {
+		bad("index memory must be -1 (export's default), 0 (the server's) or a size in MiB, got %d", c.IndexMemoryMiB)
 	}
 	if c.HeadBackfillBlocks == 1 {
 		bad("head and backfill blocks must be at least 2, got %d", c.HeadBackfillBlocks)

@@ -216,7 +216,9 @@ func fullExport(ctx context.Context, cfg *Config, d density, stagingDir string, 
 	if cfg.IndexWorkers > 0 {
 		pc.IndexWorkers = cfg.IndexWorkers
 	}
-	pc.IndexMemoryMiB = cfg.IndexMemoryMiB
+	if cfg.IndexMemoryMiB >= 0 {
+		pc.IndexMemoryMiB = cfg.IndexMemoryMiB
+	}
 	logs := &phaseLog{next: cfg.Logger.Handler()}
 	prevLimit := debug.SetMemoryLimit(pc.MemoryLimitPerStream) // as cmd/blockhaul sets it
 	defer debug.SetMemoryLimit(prevLimit)

@@ -273,7 +273,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	defValue(d, &cfg.Indexes, "indexes", "secondary indexes to create: default (the set in docs/querying.md), minimal (lookups by hash), none, or index names separated by commas",
 		in(groupDatabase, exporting).oneOf("default", "minimal", "none"))
 	def(d, fs.IntVar, &cfg.IndexWorkers, "index-workers", dc.IndexWorkers, "deferred indexes built at once when a fill completes, each on a connection of its own (1: one after another)", in(groupDatabase, exporting))
-	def(d, fs.Int64Var, &cfg.IndexMemoryMiB, "index-memory", dc.IndexMemoryMiB, "maintenance_work_mem of each deferred index build, in MiB, for that build alone (0: the server's; each of --index-workers builds may use it at once)", in(groupDatabase, exporting))
+	def(d, fs.Int64Var, &cfg.IndexMemoryMiB, "index-memory", dc.IndexMemoryMiB, "maintenance_work_mem of each deferred index build, in MiB, for that build alone (0: the server's; each of --index-workers builds may use it at once; 16 was cheaper than 64 or more in docs/benchmarks.md)", in(groupDatabase, exporting))
 	defValue(d, &cfg.EventEncoding, "event-encoding", "cometbft: how event attributes are written: auto (decided per block from the data), base64 or text",
 		in(groupDatabase, exporting, []string{cmdVerify}).oneOf(flagValues("event-encoding")...))
 	def(d, fs.StringArrayVar, &cfg.Proto, "proto", nil, "cometbft: a directory of the chain's .proto files (repeatable): every message type they define is decoded into messages.decoded, beside the built-in Cosmos SDK and IBC types (docs/messages.md)",

@@ -57,7 +57,7 @@ func run() error {
 	fs.Uint64Var(&cfg.LimitCometBFTBlocks, "limit-cometbft-blocks", 60_000, "CometBFT blocks of the limit section (whole export with 1 and 2 streams vs PostgreSQL's restore; the issue's method: 100000)")
 	fs.Uint64Var(&cfg.LimitEVMBlocks, "limit-evm-blocks", 6_000, "EVM blocks of the limit section")
 	fs.IntVar(&cfg.IndexWorkers, "index-workers", 0, "the limit section's exports' --index-workers (0: the command's default)")
-	fs.Int64Var(&cfg.IndexMemoryMiB, "index-memory", 0, "maintenance_work_mem of each deferred index build of the limit section's exports, in MiB (0: the server's, as the limit's restore keeps)")
+	fs.Int64Var(&cfg.IndexMemoryMiB, "index-memory", -1, "maintenance_work_mem of each deferred index build of the limit section's exports, in MiB (-1: export's default, 16; 0: the server's, as the limit's restore keeps)")
 	fs.StringVar(&fetchChain, "fetch-chain", family.Default.Name, "chain family the fetch server serves: "+strings.Join(family.Names(), " or "))
 	fs.Uint64Var(&cfg.FetchBlocks, "fetch-blocks", 20_000, "blocks the fetch server serves")
 	fs.IntVar(&cfg.FetchWorkers, "fetch-workers", 8, "concurrent requests of both fetch clients")
