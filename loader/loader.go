@@ -265,7 +265,7 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 						if cfg.OnRetry != nil {
 							cfg.OnRetry(j.span, err)
 						}
-						cfg.Logger.Warn("fetch retry", "range", j.span.String(), "failures", again.cost, "of", cfg.MaxRetries+1, "backoff", time.Until(again.notBefore).Round(time.Millisecond), "err", err)
+						cfg.Logger.Warn("fetch retry", "range", j.span.String(), "failures", again.cost(), "of", cfg.MaxRetries+1, "backoff", time.Until(again.notBefore).Round(time.Millisecond), "err", err)
 						q.requeue(*again)
 					}
 					q.finished()

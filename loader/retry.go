@@ -69,6 +69,16 @@ type HeightError interface {
 	FailedHeight() uint64
 }
 
+// sourceDown reports whether err says the source itself had no endpoint
+// left to ask (jsonrpc's CallError with NoHealthy): such a failure is the
+// source's outage, not the span's, even when no other span has failed yet
+// (a span retried just after the node came back, before the client probed it
+// healthy again, used to spend its budget alone and end the fetch).
+func sourceDown(err error) bool {
+	var d interface{ SourceDown() bool }
+	return errors.As(err, &d) && d.SourceDown()
+}
+
 // cost is the budget the span has spent: its whole-span failures and those
 // of its worst height.
 func (j *spanJob) cost() int { return j.whole + j.worst() }
@@ -92,7 +102,7 @@ func (j *spanJob) failed(err error, cfg *Config, src *sourceHealth) (again *span
 	if !fault.Retryable(err) && !wasSpent {
 		return nil, &FetchError{Range: j.span, Err: err}
 	}
-	if src.failed(j.span) {
+	if src.failed(j.span) || sourceDown(err) {
 		j.inOutage = true
 	}
 	var he HeightError
