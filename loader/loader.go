@@ -372,6 +372,7 @@ func fetchSpan(ctx context.Context, src Source, j *spanJob, cfg *Config, health 
 		}
 	}
 	j.inOutage = j.inOutage || health.isDown()
+	j.started = time.Now()
 	blocks, err := src.Fetch(ctx, j.span.From, j.span.To)
 	if err == nil {
 		err = check(j.span, blocks, cfg.Verify)

@@ -29,9 +29,9 @@ import (
 // up: a node that answers a fifth of its requests wrongly is ridden out at
 // any length, one that answers one height wrongly every time is not.
 //
-// A span whose whole-span budget runs out after an attempt started or
-// failed while the source was down (other spans failing too, none served:
-// see sourceHealth) is not failing on its own: its
+// A span whose whole-span budget runs out after an attempt that overlapped
+// a time the source was down (other spans failing too, none served: see
+// sourceHealth) is not failing on its own: its
 // whole-span budget starts again, and the fetch ends only once the source
 // has served nothing for DownAfter (a *DownError).
 type spanJob struct {
@@ -39,7 +39,8 @@ type spanJob struct {
 	whole     int            // failures charged to the whole span
 	heights   map[uint64]int // failures charged to one height
 	attempts  int            // attempts made, a spent request's counted as made
-	inOutage  bool           // an attempt charged to the current budget started or failed while the source was down
+	inOutage  bool           // an attempt charged to the current budget overlapped a time the source was down
+	started   time.Time      // when the last attempt started
 	outages   int            // budgets started again for an outage
 	notBefore time.Time      // the backoff before the next attempt
 }
@@ -69,16 +70,6 @@ type HeightError interface {
 	FailedHeight() uint64
 }
 
-// sourceDown reports whether err says the source itself had no endpoint
-// left to ask (jsonrpc's CallError with NoHealthy): such a failure is the
-// source's outage, not the span's, even when no other span has failed yet
-// (a span retried just after the node came back, before the client probed it
-// healthy again, used to spend its budget alone and end the fetch).
-func sourceDown(err error) bool {
-	var d interface{ SourceDown() bool }
-	return errors.As(err, &d) && d.SourceDown()
-}
-
 // cost is the budget the span has spent: its whole-span failures and those
 // of its worst height.
 func (j *spanJob) cost() int { return j.whole + j.worst() }
@@ -102,7 +93,7 @@ func (j *spanJob) failed(err error, cfg *Config, src *sourceHealth) (again *span
 	if !fault.Retryable(err) && !wasSpent {
 		return nil, &FetchError{Range: j.span, Err: err}
 	}
-	if src.failed(j.span) || sourceDown(err) {
+	if src.failed(j.span) || src.downSince(j.started) {
 		j.inOutage = true
 	}
 	var he HeightError
@@ -151,6 +142,7 @@ type sourceHealth struct {
 	mu      sync.Mutex
 	okAt    time.Time           // the last span fetched; the fetch's start before any
 	failing map[uint64]struct{} // spans failed since then, by first height
+	downAt  time.Time           // the last moment the source was seen down
 }
 
 func newSourceHealth(start time.Time) *sourceHealth {
@@ -161,6 +153,9 @@ func newSourceHealth(start time.Time) *sourceHealth {
 func (h *sourceHealth) ok() {
 	h.mu.Lock()
 	h.okAt = time.Now()
+	if len(h.failing) >= 2 {
+		h.downAt = h.okAt // down until this span came back
+	}
 	clear(h.failing)
 	h.mu.Unlock()
 }
@@ -171,7 +166,22 @@ func (h *sourceHealth) failed(r staging.Range) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.failing[r.From] = struct{}{}
-	return len(h.failing) >= 2
+	if len(h.failing) < 2 {
+		return false
+	}
+	h.downAt = time.Now()
+	return true
+}
+
+// downSince reports whether the source was seen down at t or after: an
+// attempt started at t overlapped the outage, even when the source had
+// served another span again by the time the attempt failed (its client's
+// retries spent during the outage, the failure is the outage's, not the
+// span's). A span that fails alone, the others served, never is.
+func (h *sourceHealth) downSince(t time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.downAt.IsZero() && !h.downAt.Before(t)
 }
 
 // isDown reports whether the source is down now.

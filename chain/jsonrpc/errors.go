@@ -161,10 +161,6 @@ type CallError struct {
 	Errs []error
 }
 
-// SourceDown reports whether no endpoint was healthy at the end: the
-// loader charges such a failure to the source's outage, not to the span.
-func (e *CallError) SourceDown() bool { return e.NoHealthy }
-
 func (e *CallError) Error() string {
 	var b strings.Builder
 	b.WriteString("jsonrpc: ")
