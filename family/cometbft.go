@@ -58,7 +58,9 @@ var CometBFT = register(&Family{
 		// A stopped node's home gives the records its RPC would serve,
 		// byte for byte (chain/cometbft/nodehome).
 		SourceNodeHome: func(o SourceOptions) (loader.Source, error) {
-			s, err := nodehome.Open(nodehome.Config{Home: o.NodeHome})
+			// With links the loader recomputes nothing: the source keeps
+			// the data_hash check CometBFT makes of a block it reads.
+			s, err := nodehome.Open(nodehome.Config{Home: o.NodeHome, CheckDataHash: o.Verify == chain.VerifyLinks})
 			if err != nil {
 				return nil, err // not a nil *Source in a non-nil interface
 			}

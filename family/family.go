@@ -183,7 +183,9 @@ type SourceOptions struct {
 	// Client sends an RPC source's calls (SourceRPC; required). The source
 	// does not own it.
 	Client *jsonrpc.Client
-	// Verify is how much of each block an RPC source recomputes.
+	// Verify is how much of each block the job recomputes (--verify-blocks):
+	// what an RPC source recomputes, and, with VerifyLinks, a node home's
+	// own data_hash check (the loader makes none).
 	Verify chain.Verification
 	// Logger is told what a source notices (an RPC fallback). Default:
 	// discard.

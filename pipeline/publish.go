@@ -59,7 +59,7 @@ func (c *Config) sourceFirst() (family.SourceKind, family.SourceOptions) {
 	if c.Archive != "" {
 		return family.SourceArchive, family.SourceOptions{Archive: c.Archive}
 	}
-	return family.SourceNodeHome, family.SourceOptions{NodeHome: c.NodeHome}
+	return family.SourceNodeHome, family.SourceOptions{NodeHome: c.NodeHome, Verify: c.VerifyBlocks}
 }
 
 // Publish writes the full chunks of --staging's staged heights (--from,

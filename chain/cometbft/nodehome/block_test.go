@@ -36,7 +36,7 @@ func TestBlockFromProtoLeavesTheDataHashToTheLoader(t *testing.T) {
 		}
 		return pb
 	}
-	good, err := blockFromProto(toProto())
+	good, err := blockFromProto(toProto(), false)
 	if err != nil {
 		t.Fatalf("height %d: %v", h, err)
 	}
@@ -58,7 +58,7 @@ func TestBlockFromProtoLeavesTheDataHashToTheLoader(t *testing.T) {
 		case "last_commit signature":
 			pb.LastCommit.Signatures[0].Signature = nil
 		}
-		if _, err := blockFromProto(pb); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := blockFromProto(pb, false); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s changed: %v, want %q", tc.field, err, tc.want)
 		}
 	}
@@ -68,9 +68,17 @@ func TestBlockFromProtoLeavesTheDataHashToTheLoader(t *testing.T) {
 	// block id is made to match the header, as a consistent lie would).
 	pb := toProto()
 	pb.Header.DataHash = bytes.Repeat([]byte{1}, 32)
-	bad, err := blockFromProto(pb)
+	bad, err := blockFromProto(pb, false)
 	if err != nil {
 		t.Fatalf("a wrong data_hash refused by the source: %v", err)
+	}
+	// Where the loader recomputes nothing (--verify-blocks links), the
+	// source checks it itself, as CometBFT's BlockFromProto does.
+	if _, err := blockFromProto(pb, true); err == nil || !strings.Contains(err.Error(), "wrong Header.DataHash") {
+		t.Errorf("a wrong data_hash with the check asked for: %v, want wrong Header.DataHash", err)
+	}
+	if _, err := blockFromProto(toProto(), true); err != nil {
+		t.Errorf("height %d with its data_hash checked: %v", h, err)
 	}
 	meta := src.blocks.LoadBlockMeta(h)
 	meta.BlockID.Hash = bad.Hash()

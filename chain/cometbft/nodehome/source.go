@@ -30,6 +30,11 @@ type Config struct {
 	// Home is the node's home directory (the one holding config/ and
 	// data/); required.
 	Home string
+	// CheckDataHash checks each block's data_hash against its txs here, as
+	// CometBFT's BlockFromProto does: for a job whose loader recomputes
+	// nothing of a block (--verify-blocks links). Otherwise the loader's
+	// verification of the record checks it, and it is not made twice.
+	CheckDataHash bool
 }
 
 // Source serves CometBFT records from a node's home. It is safe for
@@ -45,6 +50,8 @@ type Source struct {
 	blocks    *store.BlockStore
 	state     sm.Store
 	discard   bool
+	// checkDataHash: see Config.CheckDataHash.
+	checkDataHash bool
 	// legacyShape is set for the home of a 0.37 (or 0.34) node: its latest
 	// results are legacy ABCIResponses, and its RPC answered /block_results
 	// in the 0.37 shape.
@@ -91,6 +98,8 @@ func Open(cfg Config) (*Source, error) {
 		blockPath: filepath.Join(dir, "blockstore.db"),
 		statePath: filepath.Join(dir, "state.db"),
 		discard:   nc.Storage.DiscardABCIResponses,
+
+		checkDataHash: cfg.CheckDataHash,
 	}
 	// Both are opened at once: opening replays each database's write-ahead
 	// log in memory, on the job's start-up path.
@@ -474,7 +483,7 @@ func (s *Source) loadBlock(r *reads, h uint64) (out *ctypes.ResultBlock, err err
 	if err := pb.Unmarshal(buf); err != nil {
 		return nil, &CorruptError{Path: s.blockPath, Height: h, Err: fmt.Errorf("read block: %w", err)}
 	}
-	block, err := blockFromProto(&pb)
+	block, err := blockFromProto(&pb, s.checkDataHash)
 	if err != nil {
 		return nil, &CorruptError{Path: s.blockPath, Height: h, Err: fmt.Errorf("read block: %w", err)}
 	}
