@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/family"
+	"github.com/blockhaul/blockhaul/pipeline"
 )
 
 // Markdown renders r as the tables docs/benchmarks.md shows. When images is not
@@ -314,13 +315,26 @@ func writeDecoding(b *strings.Builder, r Result) {
 	}
 }
 
+// limitBuildMemory says the maintenance_work_mem of export's deferred
+// builds in the limit section (Config.IndexMemoryMiB: -1 export's default)
+// against the restore's, which keeps the server's.
+func limitBuildMemory(mib int64) string {
+	switch {
+	case mib < 0:
+		return fmt.Sprintf("Export's builds ran with maintenance_work_mem %d MiB (--index-memory, export's default), the limit's with the server's.", pipeline.DefaultIndexMemoryMiB)
+	case mib == 0:
+		return "Export's builds ran with the server's maintenance_work_mem, as the limit's did."
+	}
+	return fmt.Sprintf("Export's builds ran with maintenance_work_mem %d MiB (--index-memory), the limit's with the server's.", mib)
+}
+
 // writeLimits renders the limit section: the whole export against
 // PostgreSQL's restore of the same end state, phase by phase, and the
 // slowest builds of each.
 func writeLimits(b *strings.Builder, r Result) {
 	writeIntro(b, r, "Whole export vs PostgreSQL's restore, like for like",
 		"Export is `blockhaul export` in this process (secondary indexes deferred, the fill, the deferred builds, ANALYZE of the tables filled) with 1 and 2 streams, each into a fresh database. The limit is the same end state the way PostgreSQL restores it: the export's rows dumped with binary COPY (untimed), the tables recreated as pg_dump's pre-data section has them (no key, no index), every file COPYed back in one transaction, the post-data section (primary keys, then every secondary index) built on one connection with the server's settings, as pg_restore does, and ANALYZE of every table.",
-		" Seconds: whole (fill + indexes + ANALYZE). Export's fill runs without primary keys (a fresh database: they are deferred with the secondary indexes and built first after the fill), as the limit's COPY does; its index phase is the rest of its time, and holds the ANALYZEs it ran beside the builds (each table's once its indexes were built; their time in brackets); its ANALYZE column is what ran after the builds.")
+		" Seconds: whole (fill + indexes + ANALYZE). Export's fill runs without primary keys (a fresh database: they are deferred with the secondary indexes and built after the fill, the GIN and GiST indexes first, then the keys, then the rest), as the limit's COPY does; its index phase is the rest of its time, and holds the ANALYZEs it ran beside the builds (each table's once its indexes were built; their time in brackets); its ANALYZE column is what ran after the builds. "+limitBuildMemory(r.Settings.IndexMemoryMiB))
 	b.WriteString("| chain | blocks | rows | load | seconds | fill | indexes | ANALYZE |\n|---|---:|---:|---|---:|---:|---:|---:|\n")
 	for _, l := range r.Limits {
 		for i, x := range []struct {

@@ -318,3 +318,25 @@ func TestWriteDatedFilesLeavesLatestAlone(t *testing.T) {
 		t.Errorf("WriteDatedFiles removed the latest plots: %v", err)
 	}
 }
+
+// The limit section says what export's builds were given against the
+// restore's server settings (export's default is not the server's since
+// --index-memory 16 became it), and the order they ran in.
+func TestLimitSectionSaysItsBuilds(t *testing.T) {
+	r := sampleResult()
+	r.Limits = []LimitResult{{Chain: "cometbft", Blocks: 200, Rows: 9000}}
+	for mib, want := range map[int64]string{
+		-1:  "Export's builds ran with maintenance_work_mem 16 MiB (--index-memory, export's default), the limit's with the server's.",
+		0:   "Export's builds ran with the server's maintenance_work_mem, as the limit's did.",
+		256: "Export's builds ran with maintenance_work_mem 256 MiB (--index-memory), the limit's with the server's.",
+	} {
+		r.Settings.IndexMemoryMiB = mib
+		md := Markdown(r, "")
+		if !strings.Contains(md, want) {
+			t.Errorf("index memory %d: the limit section lacks %q:\n%s", mib, want, md)
+		}
+		if !strings.Contains(md, "built after the fill, the GIN and GiST indexes first, then the keys") {
+			t.Errorf("the limit section does not say export's build order:\n%s", md)
+		}
+	}
+}

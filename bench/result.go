@@ -165,10 +165,10 @@ type LimitResult struct {
 // PhaseRun is one whole load and its phases, in seconds: Fill is the rows'
 // COPY (export: its fill, its primary keys deferred as a fresh fill's are;
 // the limit: the one transaction, without them), Indexes the index builds
-// (export: the deferred builds, primary keys first, and the little setup
-// around them, the rest of its time; the limit: post-data, primary keys
-// included), Analyze the ANALYZE of the tables
-// after the builds. AnalyzeBeside is the time of the ANALYZEs export ran
+// (export: the deferred builds, the GIN and GiST indexes first, then the
+// primary keys, and the little setup around them, the rest of its time;
+// the limit: post-data, primary keys included), Analyze the ANALYZE of the
+// tables after the builds. AnalyzeBeside is the time of the ANALYZEs export ran
 // beside its builds (inside Indexes), each once its table's indexes were
 // built.
 type PhaseRun struct {
