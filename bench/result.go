@@ -369,64 +369,56 @@ func unmeasured(name, op string, limit float64, unit string) Target {
 	return Target{Name: name, Op: op, Limit: limit, Unit: unit}
 }
 
+// perFamily is a target for each family ("name, family"): its value in
+// values, or not measured where values has none.
+func perFamily(name string, values map[string]float64, op string, limit float64, unit string) []Target {
+	var ts []Target
+	for _, f := range []string{SectionCometBFT, SectionEVM} {
+		if v, ok := values[f]; ok {
+			ts = append(ts, target(name+", "+f, v, op, limit, unit))
+		} else {
+			ts = append(ts, unmeasured(name+", "+f, op, limit, unit))
+		}
+	}
+	return ts
+}
+
 // evaluateTargets checks the targets, each a ratio or a rate from
 // this one run.
 func evaluateTargets(r *Result) []Target {
 	var ts []Target
 	byName := map[string]*DensityResult{}
-	for i := range r.Densities {
-		byName[r.Densities[i].Name] = &r.Densities[i]
-	}
-	for _, name := range []string{SectionCometBFT, SectionEVM} {
-		t := "export / COPY baseline, " + name
-		if d := byName[name]; d != nil {
-			ts = append(ts, target(t, d.Ratio, ">=", 0.90, ""))
-		} else {
-			ts = append(ts, unmeasured(t, ">=", 0.90, ""))
+	baseline, ingest := map[string]float64{}, map[string]float64{}
+	for i, d := range r.Densities {
+		byName[d.Name] = &r.Densities[i]
+		baseline[d.Name] = d.Ratio
+		if d.Export.BlocksPerSec > 0 {
+			ingest[d.Name] = d.Ingest.BlocksPerSec / d.Export.BlocksPerSec
 		}
 	}
+	ts = append(ts, perFamily("export / COPY baseline", baseline, ">=", 0.90, "")...)
 	if d := byName[SectionCometBFT]; d != nil {
 		ts = append(ts, target("export rate, cometbft", d.Export.BlocksPerSec, ">=", 3000, " blocks/s"))
 	} else {
 		ts = append(ts, unmeasured("export rate, cometbft", ">=", 3000, " blocks/s"))
 	}
-	for _, name := range []string{SectionCometBFT, SectionEVM} {
-		t := "staging ingest / export, " + name
-		if d := byName[name]; d != nil && d.Export.BlocksPerSec > 0 {
-			ts = append(ts, target(t, d.Ingest.BlocksPerSec/d.Export.BlocksPerSec, ">=", 5, "×"))
-		} else {
-			ts = append(ts, unmeasured(t, ">=", 5, "×"))
-		}
-	}
+	ts = append(ts, perFamily("staging ingest / export", ingest, ">=", 5, "×")...)
 	if st := r.Streams; st != nil && streamsRun(st, 2) != nil {
 		ts = append(ts, target("export, 2 streams / 1 stream, "+st.Chain, streamsRun(st, 2).OverOne, ">=", 1.20, "×"))
 	} else {
 		ts = append(ts, unmeasured("export, 2 streams / 1 stream", ">=", 1.20, "×"))
 	}
-	limits := map[string]*LimitResult{}
-	for i := range r.Limits {
-		limits[r.Limits[i].Chain] = &r.Limits[i]
+	limits, likeForLike := map[string]*LimitResult{}, map[string]float64{}
+	for i, l := range r.Limits {
+		limits[l.Chain] = &r.Limits[i]
+		likeForLike[l.Chain] = l.Ratio
 	}
-	for _, name := range []string{SectionCometBFT, SectionEVM} {
-		t := "export / restore, like for like, " + name
-		if l := limits[name]; l != nil {
-			ts = append(ts, target(t, l.Ratio, ">=", 0.90, ""))
-		} else {
-			ts = append(ts, unmeasured(t, ">=", 0.90, ""))
-		}
+	ts = append(ts, perFamily("export / restore, like for like", likeForLike, ">=", 0.90, "")...)
+	decoded := map[string]float64{}
+	for _, d := range r.Decoding {
+		decoded[d.Chain] = d.Decoded.Ratio
 	}
-	decoding := map[string]*DecodingResult{}
-	for i := range r.Decoding {
-		decoding[r.Decoding[i].Chain] = &r.Decoding[i]
-	}
-	for _, name := range []string{SectionCometBFT, SectionEVM} {
-		t := "export / COPY baseline, decoded, " + name
-		if d := decoding[name]; d != nil {
-			ts = append(ts, target(t, d.Decoded.Ratio, ">=", 0.80, ""))
-		} else {
-			ts = append(ts, unmeasured(t, ">=", 0.80, ""))
-		}
-	}
+	ts = append(ts, perFamily("export / COPY baseline, decoded", decoded, ">=", 0.80, "")...)
 	if l := limits[SectionCometBFT]; l != nil {
 		ts = append(ts, target(fmt.Sprintf("whole export, 2 streams / 1 stream, cometbft %d blocks", l.Blocks), l.TwoOverOne, ">=", 1.20, "×"))
 	} else {
