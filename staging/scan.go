@@ -77,8 +77,12 @@ func (r *runSet) add(h uint64) {
 	r.runs = append(r.runs, Range{h, h})
 }
 
-// clipRuns returns the parts of runs (ordered, disjoint) within [from, to].
+// clipRuns returns the parts of runs (ordered, disjoint) within [from, to]:
+// none when to < from, as a walk of it finds none.
 func clipRuns(runs []Range, from, to uint64) []Range {
+	if to < from {
+		return nil
+	}
 	i, _ := slices.BinarySearchFunc(runs, from, func(r Range, h uint64) int { return cmp.Compare(r.To, h) })
 	var out []Range
 	for ; i < len(runs) && runs[i].From <= to; i++ {
