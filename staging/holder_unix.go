@@ -4,40 +4,31 @@ package staging
 
 import (
 	"errors"
-	"io"
 	"os"
-	"path/filepath"
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// Holder reports whether a process holds the store in dir open, and which:
-// Pebble's lock on dir/LOCK is an fcntl lock, which the kernel drops when
-// its process ends however it ends, so a holder that was killed is seen
-// gone at once even though its PID file remains. It only reads: the lock is
-// tested (F_GETLK), never taken. A store open in this process is told by
-// the PID file alone (fcntl locks do not conflict within a process, and
-// closing a descriptor of the lock file would drop this process's lock).
+// Holder reports whether a process holds the store in dir open for
+// writing, and which: Pebble's lock on dir/LOCK, which only a writer takes,
+// is an fcntl lock, which the kernel drops when its process ends however it
+// ends, so a holder that was killed is seen gone at once even though its
+// PID file remains. It only reads: the lock is tested (F_GETLK), never
+// taken. A store open in this process is told by the PID file alone (fcntl
+// locks do not conflict within a process, and closing a descriptor of the
+// lock file would drop this process's lock).
 func Holder(dir string) (pid int, held bool) {
 	if ie, ok := inUse(vfs.Default, dir, nil).(*InUseError); ok && ie.PID == os.Getpid() {
 		return ie.PID, true
 	}
-	f, err := os.Open(filepath.Join(dir, "LOCK"))
+	pid, held, err := pebbleHolder(dir)
 	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: io.SeekStart}
-	if err := syscall.FcntlFlock(f.Fd(), syscall.F_GETLK, &lk); err != nil {
 		// Cannot tell: take it as held, so that a waiter keeps to its own
 		// bounds rather than deciding the holder is gone.
 		return 0, true
 	}
-	if lk.Type == syscall.F_UNLCK {
-		return 0, false
-	}
-	return int(lk.Pid), true
+	return pid, held
 }
 
 // ProcessAlive reports whether a process with this PID exists (signal 0:

@@ -3,6 +3,7 @@ package staging
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -11,9 +12,25 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// Pebble locks the directory (its LOCK file) for as long as a store is open,
-// in this process or another. The holder writes its PID beside the lock, so
-// that a refused opener can say who holds it.
+// Who may have a store open at once: a writer (fetch, run, export, prune,
+// …) has it alone; any number of readers (status, verify, publish, an
+// export's --merge-from) share it, but never with a writer. A reader of a
+// store being written could read files a compaction has deleted.
+//
+// blockhaul's lock is flock(2) on the store's directory itself, shared by
+// a read-only open and exclusive otherwise, taken before Pebble opens and
+// released after it has closed. A lock on the directory writes nothing
+// into it, so a reader leaves no trace, in a store that was restored or
+// written by an older blockhaul too. flock locks belong to an open file,
+// not to a process: two Stores of one process exclude each other as two
+// processes do.
+//
+// A writer also takes Pebble's lock (its LOCK file, an fcntl lock), as
+// every Pebble open does. A reader does not: Pebble takes it exclusively
+// even read-only, which made readers refuse each other. A reader is still
+// refused while another process holds Pebble's lock (a writer of an older
+// blockhaul, which takes no other). The writer writes its PID beside the
+// lock, so that a refused opener can say who holds it.
 const pidFile = "blockhaul.pid"
 
 // InUseError reports a staging directory held open by another blockhaul
@@ -37,7 +54,8 @@ func (e *InUseError) Error() string {
 
 func (e *InUseError) Unwrap() error { return e.Err }
 
-// lockRefused reports whether pebble.Open failed on the directory lock.
+// lockRefused reports whether err is a lock refused: blockhaul's, or
+// Pebble's in pebble.Open.
 func lockRefused(err error) bool {
 	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) ||
 		strings.Contains(err.Error(), "lock held by current process")
@@ -58,8 +76,23 @@ func inUse(fs vfs.FS, dir string, err error) error {
 	return e
 }
 
+// lockedBy builds the error for an open refused by blockhaul's lock on
+// dir. The holder is the process the system names (a reader writes no PID
+// file), else the writer its PID file names if that process is alive (a
+// writer that was killed leaves its file).
+func lockedBy(fs vfs.FS, dir string, err error) error {
+	e := inUse(fs, dir, err).(*InUseError)
+	if pid := flockHolder(dir); pid != 0 {
+		e.PID = pid
+	} else if !ProcessAlive(e.PID) {
+		e.PID = 0
+	}
+	return e
+}
+
 // writePID records this process as the holder of the directory's lock. It
-// is best effort: a missing PID only makes a refusal less precise.
+// is best effort: a missing PID only makes a refusal less precise. Only a
+// writer writes it: it is the writer's, whom a refused reader names.
 func (s *Store) writePID() {
 	name := s.fs.PathJoin(s.dir, pidFile)
 	f, err := s.fs.Create(name, vfs.WriteCategoryUnspecified)
@@ -72,3 +105,14 @@ func (s *Store) writePID() {
 
 // removePID is called while the lock is still held, before Pebble closes.
 func (s *Store) removePID() { s.fs.Remove(s.fs.PathJoin(s.dir, pidFile)) }
+
+// readerFS is a reader's filesystem for Pebble: its Lock takes no lock and
+// creates no file. Open uses it only once it holds blockhaul's shared lock
+// (see sharedReaders).
+type readerFS struct{ vfs.FS }
+
+func (readerFS) Lock(string) (io.Closer, error) { return noLock{}, nil }
+
+type noLock struct{}
+
+func (noLock) Close() error { return nil }

@@ -7,20 +7,34 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // TestHelperHoldsStore is not a test: re-executed by
 // TestSecondProcessIsToldWhoHoldsTheStore, it opens the store named by
-// STAGING_HOLD_DIR, says so on stdout, and holds it until stdin closes.
+// STAGING_HOLD_DIR (read-only when STAGING_HOLD_READONLY is set, with
+// Pebble alone when STAGING_HOLD_PEBBLE is), says so on stdout, and holds
+// it until stdin closes.
 func TestHelperHoldsStore(t *testing.T) {
 	dir := os.Getenv("STAGING_HOLD_DIR")
 	if dir == "" {
 		t.Skip("helper process only")
 	}
-	s, err := Open(dir, Options{})
+	var s io.Closer
+	var err error
+	if os.Getenv("STAGING_HOLD_PEBBLE") != "" {
+		// Pebble's lock alone, as a writer of an older blockhaul holds it.
+		s, err = pebble.Open(dir, &pebble.Options{})
+	} else {
+		s, err = Open(dir, Options{ReadOnly: os.Getenv("STAGING_HOLD_READONLY") != ""})
+	}
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
@@ -35,12 +49,23 @@ func TestHelperHoldsStore(t *testing.T) {
 }
 
 // startHolder starts TestHelperHoldsStore on dir and waits until it holds
-// the store; it holds it until stdin is closed, or it is killed (at the
-// test's end at the latest).
+// the store open for writing; it holds it until stdin is closed, or it is
+// killed (at the test's end at the latest).
 func startHolder(t *testing.T, dir string) (*exec.Cmd, io.Closer) {
 	t.Helper()
+	return startHolderEnv(t, dir)
+}
+
+// startReader is startHolder with the store open read-only.
+func startReader(t *testing.T, dir string) (*exec.Cmd, io.Closer) {
+	t.Helper()
+	return startHolderEnv(t, dir, "STAGING_HOLD_READONLY=1")
+}
+
+func startHolderEnv(t *testing.T, dir string, env ...string) (*exec.Cmd, io.Closer) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldsStore$")
-	cmd.Env = append(os.Environ(), "STAGING_HOLD_DIR="+dir)
+	cmd.Env = append(append(os.Environ(), "STAGING_HOLD_DIR="+dir), env...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -141,4 +166,134 @@ func TestHolderSeesAKilledHolderGone(t *testing.T) {
 	if pid, held := Holder(dir); held {
 		t.Fatalf("after Close: held by pid %d", pid)
 	}
+}
+
+// dirNames lists dir's entries, sorted.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// wantInUse fails the test unless err is an *InUseError naming pid.
+func wantInUse(t *testing.T, what string, err error, pid int) {
+	t.Helper()
+	var iu *InUseError
+	if !errors.As(err, &iu) || iu.PID != pid || !strings.Contains(err.Error(), "is in use by") {
+		t.Fatalf("%s: %v, want an *InUseError naming pid %d", what, err, pid)
+	}
+}
+
+// Read-only opens of one store share it, in one process: each reads it,
+// none writes a file into the directory (no PID file) or leaves one; a
+// writer is refused while any of them has it open, naming this process,
+// and opens once they are closed; a reader is refused beside that writer.
+func TestReadersShareTheStore(t *testing.T) {
+	dir := t.TempDir()
+	w := openBound(t, dir)
+	putBig(t, w, 1, 10)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := dirNames(t, dir)
+	var readers []*Store
+	for i := range 3 {
+		r, err := Open(dir, Options{ReadOnly: true})
+		if err != nil {
+			t.Fatalf("read-only open %d beside %d others: %v", i+1, i, err)
+		}
+		readers = append(readers, r)
+	}
+	for i, r := range readers {
+		if b, err := r.Get(7); err != nil || b.Height != 7 {
+			t.Fatalf("reader %d: get 7: %v", i+1, err)
+		}
+	}
+	if got := dirNames(t, dir); !slices.Equal(got, before) {
+		t.Errorf("with readers open the directory holds %v, before %v", got, before)
+	}
+	_, err := Open(dir, Options{})
+	wantInUse(t, "open for writing beside readers", err, os.Getpid())
+	for _, r := range readers {
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := dirNames(t, dir); !slices.Equal(got, before) {
+		t.Errorf("after the readers closed the directory holds %v, before %v", got, before)
+	}
+	w = openDir(t, dir)
+	defer w.Close()
+	_, err = Open(dir, Options{ReadOnly: true})
+	wantInUse(t, "read-only open beside a writer", err, os.Getpid())
+}
+
+// Readers in two processes share a store; a writer is refused beside a
+// reader of another process, naming it where the system says who holds a
+// lock (Linux), and opens once it has exited. The reader leaves no PID
+// file, and a reader refused beside a writer leaves the writer's.
+func TestReadersInTwoProcesses(t *testing.T) {
+	dir := t.TempDir()
+	w := openBound(t, dir)
+	putBig(t, w, 1, 10)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cmd, stdin := startReader(t, dir)
+	r, err := Open(dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open beside a reader in pid %d: %v", cmd.Process.Pid, err)
+	}
+	if b, err := r.Get(3); err != nil || b.Height != 3 {
+		t.Fatalf("get 3 beside another reader: %v", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := cmd.Process.Pid
+	if runtime.GOOS != "linux" {
+		want = 0
+	}
+	_, err = Open(dir, Options{})
+	wantInUse(t, "open for writing beside a reader in another process", err, want)
+	if _, err := os.Stat(filepath.Join(dir, pidFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("with a reader open, the PID file: %v, want none", err)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("reader: %v", err)
+	}
+
+	cmd, stdin = startHolder(t, dir)
+	_, err = Open(dir, Options{ReadOnly: true})
+	wantInUse(t, "read-only open beside a writer in another process", err, cmd.Process.Pid)
+	if pid, _ := os.ReadFile(filepath.Join(dir, pidFile)); strings.TrimSpace(string(pid)) != fmt.Sprint(cmd.Process.Pid) {
+		t.Errorf("after a refused reader, the writer's PID file says %q, want %d", pid, cmd.Process.Pid)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+	s := openDir(t, dir)
+	s.Close()
+}
+
+// A writer of an older blockhaul takes Pebble's lock alone: a reader is
+// refused beside it all the same, naming it.
+func TestReaderRefusedBesidePebblesLock(t *testing.T) {
+	dir := t.TempDir()
+	w := openBound(t, dir)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cmd, _ := startHolderEnv(t, dir, "STAGING_HOLD_PEBBLE=1")
+	_, err := Open(dir, Options{ReadOnly: true})
+	wantInUse(t, "read-only open beside Pebble's lock", err, cmd.Process.Pid)
 }

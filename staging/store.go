@@ -14,11 +14,14 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/cockroachdb/pebble/v2"
@@ -47,7 +50,10 @@ type Options struct {
 	// MaxRecordSize caps the uncompressed size of one record when decoding, so
 	// a corrupt header cannot ask for GiBs. Default 256 MiB.
 	MaxRecordSize uint64
-	// ReadOnly opens the store without write access (status).
+	// ReadOnly opens the store without write access (status, verify,
+	// publish). Any number of read-only opens share a store, in one process
+	// or several; none is let in beside a writer, nor a writer beside one
+	// (an *InUseError). A read-only open writes nothing into the directory.
 	ReadOnly bool
 	// Logger receives Pebble's background errors. Default: discard.
 	Logger *slog.Logger
@@ -82,6 +88,7 @@ func (o *Options) EnsureDefaults() {
 type Store struct {
 	dir    string
 	db     *pebble.DB
+	lock   io.Closer // blockhaul's lock on dir (see lock.go), released after db closes
 	opts   Options
 	fs     vfs.FS
 	faults *faults
@@ -158,6 +165,27 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 			return nil, err
 		}
 	}
+	lock, err := lockDir(dir, opts.ReadOnly)
+	if err != nil {
+		if lockRefused(err) {
+			return nil, lockedBy(opts.fs, dir, err)
+		}
+		return nil, fmt.Errorf("staging: open %s: %w", dir, err)
+	}
+	defer func() {
+		if lock != nil { // not handed to the Store
+			lock.Close()
+		}
+	}()
+	fs := vfs.FS(noPreallocFS{opts.fs})
+	if opts.ReadOnly && sharedReaders {
+		// Pebble's lock is a writer's alone; a writer of an older
+		// blockhaul takes no other.
+		if pid, held, _ := pebbleHolder(dir); held {
+			return nil, &InUseError{Dir: dir, PID: pid, Err: &os.PathError{Op: "lock", Path: filepath.Join(dir, "LOCK"), Err: syscall.EAGAIN}}
+		}
+		fs = readerFS{fs}
+	}
 	defer pre.contain("open", false, &err)
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref()
@@ -169,7 +197,7 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 		L0StopWritesThreshold: 64,
 		ReadOnly:              opts.ReadOnly,
 		Logger:                pebbleLogger{opts.Logger, f},
-		FS:                    noPreallocFS{opts.fs},
+		FS:                    fs,
 		EventListener: &pebble.EventListener{
 			BackgroundError: func(err error) {
 				opts.Logger.Error("pebble background error", "component", "pebble", "err", err)
@@ -261,9 +289,12 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 		db.Close()
 		return nil, fmt.Errorf("staging: zstd decoder: %w", err)
 	}
-	s := &Store{dir: dir, db: db, opts: opts, fs: opts.fs, faults: f, blobs: blobs, enc: enc, dec: dec}
+	s := &Store{dir: dir, db: db, lock: lock, opts: opts, fs: opts.fs, faults: f, blobs: blobs, enc: enc, dec: dec}
 	s.indexHigh.Store(math.MaxUint64) // until openLedger counts
-	s.writePID()
+	lock = nil                        // the Store's: Close releases it
+	if !opts.ReadOnly {
+		s.writePID()
+	}
 	if id, ok, err := s.loadIdentity(); err != nil {
 		s.Close()
 		return nil, err
@@ -294,18 +325,23 @@ func (s *Store) Close() (err error) {
 	s.enc.Close()
 	s.dec.Close()
 	if s.faults.isWedged() {
-		return s.faults.broken()
+		return s.faults.broken() // the lock too stays held until the process exits
 	}
 	defer s.contain("close", true, &err)
 	if err := s.faults.broken(); err != nil {
 		s.db.Close()
+		s.lock.Close()
 		return err
 	}
 	// Sync and record what is staged while Pebble is open.
 	lerr := s.syncLedger()
-	s.removePID()
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("staging: close: %w", s.corruptErr(err, nil))
+	if !s.opts.ReadOnly {
+		s.removePID()
+	}
+	cerr := s.db.Close()
+	s.lock.Close()
+	if cerr != nil {
+		return fmt.Errorf("staging: close: %w", s.corruptErr(cerr, nil))
 	}
 	if err := s.faults.broken(); err != nil {
 		return err
