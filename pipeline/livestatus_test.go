@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/loader"
+	"github.com/blockhaul/blockhaul/staging"
 )
 
 // stallingSource serves heights up to stallAt and then blocks every fetch
@@ -170,5 +172,39 @@ func TestStatusBesideARunningJob(t *testing.T) {
 	}
 	if mb < 0.5 {
 		t.Errorf("status gives the running job's store %.1f MB", mb)
+	}
+}
+
+// TestReadersBesideAReader: status, verify and publish of a store that
+// another read-only command has open read it themselves, as they do alone
+// (status prints the store's ranges, not a running job's; verify checks
+// the store, not a checkpoint of it; publish does not ask to stop a job),
+// and the directory holds no PID file after them.
+func TestReadersBesideAReader(t *testing.T) {
+	dir := archiveFixture(t, "evm", 100)
+	other, err := staging.Open(dir, staging.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+
+	cfg := DefaultConfig()
+	cfg.Command, cfg.Staging = CmdStatus, dir
+	var out bytes.Buffer
+	if _, err := Run(context.Background(), cfg, &out, quiet); err != nil || strings.Contains(out.String(), "in use") || !strings.Contains(out.String(), "1-100") {
+		t.Fatalf("status beside a reader: %v\n%s", err, out.String())
+	}
+	r, err := runVerify(t, verifyCmd(dir, ""))
+	if err != nil || r.HeldBy != 0 || !r.CheckpointAt.IsZero() || r.Staging.Records != 100 || r.Problems() != 0 {
+		t.Fatalf("verify beside a reader: %v; held by %d at %v, %d records, %d problems", err, r.HeldBy, r.CheckpointAt, r.Staging.Records, r.Problems())
+	}
+	pub := DefaultConfig()
+	pub.Command, pub.Staging, pub.Args, pub.ChunkBlocks = CmdPublish, dir, []string{filepath.Join(t.TempDir(), "archive")}, 50
+	out.Reset()
+	if _, err := Run(context.Background(), pub, &out, quiet); err != nil {
+		t.Fatalf("publish beside a reader: %v\n%s", err, out.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "blockhaul.pid")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after the readers, the PID file: %v, want none", err)
 	}
 }
