@@ -168,18 +168,16 @@ func TestHolderSeesAKilledHolderGone(t *testing.T) {
 	}
 }
 
-// dirNames lists dir's entries, sorted.
-func dirNames(t *testing.T, dir string) []string {
+// stagedDir is a directory holding a closed store with heights 1-10.
+func stagedDir(t *testing.T) string {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
+	dir := t.TempDir()
+	w := openBound(t, dir)
+	putBig(t, w, 1, 10)
+	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	return names
+	return dir
 }
 
 // wantInUse fails the test unless err is an *InUseError naming pid.
@@ -196,13 +194,8 @@ func wantInUse(t *testing.T, what string, err error, pid int) {
 // writer is refused while any of them has it open, naming this process,
 // and opens once they are closed; a reader is refused beside that writer.
 func TestReadersShareTheStore(t *testing.T) {
-	dir := t.TempDir()
-	w := openBound(t, dir)
-	putBig(t, w, 1, 10)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	before := dirNames(t, dir)
+	dir := stagedDir(t)
+	before := names(t, dir)
 	var readers []*Store
 	for i := range 3 {
 		r, err := Open(dir, Options{ReadOnly: true})
@@ -216,7 +209,7 @@ func TestReadersShareTheStore(t *testing.T) {
 			t.Fatalf("reader %d: get 7: %v", i+1, err)
 		}
 	}
-	if got := dirNames(t, dir); !slices.Equal(got, before) {
+	if got := names(t, dir); !slices.Equal(got, before) {
 		t.Errorf("with readers open the directory holds %v, before %v", got, before)
 	}
 	_, err := Open(dir, Options{})
@@ -226,10 +219,10 @@ func TestReadersShareTheStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := dirNames(t, dir); !slices.Equal(got, before) {
+	if got := names(t, dir); !slices.Equal(got, before) {
 		t.Errorf("after the readers closed the directory holds %v, before %v", got, before)
 	}
-	w = openDir(t, dir)
+	w := openDir(t, dir)
 	defer w.Close()
 	_, err = Open(dir, Options{ReadOnly: true})
 	wantInUse(t, "read-only open beside a writer", err, os.Getpid())
@@ -240,12 +233,7 @@ func TestReadersShareTheStore(t *testing.T) {
 // lock (Linux), and opens once it has exited. The reader leaves no PID
 // file, and a reader refused beside a writer leaves the writer's.
 func TestReadersInTwoProcesses(t *testing.T) {
-	dir := t.TempDir()
-	w := openBound(t, dir)
-	putBig(t, w, 1, 10)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir := stagedDir(t)
 	cmd, stdin := startReader(t, dir)
 	r, err := Open(dir, Options{ReadOnly: true})
 	if err != nil {
@@ -288,11 +276,7 @@ func TestReadersInTwoProcesses(t *testing.T) {
 // A writer of an older blockhaul takes Pebble's lock alone: a reader is
 // refused beside it all the same, naming it.
 func TestReaderRefusedBesidePebblesLock(t *testing.T) {
-	dir := t.TempDir()
-	w := openBound(t, dir)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir := stagedDir(t)
 	cmd, _ := startHolderEnv(t, dir, "STAGING_HOLD_PEBBLE=1")
 	_, err := Open(dir, Options{ReadOnly: true})
 	wantInUse(t, "read-only open beside Pebble's lock", err, cmd.Process.Pid)

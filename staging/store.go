@@ -291,7 +291,8 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 	}
 	s := &Store{dir: dir, db: db, lock: lock, opts: opts, fs: opts.fs, faults: f, blobs: blobs, enc: enc, dec: dec}
 	s.indexHigh.Store(math.MaxUint64) // until openLedger counts
-	lock = nil                        // the Store's: Close releases it
+	// The lock is the Store's now: Close releases it.
+	lock = nil
 	if !opts.ReadOnly {
 		s.writePID()
 	}
