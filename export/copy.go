@@ -24,7 +24,7 @@ func writeBatch(ctx context.Context, conn *pgx.Conn, cfg *Config, tables []chain
 	if errors.Is(err, errKeysDeferred) {
 		// Another fill dropped the keys since this stream started: with
 		// them built, this batch meets its rows as it would have.
-		if err = buildKeysFor(ctx, conn, cfg.Schema, cfg.Logger); err == nil {
+		if err = buildKeysFor(ctx, conn, cfg.Schema, cfg.IndexMemory, cfg.Logger); err == nil {
 			err = commitBatch(ctx, conn, cfg, tables, cp, chk, b, last, false)
 		}
 	}

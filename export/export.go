@@ -39,6 +39,10 @@ type Config struct {
 	// exported again — and the batch that completes the range commits
 	// synchronously.
 	SyncCommit bool
+	// IndexMemory is the maintenance_work_mem, in bytes, of the primary
+	// keys this export builds before writing when another fill deferred
+	// them (0: the server's); pipeline sets --index-memory.
+	IndexMemory int64
 	// SkipIndexes leaves secondary indexes uncreated (deferred index builds).
 	SkipIndexes bool
 	// Indexes is which secondary indexes the schema gets (--indexes). The
@@ -195,7 +199,7 @@ func runOnce(ctx context.Context, sess *Session, conn *pgx.Conn, store *staging.
 	if err := EnsureSchema(ctx, conn, cfg.Schema, cfg.Indexes.Select(tables), cfg.SkipIndexes, cfg.Logger); err != nil {
 		return err
 	}
-	if err := ensureKeys(ctx, conn, cfg.Schema, cfg.KeylessFill, cfg.Logger); err != nil {
+	if err := ensureKeys(ctx, conn, cfg.Schema, cfg.KeylessFill, cfg.IndexMemory, cfg.Logger); err != nil {
 		return err
 	}
 	cp, err := newCopier(ctx, conn, cfg.Schema, tables)

@@ -177,19 +177,20 @@ var errKeysDeferred = errors.New("export: primary keys deferred by another fill"
 
 // ensureKeys builds, on conn, the keys another fill than token's deferred,
 // for a writer about to write into their tables.
-func ensureKeys(ctx context.Context, conn *pgx.Conn, schema, token string, log *slog.Logger) error {
+func ensureKeys(ctx context.Context, conn *pgx.Conn, schema, token string, mem int64, log *slog.Logger) error {
 	other, err := keysDeferredByOther(ctx, conn, schema, token)
 	if err != nil || !other {
 		return err
 	}
-	return buildKeysFor(ctx, conn, schema, log)
+	return buildKeysFor(ctx, conn, schema, mem, log)
 }
 
 // buildKeysFor builds the keys another fill deferred, on conn, for a writer
-// that is about to write into their tables.
-func buildKeysFor(ctx context.Context, conn *pgx.Conn, schema string, log *slog.Logger) error {
+// that is about to write into their tables, each with maintenance_work_mem
+// mem (0: the server's), as the deferred builds after a fill.
+func buildKeysFor(ctx context.Context, conn *pgx.Conn, schema string, mem int64, log *slog.Logger) error {
 	log.Info("primary keys deferred by another fill: building them before writing, so that the rows it wrote merge")
-	_, err := BuildKeys(ctx, conn, schema, BuildOptions{Logger: log})
+	_, err := BuildKeys(ctx, conn, schema, BuildOptions{Logger: log, MaintenanceWorkMem: mem})
 	return err
 }
 

@@ -105,12 +105,22 @@ func TestKeyBuildOverDuplicatesFailsByName(t *testing.T) {
 // place) meets them deferred at its first batch: it builds them and
 // commits its batch with them in place, and the fill's own batches then
 // merge with its rows. No height twice.
+//
+// It builds them with its IndexMemory, as the deferred builds after a fill:
+// an event trigger records the maintenance_work_mem each DDL command of the
+// builds ran with.
 func TestWriterBesideKeylessFillBuildsKeys(t *testing.T) {
 	e := newEnv(t)
 	e.stage(1, 40, func(uint64) string { return "n=2" })
+	if _, err := e.conn.Exec(e.ctx, `CREATE TABLE public.ddl_mem (mem text, query text);
+CREATE FUNCTION public.note_ddl_mem() RETURNS event_trigger LANGUAGE plpgsql AS
+$$ BEGIN INSERT INTO public.ddl_mem VALUES (current_setting('maintenance_work_mem'), current_query()); END $$;
+CREATE EVENT TRIGGER note_ddl_mem ON ddl_command_end EXECUTE FUNCTION public.note_ddl_mem()`); err != nil {
+		t.Fatal(err)
+	}
 	other := e.secondConn()
 	var token string
-	cfg := Config{Schema: "chain x", BatchBlocks: 10, Stream: Stream{Alias: "b", From: 1, To: 40},
+	cfg := Config{Schema: "chain x", BatchBlocks: 10, IndexMemory: 48 << 20, Stream: Stream{Alias: "b", From: 1, To: 40},
 		OnStart: func(Stream, uint64) {
 			if token != "" {
 				return
@@ -126,6 +136,16 @@ func TestWriterBesideKeylessFillBuildsKeys(t *testing.T) {
 	}
 	if built, deferred := e.keysOf(); built != "blocks_pkey,items_pkey" || deferred != "" {
 		t.Fatalf("keys built %q, deferred %q; want both built", built, deferred)
+	}
+	var builds, at48 int
+	if err := e.conn.QueryRow(e.ctx, `SELECT count(*), count(*) FILTER (WHERE mem = '48MB') FROM public.ddl_mem WHERE query LIKE '%UNIQUE INDEX%pkey%' OR query LIKE '%PRIMARY KEY USING INDEX%'`).Scan(&builds, &at48); err != nil {
+		t.Fatal(err)
+	}
+	if builds < 4 || at48 != builds {
+		t.Fatalf("%d statements of the key builds, %d of them with maintenance_work_mem 48MB; want both keys, all at the writer's IndexMemory", builds, at48)
+	}
+	if _, err := e.conn.Exec(e.ctx, `DROP EVENT TRIGGER note_ddl_mem`); err != nil {
+		t.Fatal(err)
 	}
 	// The fill, with its token, over the same heights: its batches merge.
 	res, err := Run(e.ctx, Fixed(other), e.store, testDecoder{}, Config{Schema: "chain x", BatchBlocks: 10, KeylessFill: token,

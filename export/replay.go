@@ -49,7 +49,8 @@ type ReplayConfig struct {
 	// when it starts.
 	From, To       uint64
 	FromSet, ToSet bool
-	// BatchBlocks, BatchRows and SyncCommit are as in Config.
+	// BatchBlocks, BatchRows, SyncCommit and IndexMemory are as in Config.
+	IndexMemory int64
 	BatchBlocks int
 	BatchRows   int
 	SyncCommit  bool
@@ -157,7 +158,7 @@ func replayOnce(ctx context.Context, sess *Session, conn *pgx.Conn, store *stagi
 	if err := EnsureSchema(ctx, conn, cfg.Schema, tables, false, cfg.Logger); err != nil {
 		return err
 	}
-	if err := ensureKeys(ctx, conn, cfg.Schema, "", cfg.Logger); err != nil {
+	if err := ensureKeys(ctx, conn, cfg.Schema, "", cfg.IndexMemory, cfg.Logger); err != nil {
 		return err
 	}
 	covered, err := CoveredHeights(ctx, conn, cfg.Schema)
@@ -386,7 +387,7 @@ func replayChunk(ctx context.Context, conn *pgx.Conn, store *staging.Store, dec 
 		}
 		if errors.Is(err, errKeysDeferred) && attempt < replayAttempts {
 			// A fill dropped the keys since the replay started.
-			if err = buildKeysFor(ctx, conn, cfg.Schema, cfg.Logger); err != nil {
+			if err = buildKeysFor(ctx, conn, cfg.Schema, cfg.IndexMemory, cfg.Logger); err != nil {
 				break
 			}
 			continue

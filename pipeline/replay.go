@@ -70,6 +70,7 @@ func replayTables(ctx context.Context, cfg *Config, store *staging.Store, log *s
 		ToSet:       cfg.ToSet,
 		BatchBlocks: cfg.BatchBlocks,
 		SyncCommit:  cfg.SyncCommit,
+		IndexMemory: cfg.IndexMemoryMiB << 20,
 		Logger:      log,
 		OnBatch:     h.onBatch,
 		OnStart:     h.onStart,

@@ -386,6 +386,7 @@ func exportConfig(cfg *Config, log *slog.Logger, c *counters) export.Config {
 		Stream:      export.Stream{Alias: alias, From: cfg.From, To: cfg.To},
 		BatchBlocks: cfg.BatchBlocks,
 		SyncCommit:  cfg.SyncCommit,
+		IndexMemory: cfg.IndexMemoryMiB << 20,
 		Logger:      log,
 		OnBatch: func(b export.BatchStats) {
 			c.m.Exported(b.From, b.To, b.Rows, b.Commit, b.Conflicted)
