@@ -27,8 +27,9 @@ import (
 // values once Err is set, so callers may check Err once after a loop.
 //
 // The values it skips are checked as SkipValue checks them, nested at most
-// CursorDepth deep. The strings it reads have their escapes checked, but
-// raw control characters in them are let through (strict JSON forbids
+// CursorDepth deep. The keys it reads are checked as strictly; the string
+// values it reads have their escapes checked, but raw control characters in
+// them are let through (strict JSON forbids
 // them): they are harmless to the decoders (text is cleaned, jsonb
 // re-escaped), records come from bodies SkipValue has already checked, and
 // looking for them would cost a pass over every byte of a long string that
@@ -201,6 +202,16 @@ func (s *Scanner) NextKey(n *int) ([]byte, bool) {
 	}
 	*n++
 	k := s.String()
+	// A key is checked for raw control characters as SkipValue checks
+	// every string: keys are short, and a document read key by key must
+	// be refused where one skipped whole is (records are verified by
+	// reading them and identified by skipping most of them).
+	for i := k.Start; i < k.End; i++ {
+		if s.b[i] < 0x20 {
+			s.failErr(ErrorAt(s.b, i, "in string literal"))
+			return nil, false
+		}
+	}
 	if s.Peek() != ':' {
 		s.Fail("expected ':' after object key")
 		return nil, false

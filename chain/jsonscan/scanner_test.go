@@ -88,3 +88,36 @@ func TestUnescape(t *testing.T) {
 		}
 	}
 }
+
+// A raw control character in a key is refused when the key is read, as it
+// is when the object is skipped: a document read key by key and the same
+// document skipped whole are both refused (evm's FuzzBlockIdentity found a
+// record that VerifyBlock read and BlockIdentity, skipping it, refused).
+func TestKeyWithControlCharacter(t *testing.T) {
+	for _, doc := range []string{"{\"a\x16b\":1}", "{\"ok\":1,\"\x00\":2}", "{\"\\u0041\x1f\":1}"} {
+		var r Scanner
+		r.Reset([]byte(doc))
+		r.OpenObject()
+		n := 0
+		for {
+			if _, ok := r.NextKey(&n); !ok {
+				break
+			}
+			r.Skip()
+		}
+		if r.Err() == nil {
+			t.Errorf("NextKey over %q: no error", doc)
+		}
+		r.Reset([]byte(doc))
+		if r.Skip(); r.Err() == nil {
+			t.Errorf("Skip of %q: no error", doc)
+		}
+	}
+	var r Scanner
+	r.Reset([]byte("{\"key\":\"value with \x16 inside\"}"))
+	r.OpenObject()
+	n := 0
+	if k, ok := r.NextKey(&n); !ok || string(k) != "key" {
+		t.Fatalf("a clean key: %q, %v (%v)", k, ok, r.Err())
+	}
+}
