@@ -333,6 +333,9 @@ func Snapshot(ctx context.Context, cfg Config, out io.Writer) error {
 	store, err := staging.Open(cfg.Staging, staging.Options{})
 	var iu *staging.InUseError
 	switch {
+	case errors.As(err, &iu) && iu.Reader:
+		// A reader (status, verify, ...) takes no checkpoint: wait for it.
+		return err
 	case errors.As(err, &iu):
 		// A running job holds the store: it takes the checkpoint.
 		r, err = archive.SnapshotHeld(ctx, cfg.Staging, bucket, dest, snapshotWait)

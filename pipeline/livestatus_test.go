@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -206,5 +207,29 @@ func TestReadersBesideAReader(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "blockhaul.pid")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("after the readers, the PID file: %v, want none", err)
+	}
+}
+
+// A command that would ask a running job for a checkpoint or a replay is
+// refused at once beside a reader, naming it as one: a reader (status,
+// verify, publish) has no endpoint to answer, and waiting for one spent
+// snapshot's two minutes for nothing.
+func TestJobRequestsBesideAReaderAreRefused(t *testing.T) {
+	dir := archiveFixture(t, "cometbft", 50)
+	other, err := staging.Open(dir, staging.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	snap := DefaultConfig()
+	snap.Command, snap.Staging, snap.Args = CmdSnapshot, dir, []string{filepath.Join(t.TempDir(), "snap")}
+	replay := DefaultConfig()
+	replay.Command, replay.Staging, replay.Replay, replay.PG = CmdExport, dir, []string{"events"}, "postgres://postgres@127.0.0.1:1/none?sslmode=disable"
+	for _, cfg := range []Config{snap, replay} {
+		var iu *staging.InUseError
+		_, err := Run(context.Background(), cfg, io.Discard, quiet)
+		if !errors.As(err, &iu) || !iu.Reader || iu.PID != os.Getpid() || !strings.Contains(err.Error(), "reading it") {
+			t.Errorf("%s beside a reader: %v; want the store's refusal naming a reader (pid %d)", cfg.Command, err, os.Getpid())
+		}
 	}
 }

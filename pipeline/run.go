@@ -144,8 +144,9 @@ func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (S
 		return sum, err
 	}
 	store, err := staging.Open(cfg.Staging, staging.Options{Logger: log})
-	if held := (*staging.InUseError)(nil); errors.As(err, &held) && cfg.Command == CmdExport && len(cfg.Replay) > 0 {
-		// A running follow holds it: it runs the replay.
+	if held := (*staging.InUseError)(nil); errors.As(err, &held) && !held.Reader && cfg.Command == CmdExport && len(cfg.Replay) > 0 {
+		// A running follow holds it: it runs the replay. (A reader runs
+		// none: the store's refusal is the answer.)
 		if ln != nil {
 			ln.Close()
 		}

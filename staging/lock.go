@@ -35,10 +35,16 @@ const pidFile = "blockhaul.pid"
 
 // InUseError reports a staging directory held open by another blockhaul
 // process (or by another Store of this one). PID is 0 when unknown.
+//
+// Reader is set when the holder only reads the store (status, verify,
+// publish, a merge's source: a read-only open), where the system says so:
+// such a holder is no job, and has no endpoint to ask for a checkpoint or
+// a replay.
 type InUseError struct {
-	Dir string
-	PID int
-	Err error
+	Dir    string
+	PID    int
+	Reader bool
+	Err    error
 }
 
 func (e *InUseError) Error() string {
@@ -48,6 +54,9 @@ func (e *InUseError) Error() string {
 		if e.PID == os.Getpid() {
 			who = fmt.Sprintf("this process (pid %d), through another open store", e.PID)
 		}
+	}
+	if e.Reader {
+		who += " reading it (status, verify, publish or a merge)"
 	}
 	return fmt.Sprintf("staging: %s is in use by %s; wait for it to finish or use another --staging directory", e.Dir, who)
 }
@@ -82,8 +91,8 @@ func inUse(fs vfs.FS, dir string, err error) error {
 // writer that was killed leaves its file).
 func lockedBy(fs vfs.FS, dir string, err error) error {
 	e := inUse(fs, dir, err).(*InUseError)
-	if pid := flockHolder(dir); pid != 0 {
-		e.PID = pid
+	if pid, shared := flockHolder(dir); pid != 0 {
+		e.PID, e.Reader = pid, shared
 	} else if !ProcessAlive(e.PID) {
 		e.PID = 0
 	}

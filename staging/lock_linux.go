@@ -10,21 +10,22 @@ import (
 )
 
 // flockHolder is a process holding an flock(2) lock on dir, as
-// /proc/locks lists them (another process's before this one's), or 0.
-func flockHolder(dir string) int {
+// /proc/locks lists them (another process's before this one's), or 0, and
+// whether its lock is shared (a reader's).
+func flockHolder(dir string) (int, bool) {
 	var st unix.Stat_t
 	if err := unix.Stat(dir, &st); err != nil {
-		return 0
+		return 0, false
 	}
 	want := strconv.FormatUint(uint64(unix.Major(uint64(st.Dev))), 16) + ":" +
 		strconv.FormatUint(uint64(unix.Minor(uint64(st.Dev))), 16) + ":" +
 		strconv.FormatUint(st.Ino, 10)
 	f, err := os.Open("/proc/locks")
 	if err != nil {
-		return 0
+		return 0, false
 	}
 	defer f.Close()
-	self := 0
+	self, selfShared := 0, false
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		// "1: FLOCK  ADVISORY  READ  1234 fe:00:786446 0 EOF"; a waiter's
@@ -38,11 +39,11 @@ func flockHolder(dir string) int {
 			continue
 		}
 		if pid != os.Getpid() {
-			return pid
+			return pid, fs[3] == "READ"
 		}
-		self = pid
+		self, selfShared = pid, fs[3] == "READ"
 	}
-	return self
+	return self, selfShared
 }
 
 // sameDevIno compares /proc/locks' "major:minor:inode" (major and minor in

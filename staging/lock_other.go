@@ -16,4 +16,4 @@ func lockDir(dir string, shared bool) (io.Closer, error) { return noLock{}, nil 
 func pebbleHolder(dir string) (pid int, held bool, err error) { return 0, false, nil }
 
 // flockHolder: no flock here.
-func flockHolder(dir string) int { return 0 }
+func flockHolder(dir string) (int, bool) { return 0, false }
