@@ -75,8 +75,9 @@ func TestExitStatusOfPermissionDenied(t *testing.T) {
 	if err := os.Mkdir(readOnly, 0o555); err != nil {
 		t.Fatal(err)
 	}
-	// The store's files are readable, its lock file not writable: status,
-	// verify and merge cannot open it.
+	// The store's files are readable, none writable: merge cannot write
+	// its own store beside it; status and verify read it (a reader takes
+	// no Pebble lock and writes nothing), as from a read-only mount.
 	must(t, filepath.Walk(good, func(p string, fi os.FileInfo, err error) error {
 		if err != nil {
 			return err
@@ -89,8 +90,6 @@ func TestExitStatusOfPermissionDenied(t *testing.T) {
 	must(t, os.Chmod(base, 0o755))
 	for _, args := range [][]string{
 		{"fetch", "--from", "1", "--to", "5", "--staging", filepath.Join(readOnly, "s")},
-		{"status", "--staging", good},
-		{"verify", "--staging", good},
 		{"merge", "--merge-from", good, "--staging", filepath.Join(base, "m")},
 	} {
 		cmd := exec.Command(bin, append(args, "--progress-interval", "0")...)
@@ -104,6 +103,26 @@ func TestExitStatusOfPermissionDenied(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "permission denied") {
 			t.Errorf("%q: %v, want exit 2 naming the permission denied:\n%s", args, err, out)
 		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "--staging", good}, "staged:   20 blocks in 1-20"},
+		{[]string{"verify", "--staging", good}, "result: clean"},
+	} {
+		cmd := exec.Command(bin, append(tc.args, "--progress-interval", "0")...)
+		cmd.Env = testbin.CleanEnv()
+		if os.Geteuid() == 0 {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%q on a store no file of which is writable: %v, want %q:\n%s", tc.args, err, tc.want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(good, "blockhaul.pid")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a reader left blockhaul.pid: %v", err)
 	}
 }
 
