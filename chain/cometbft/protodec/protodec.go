@@ -64,6 +64,7 @@ type Set struct {
 	types     *dynamicpb.Types
 	msgs      map[string]*msgType // by type URL, "/" + full name
 	added     int                 // files given by the operator
+	plans     wirePlans
 }
 
 type msgType struct {
@@ -73,6 +74,8 @@ type msgType struct {
 	// (see requiredFree), decided on first use.
 	noRequired     bool
 	noRequiredOnce sync.Once
+	plan           *wireMsg // how the direct writer writes it, built on first use
+	planOnce       sync.Once
 }
 
 var builtin = sync.OnceValues(func() (*Set, error) {
@@ -206,6 +209,18 @@ func (s *Set) AppendJSON(dst []byte, typeURL string, value []byte) ([]byte, stri
 	if t == nil {
 		return dst, "", fmt.Errorf("%w %s", ErrUnknownType, typeURL)
 	}
+	if p := t.wirePlan(s); !p.any && !p.timestamp {
+		w := wireWriter{s: s}
+		if out, ok := w.message(dst, value, p, 0, 0); ok {
+			return out, w.signer, nil
+		}
+	}
+	return s.appendProtojson(dst, typeURL, t, value)
+}
+
+// appendProtojson is AppendJSON through a dynamic message and protojson:
+// for what the direct writer does not answer.
+func (s *Set) appendProtojson(dst []byte, typeURL string, t *msgType, value []byte) ([]byte, string, error) {
 	t.noRequiredOnce.Do(func() { t.noRequired = requiredFree(t.mt.Descriptor(), map[protoreflect.FullName]bool{}) })
 	unmarshal, marshal := s.unmarshal, s.marshal
 	// Where no field can be required (every proto3 message), the checks
