@@ -26,7 +26,7 @@ var bech32Gen = func() (t [32]uint32) {
 func bech32Polymod(values []byte) uint32 {
 	chk := uint32(1)
 	for _, v := range values {
-		chk = (chk&0x1ffffff)<<5 ^ uint32(v) ^ bech32Gen[chk>>25]
+		chk = bech32Step(chk, v)
 	}
 	return chk
 }
@@ -97,24 +97,42 @@ func bech32Valid(s []byte) bool {
 	if p < 1 || len(s) > 90 {
 		return false
 	}
-	var buf [2*90 + 1]byte
-	values := buf[:0]
+	// The checksum over the prefix's high bits, a zero, its low bits, then
+	// the data characters' values, without writing those values out.
+	chk := uint32(1)
 	for _, c := range s[:p] {
-		values = append(values, c>>5)
+		chk = bech32Step(chk, c>>5)
 	}
-	values = append(values, 0)
+	chk = bech32Step(chk, 0)
 	for _, c := range s[:p] {
-		values = append(values, c&31)
+		chk = bech32Step(chk, c&31)
 	}
 	for _, c := range s[p+1:] {
-		i := indexByte(bech32Charset, c)
-		if i < 0 {
+		v := bech32Values[c]
+		if v < 0 {
 			return false
 		}
-		values = append(values, byte(i))
+		chk = bech32Step(chk, byte(v))
 	}
-	return bech32Polymod(values) == 1
+	return chk == 1
 }
+
+// bech32Step is one character's step of bech32Polymod.
+func bech32Step(chk uint32, v byte) uint32 {
+	return (chk&0x1ffffff)<<5 ^ uint32(v) ^ bech32Gen[chk>>25]
+}
+
+// bech32Values is the value of each bech32 data character, -1 for a byte
+// that is not one.
+var bech32Values = func() (t [256]int8) {
+	for i := range t {
+		t[i] = -1
+	}
+	for i := 0; i < len(bech32Charset); i++ {
+		t[bech32Charset[i]] = int8(i)
+	}
+	return t
+}()
 
 // bech32Prefix0 is the position of the separator of a bech32-shaped string
 // (lowercase letters, '1', at least six data characters), or -1.
@@ -135,13 +153,4 @@ func bech32Prefix0(s []byte) int {
 		}
 	}
 	return i
-}
-
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
 }

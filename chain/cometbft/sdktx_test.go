@@ -497,3 +497,61 @@ func bech32DecodeForTest(s string) (string, []byte, bool) {
 	}
 	return s[:sep], out, Bech32Encode(s[:sep], out) == s
 }
+
+// TestBech32ValidByDefinition checks bech32Valid against BIP-173's
+// definition (the values expanded, then the checksum) over addresses of
+// several prefixes and lengths, each with every byte value at every
+// position.
+func TestBech32ValidByDefinition(t *testing.T) {
+	byDefinition := func(s []byte) bool {
+		p := bech32Prefix0(s)
+		if p < 1 || len(s) > 90 {
+			return false
+		}
+		var values []byte
+		for _, c := range s[:p] {
+			values = append(values, c>>5)
+		}
+		values = append(values, 0)
+		for _, c := range s[:p] {
+			values = append(values, c&31)
+		}
+		for _, c := range s[p+1:] {
+			i := strings.IndexByte(bech32Charset, c)
+			if i < 0 {
+				return false
+			}
+			values = append(values, byte(i))
+		}
+		return bech32Polymod(values) == 1
+	}
+	valid, checked := 0, 0
+	for i, hrp := range []string{"cosmos", "cosmosvaloper", "osmo", "a", "cro"} {
+		data := make([]byte, 20+12*(i%2))
+		for j := range data {
+			data[j] = byte(31*i + 7*j)
+		}
+		addr := []byte(Bech32Encode(hrp, data))
+		if !bech32Valid(addr) {
+			t.Errorf("%s: not valid", addr)
+		}
+		for pos := range addr {
+			orig := addr[pos]
+			for c := range 256 {
+				addr[pos] = byte(c)
+				got, want := bech32Valid(addr), byDefinition(addr)
+				if got != want {
+					t.Errorf("%q: %v, by definition %v", addr, got, want)
+				}
+				if got {
+					valid++
+				}
+				checked++
+			}
+			addr[pos] = orig
+		}
+	}
+	if valid == 0 || valid == checked {
+		t.Errorf("%d of %d valid: the cases do not tell", valid, checked)
+	}
+}
