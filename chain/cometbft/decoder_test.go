@@ -556,6 +556,40 @@ func TestCleanText(t *testing.T) {
 	}
 }
 
+// TestAppendJSONStringPlainPath: the copy of plain text AppendJSONString
+// takes is what the escaping path writes, for text of 0 to 40 bytes with
+// every byte value, and multi-byte and cut UTF-8, at every position.
+func TestAppendJSONStringPlainPath(t *testing.T) {
+	var specials [][]byte
+	for c := range 256 {
+		specials = append(specials, []byte{byte(c)})
+	}
+	specials = append(specials, []byte("é"), []byte("—"), []byte("🚀"), []byte("\u2028"), []byte("\xe2\x82"), []byte("\xf0\x9f\x9a"))
+	plain, copied := 0, 0
+	check := func(b []byte) {
+		got, want := AppendJSONString([]byte("x"), b), appendJSONEscaped([]byte("x"), b)
+		if !bytes.Equal(got, want) {
+			t.Errorf("AppendJSONString(%q) = %s, escaping path %s", b, got, want)
+		}
+		if plainText(b) {
+			copied++
+		}
+	}
+	for n := range 41 {
+		base := []byte(strings.Repeat("cosmos1qyp", 5)[:n])
+		check(base)
+		plain++
+		for pos := 0; pos <= n; pos++ {
+			for _, sp := range specials {
+				check(slices.Concat(base[:pos], sp, base[pos:]))
+			}
+		}
+	}
+	if copied < plain/2 {
+		t.Errorf("%d of the %d plain texts copied: the plain path was not taken", copied, plain)
+	}
+}
+
 func TestParseTime(t *testing.T) {
 	for _, in := range []string{
 		"2023-02-16T06:18:32.774178625Z", "2023-02-16T06:18:32Z", "2023-02-16T06:18:32.1Z", "0001-01-01T00:00:00Z",

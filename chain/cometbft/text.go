@@ -50,6 +50,16 @@ var needsEscape = func() (t [256]bool) {
 // AppendJSONString appends b as a quoted JSON string, cleaned as cleanText
 // does.
 func AppendJSONString(dst, b []byte) []byte {
+	if plainText(b) {
+		dst = append(dst, '"')
+		dst = append(dst, b...)
+		return append(dst, '"')
+	}
+	return appendJSONEscaped(dst, b)
+}
+
+// appendJSONEscaped is AppendJSONString for any text.
+func appendJSONEscaped(dst, b []byte) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(b); {
@@ -99,6 +109,23 @@ func AppendJSONString(dst, b []byte) []byte {
 	}
 	dst = append(dst, b[start:]...)
 	return append(dst, '"')
+}
+
+// plainText reports whether b, at least eight bytes of it, is ASCII with
+// nothing to escape: most attribute keys and values (addresses, amounts),
+// copied then as they are. It reads b a word at a time, the last word
+// overlapping the one before, with no loop over single bytes.
+func plainText(b []byte) bool {
+	n := len(b)
+	if n < 8 {
+		return false
+	}
+	for i := 0; i+8 < n; i += 8 {
+		if swarSpecial(binary.LittleEndian.Uint64(b[i:])) {
+			return false
+		}
+	}
+	return !swarSpecial(binary.LittleEndian.Uint64(b[n-8:]))
 }
 
 // SWAR (SIMD within a register) over eight bytes: swarZero(v) has the
