@@ -207,7 +207,7 @@ func captureValue(s *jsonscan.Scanner) (start, end int, ok bool) {
 
 // appendCleanJSON appends the JSON value at b[start:end] (already
 // validated by the scanner) with every string re-encoded by
-// AppendJSONString, so that it is fit for jsonb: no \u0000, no invalid
+// jsonscan.AppendQuoted, so that it is fit for jsonb: no \u0000, no invalid
 // UTF-8.
 func appendCleanJSON(dst []byte, b []byte, scratch *[]byte) []byte {
 	var sc jsonscan.Scanner
@@ -225,7 +225,7 @@ func appendValue(s *jsonscan.Scanner, dst []byte, scratch *[]byte, depth int) []
 		if s.Err() != nil {
 			return dst
 		}
-		return AppendJSONString(dst, s.Text(r, scratch))
+		return jsonscan.AppendQuoted(dst, s.Text(r, scratch))
 	case '{':
 		s.OpenObject()
 		dst = append(dst, '{')
@@ -234,7 +234,7 @@ func appendValue(s *jsonscan.Scanner, dst []byte, scratch *[]byte, depth int) []
 			if n > 1 {
 				dst = append(dst, ',')
 			}
-			dst = AppendJSONString(dst, k) // NextKey has unescaped it
+			dst = jsonscan.AppendQuoted(dst, k) // NextKey has unescaped it
 			dst = append(dst, ':')
 			dst = appendValue(s, dst, scratch, depth+1)
 		}

@@ -767,7 +767,7 @@ func (st *decodeState) appendAttrText(dst []byte, r jsonscan.Span, b64 bool) []b
 		st.scratch2, _ = base64.StdEncoding.AppendDecode(st.scratch2[:0], b)
 		b = st.scratch2
 	}
-	return AppendJSONString(dst, b)
+	return jsonscan.AppendQuoted(dst, b)
 }
 
 // emit appends the rows of the parsed block.

@@ -540,53 +540,19 @@ func TestCleanText(t *testing.T) {
 		if got := string(cleanText(nil, []byte(c.in))); got != c.want {
 			t.Errorf("cleanText(%q) = %q, want %q", c.in, got, c.want)
 		}
-		js := AppendJSONString(nil, []byte(c.in))
+		js := jsonscan.AppendQuoted(nil, []byte(c.in))
 		var back string
 		if err := json.Unmarshal(js, &back); err != nil || back != c.want {
-			t.Errorf("AppendJSONString(%q) = %s, reads back as %q (%v), want %q", c.in, js, back, err, c.want)
+			t.Errorf("jsonscan.AppendQuoted(%q) = %s, reads back as %q (%v), want %q", c.in, js, back, err, c.want)
 		}
 		if bytes.Contains(js, []byte(`\u0000`)) {
-			t.Errorf("AppendJSONString(%q) = %s: jsonb rejects \\u0000", c.in, js)
+			t.Errorf("jsonscan.AppendQuoted(%q) = %s: jsonb rejects \\u0000", c.in, js)
 		}
 	}
 	long := strings.Repeat("0123456789abcdef", 8) + "\"\\\n\r\t\x01\x1f" + strings.Repeat("x", 9)
 	var back string
-	if err := json.Unmarshal(AppendJSONString(nil, []byte(long)), &back); err != nil || back != long {
-		t.Errorf("AppendJSONString of control characters reads back as %q, %v", back, err)
-	}
-}
-
-// TestAppendJSONStringPlainPath: the copy of plain text AppendJSONString
-// takes is what the escaping path writes, for text of 0 to 40 bytes with
-// every byte value, and multi-byte and cut UTF-8, at every position.
-func TestAppendJSONStringPlainPath(t *testing.T) {
-	var specials [][]byte
-	for c := range 256 {
-		specials = append(specials, []byte{byte(c)})
-	}
-	specials = append(specials, []byte("é"), []byte("—"), []byte("🚀"), []byte("\u2028"), []byte("\xe2\x82"), []byte("\xf0\x9f\x9a"))
-	plain, copied := 0, 0
-	check := func(b []byte) {
-		got, want := AppendJSONString([]byte("x"), b), appendJSONEscaped([]byte("x"), b)
-		if !bytes.Equal(got, want) {
-			t.Errorf("AppendJSONString(%q) = %s, escaping path %s", b, got, want)
-		}
-		if plainText(b) {
-			copied++
-		}
-	}
-	for n := range 41 {
-		base := []byte(strings.Repeat("cosmos1qyp", 5)[:n])
-		check(base)
-		plain++
-		for pos := 0; pos <= n; pos++ {
-			for _, sp := range specials {
-				check(slices.Concat(base[:pos], sp, base[pos:]))
-			}
-		}
-	}
-	if copied < plain/2 {
-		t.Errorf("%d of the %d plain texts copied: the plain path was not taken", copied, plain)
+	if err := json.Unmarshal(jsonscan.AppendQuoted(nil, []byte(long)), &back); err != nil || back != long {
+		t.Errorf("AppendQuoted of control characters reads back as %q, %v", back, err)
 	}
 }
 

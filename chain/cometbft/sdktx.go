@@ -10,6 +10,7 @@ import (
 
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft/protodec"
+	"github.com/blockhaul/blockhaul/chain/jsonscan"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"golang.org/x/crypto/ripemd160" //nolint:staticcheck // see ValidatorAddress
@@ -408,9 +409,9 @@ func (st *decodeState) emitSDK(rows *chain.Rows, row []any, i int, tx []byte, hv
 			fee = append(fee, ',')
 		}
 		fee = append(fee, `{"denom":`...)
-		fee = AppendJSONString(fee, c.denom)
+		fee = jsonscan.AppendQuoted(fee, c.denom)
 		fee = append(fee, `,"amount":`...)
-		fee = AppendJSONString(fee, c.amount)
+		fee = jsonscan.AppendQuoted(fee, c.amount)
 		fee = append(fee, '}')
 	}
 	row[tFee] = rows.BoxBytes(append(fee, ']'))

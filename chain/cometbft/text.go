@@ -2,7 +2,6 @@ package cometbft
 
 import (
 	"bytes"
-	"encoding/binary"
 	"time"
 	"unicode/utf8"
 )
@@ -33,119 +32,6 @@ func cleanText(dst, b []byte) []byte {
 	}
 	return dst
 }
-
-// needsEscape marks the bytes AppendJSONString cannot copy as they are.
-var needsEscape = func() (t [256]bool) {
-	for c := range 0x20 {
-		t[c] = true
-	}
-	t['"'] = true
-	t['\\'] = true
-	for c := 0x80; c < 0x100; c++ {
-		t[c] = true // multi-byte: checked for validity
-	}
-	return t
-}()
-
-// AppendJSONString appends b as a quoted JSON string, cleaned as cleanText
-// does.
-func AppendJSONString(dst, b []byte) []byte {
-	if plainText(b) {
-		dst = append(dst, '"')
-		dst = append(dst, b...)
-		return append(dst, '"')
-	}
-	return appendJSONEscaped(dst, b)
-}
-
-// appendJSONEscaped is AppendJSONString for any text.
-func appendJSONEscaped(dst, b []byte) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(b); {
-		// Skip eight plain ASCII bytes at a time: most text is.
-		for i+8 <= len(b) && !swarSpecial(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-		}
-		if i >= len(b) {
-			break
-		}
-		c := b[i]
-		if !needsEscape[c] {
-			i++
-			continue
-		}
-		if c >= 0x80 {
-			r, size := utf8.DecodeRune(b[i:])
-			if r != utf8.RuneError || size != 1 {
-				i += size
-				continue
-			}
-			dst = append(dst, b[start:i]...)
-			dst = append(dst, replacementChar...)
-			i++
-			start = i
-			continue
-		}
-		dst = append(dst, b[start:i]...)
-		switch c {
-		case '"':
-			dst = append(dst, '\\', '"')
-		case '\\':
-			dst = append(dst, '\\', '\\')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case 0:
-			dst = append(dst, replacementChar...)
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&15])
-		}
-		i++
-		start = i
-	}
-	dst = append(dst, b[start:]...)
-	return append(dst, '"')
-}
-
-// plainText reports whether b, at least eight bytes of it, is ASCII with
-// nothing to escape: most attribute keys and values (addresses, amounts),
-// copied then as they are. It reads b a word at a time, the last word
-// overlapping the one before, with no loop over single bytes.
-func plainText(b []byte) bool {
-	n := len(b)
-	if n < 8 {
-		return false
-	}
-	for i := 0; i+8 < n; i += 8 {
-		if swarSpecial(binary.LittleEndian.Uint64(b[i:])) {
-			return false
-		}
-	}
-	return !swarSpecial(binary.LittleEndian.Uint64(b[n-8:]))
-}
-
-// SWAR (SIMD within a register) over eight bytes: swarZero(v) has the
-// high bit set in the lowest byte of v that is zero (and possibly in
-// higher bytes after it).
-const (
-	swarOnes  = 0x0101010101010101
-	swarHighs = 0x8080808080808080
-)
-
-func swarZero(v uint64) uint64 { return (v - swarOnes) & ^v & swarHighs }
-
-// swarSpecial reports whether any of the eight bytes of v needs attention
-// from AppendJSONString: a control character, '"', '\\' or a non-ASCII byte.
-func swarSpecial(v uint64) bool {
-	ctl := (v - swarOnes*0x20) & ^v & swarHighs // bytes < 0x20 (or a borrow from one)
-	return (ctl | swarZero(v^(swarOnes*'"')) | swarZero(v^(swarOnes*'\\')) | v&swarHighs) != 0
-}
-
-const hexDigits = "0123456789abcdef"
 
 // isPrintableText reports whether b is non-empty UTF-8 without control
 // characters: what an event attribute key decoded from 0.34 base64 looks like.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain/cometbft"
+	"github.com/blockhaul/blockhaul/chain/jsonscan"
 )
 
 // generator renders one block's record. Rendering appends to a byte slice
@@ -400,7 +401,7 @@ func (g *generator) attrBytes(key string, value []byte) {
 // attrJSON adds an attribute whose value must be escaped.
 func (g *generator) attrJSON(key string, value []byte) {
 	g.attrKey(key)
-	g.b = cometbft.AppendJSONString(g.b, value)
+	g.b = jsonscan.AppendQuoted(g.b, value)
 	g.lit(`,"index":true}`)
 }
 

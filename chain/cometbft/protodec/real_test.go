@@ -241,11 +241,8 @@ func TestRealOsmosisTransactions(t *testing.T) {
 	}
 }
 
-// checkRealTxs decodes with s the messages of file (n transactions) whose
-// type URL want takes, each against the node's JSON; of the others it
-// counts those s does not know. Every transaction's bytes must hash to its
-// txhash and hold the messages of the node's JSON.
-func checkRealTxs(t *testing.T, s *Set, file string, n int, want func(typeURL string) bool) (decoded, unknown int) {
+// readRealTxs reads a testdata/*/txs.json.
+func readRealTxs(t *testing.T, file string) []realTx {
 	t.Helper()
 	raw, err := os.ReadFile(file)
 	if err != nil {
@@ -255,6 +252,16 @@ func checkRealTxs(t *testing.T, s *Set, file string, n int, want func(typeURL st
 	if err := json.Unmarshal(raw, &txs); err != nil {
 		t.Fatal(err)
 	}
+	return txs
+}
+
+// checkRealTxs decodes with s the messages of file (n transactions) whose
+// type URL want takes, each against the node's JSON; of the others it
+// counts those s does not know. Every transaction's bytes must hash to its
+// txhash and hold the messages of the node's JSON.
+func checkRealTxs(t *testing.T, s *Set, file string, n int, want func(typeURL string) bool) (decoded, unknown int) {
+	t.Helper()
+	txs := readRealTxs(t, file)
 	if len(txs) != n {
 		t.Fatalf("%d transactions in %s, want %d", len(txs), file, n)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/blockhaul/blockhaul/chain/jsonscan"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -299,7 +300,7 @@ func (w *wireWriter) value(dst, b []byte, typ protowire.Type, f *wireField, dept
 		if sd >= 0 && !f.list {
 			w.signer = string(v)
 		}
-		return appendString(dst, v), n, true
+		return jsonscan.AppendQuoted(dst, v), n, true
 	case protoreflect.BytesKind:
 		dst = append(dst, '"')
 		dst = base64.StdEncoding.AppendEncode(dst, v)
@@ -317,34 +318,10 @@ func (w *wireWriter) value(dst, b []byte, typ protowire.Type, f *wireField, dept
 // any appends an Any as protojson does: "@type", then the fields of the
 // message it holds, resolved through the set.
 func (w *wireWriter) any(dst, b []byte, depth int) ([]byte, bool) {
-	var url, value []byte
-	var sawURL, sawValue bool
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return dst, false
-		}
-		b = b[n:]
-		if (num == 1 || num == 2) && typ == protowire.BytesType {
-			v, m := protowire.ConsumeBytes(b)
-			if m < 0 || (num == 1 && sawURL) || (num == 2 && sawValue) {
-				return dst, false
-			}
-			if num == 1 {
-				url, sawURL = v, true
-			} else {
-				value, sawValue = v, true
-			}
-			b = b[m:]
-			continue
-		}
-		if num == 1 || num == 2 {
-			return dst, false
-		}
-		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-			return dst, false
-		}
-		b = b[n:]
+	f, _, ok := twoFields(b, protowire.BytesType)
+	url, value := f[0], f[1]
+	if !ok {
+		return dst, false
 	}
 	if !utf8.Valid(url) {
 		return dst, false
@@ -362,8 +339,8 @@ func (w *wireWriter) any(dst, b []byte, depth int) ([]byte, bool) {
 		return dst, false // protojson writes these under "value"
 	}
 	dst = append(dst, `{"@type":`...)
-	dst = appendString(dst, url)
-	dst, ok := w.fields(dst, value, p, depth+1, -1)
+	dst = jsonscan.AppendQuoted(dst, url)
+	dst, ok = w.fields(dst, value, p, depth+1, -1)
 	return append(dst, '}'), ok
 }
 
@@ -457,6 +434,40 @@ func appendDefault(dst []byte, f *wireField) []byte {
 	return append(dst, '0')
 }
 
+// twoFields reads fields 1 and 2 of the message b of a well-known type (Any,
+// Timestamp), both of wire type typ: their bytes, or their varints, the
+// last of each as protobuf keeps it. Other fields are skipped. ok false: b
+// does not read, or one of the two has another wire type.
+func twoFields(b []byte, typ protowire.Type) (f [2][]byte, v [2]uint64, ok bool) {
+	for len(b) > 0 {
+		num, t, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return f, v, false
+		}
+		b = b[n:]
+		if num != 1 && num != 2 {
+			if n = protowire.ConsumeFieldValue(num, t, b); n < 0 {
+				return f, v, false
+			}
+			b = b[n:]
+			continue
+		}
+		if t != typ {
+			return f, v, false
+		}
+		if typ == protowire.BytesType {
+			f[num-1], n = protowire.ConsumeBytes(b)
+		} else {
+			v[num-1], n = protowire.ConsumeVarint(b)
+		}
+		if n < 0 {
+			return f, v, false
+		}
+		b = b[n:]
+	}
+	return f, v, true
+}
+
 // Timestamps protojson writes: 0001-01-01 to 9999-12-31 UTC.
 const (
 	minTimestampSeconds = -62135596800
@@ -466,31 +477,10 @@ const (
 // appendTimestamp appends a google.protobuf.Timestamp as protojson does:
 // RFC 3339 in UTC with 0, 3, 6 or 9 fractional digits.
 func appendTimestamp(dst, b []byte) ([]byte, bool) {
-	var secs, nanos int64
-	var sawSecs, sawNanos bool
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return dst, false
-		}
-		b = b[n:]
-		if num == 1 || num == 2 {
-			v, m := protowire.ConsumeVarint(b)
-			if typ != protowire.VarintType || m < 0 || (num == 1 && sawSecs) || (num == 2 && sawNanos) {
-				return dst, false
-			}
-			if num == 1 {
-				secs, sawSecs = int64(v), true
-			} else {
-				nanos, sawNanos = int64(int32(v)), true
-			}
-			b = b[m:]
-			continue
-		}
-		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-			return dst, false
-		}
-		b = b[n:]
+	_, v, ok := twoFields(b, protowire.VarintType)
+	secs, nanos := int64(v[0]), int64(int32(v[1]))
+	if !ok {
+		return dst, false
 	}
 	if secs < minTimestampSeconds || secs > maxTimestampSeconds || nanos < 0 || nanos > 999_999_999 {
 		return dst, false
@@ -521,37 +511,4 @@ func appendDigits(dst []byte, x int64, width int) []byte {
 		x /= 10
 	}
 	return append(dst, buf[:width]...)
-}
-
-// appendString appends valid UTF-8 text as a JSON string: '"', '\' and
-// control characters escaped, NUL as U+FFFD (PostgreSQL's jsonb refuses
-// \u0000; scrubNUL does the same to protojson's text).
-func appendString(dst, s []byte) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case 0:
-			dst = append(dst, `\ufffd`...)
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-		start = i + 1
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"maps"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -86,15 +87,7 @@ func TestWireJSONRealMessages(t *testing.T) {
 	}
 	direct, all := 0, 0
 	for _, file := range files {
-		raw, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var txs []realTx
-		if err := json.Unmarshal(raw, &txs); err != nil {
-			t.Fatal(err)
-		}
-		for _, tx := range txs {
+		for _, tx := range readRealTxs(t, file) {
 			b, err := base64.StdEncoding.DecodeString(tx.TxBytes)
 			if err != nil {
 				t.Fatal(err)
@@ -178,6 +171,48 @@ func TestWireJSONListSigner(t *testing.T) {
 	checkAgainstProtojson(t, s, "/cosmos.bank.v1beta1.MsgMultiSend", v)
 }
 
+// TestWireJSONWellKnownWrongWireType: a field of a Timestamp or an Any of
+// the wrong wire type, which protobuf keeps unknown and protojson's path
+// refuses, is not written directly, even where its bytes would read as the
+// right type.
+func TestWireJSONWellKnownWrongWireType(t *testing.T) {
+	s := MustBuiltin()
+	// Timestamp.seconds as fixed32 05 18 80 01: read as a varint, 5 and
+	// then an unknown field 3.
+	stamp := protowire.AppendFixed32(protowire.AppendTag(nil, 1, protowire.Fixed32Type), 0x01801805)
+	// Any.value as the varint 0: read as bytes, an empty message.
+	anyv := protowire.AppendVarint(protowire.AppendTag(str(nil, 1, "/cosmos.bank.v1beta1.MsgSend"), 2, protowire.VarintType), 0)
+	for _, c := range []struct {
+		wkt string
+		v   []byte
+	}{
+		{"google.protobuf.Timestamp", stamp},
+		{"google.protobuf.Any", anyv},
+	} {
+		// The first type with a field of the well-known type.
+		var u string
+		var num protowire.Number
+		for _, url := range slices.Sorted(maps.Keys(s.msgs)) {
+			fields := s.msgs[url].mt.Descriptor().Fields()
+			for i := 0; i < fields.Len() && u == ""; i++ {
+				if f := fields.Get(i); f.Message() != nil && string(f.Message().FullName()) == c.wkt && !f.IsList() {
+					u, num = url, f.Number()
+				}
+			}
+			if u != "" {
+				break
+			}
+		}
+		v := msg(nil, num, c.v)
+		if js, _, ok := s.appendDirect(nil, u, v); ok {
+			t.Errorf("%s with a %s of a wrong wire type: written directly as %s", u, c.wkt, js)
+		}
+		if _, _, err := s.AppendJSON(nil, u, v); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s with a %s of a wrong wire type: %v, want ErrMalformed", u, c.wkt, err)
+		}
+	}
+}
+
 // wireGen writes random wire bytes of a message type.
 type wireGen struct {
 	rnd  *rand.Rand
@@ -243,7 +278,7 @@ func (g *wireGen) message(b []byte, md protoreflect.MessageDescriptor, depth int
 			b = protowire.AppendTag(b, 2, protowire.VarintType)
 			b = protowire.AppendVarint(b, uint64(nanos))
 		}
-		return b
+		return g.oddKnownField(b)
 	}
 	fields := md.Fields()
 	for i := 0; i < fields.Len(); i++ {
@@ -348,5 +383,16 @@ func (g *wireGen) anyValue(b []byte, depth int) []byte {
 		b = protowire.AppendString(b, url)
 	}
 	b = protowire.AppendTag(b, 2, protowire.BytesType)
-	return protowire.AppendBytes(b, value)
+	return g.oddKnownField(protowire.AppendBytes(b, value))
+}
+
+// oddKnownField appends, when the message is to be odd, field 1 or 2 once
+// more, of any wire type: a well-known type's field twice or of a wrong type.
+func (g *wireGen) oddKnownField(b []byte) []byte {
+	if !g.odd || g.rnd.IntN(3) > 0 {
+		return b
+	}
+	typ := []protowire.Type{protowire.VarintType, protowire.Fixed64Type, protowire.BytesType}[g.rnd.IntN(3)]
+	b = protowire.AppendTag(b, protowire.Number(1+g.rnd.IntN(2)), typ)
+	return g.raw(b, typ)
 }
