@@ -31,17 +31,14 @@ heights="${HEIGHTS:-5999}"
 pairs="${PAIRS:-5}"
 warmup="${WARMUP:-1}"
 pg_url="${PG_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}"
-timefmt='%e %U %S %M %x'
 export PGOPTIONS="-c client_min_messages=warning" # no NOTICE for a database not there to drop
 
 log() { printf 'archive-bench: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
-[[ "$heights" =~ ^[1-9][0-9]*$ ]] || die "HEIGHTS must be a positive integer, got '$heights'"
-[[ "$pairs" =~ ^[1-9][0-9]*$ ]] || die "PAIRS must be a positive integer, got '$pairs'"
-[[ "$warmup" =~ ^[0-9]+$ ]] || die "WARMUP must be a whole number, got '$warmup'"
-for cmd in go psql python3; do command -v "$cmd" >/dev/null || die "$cmd not found"; done
-[[ -x /usr/bin/time ]] || die "/usr/bin/time (GNU time) not found"
+# shellcheck source=pairs.sh
+source "$here/pairs.sh"
+pairs_check go psql python3
 
 weed="$("$here/seaweedfs.sh")"
 [[ "$weed" != unavailable:* ]] || die "SeaweedFS: $weed"
@@ -127,18 +124,10 @@ one() {
 		cmd=("$blockhaul" run --chain cometbft --archive "$archive" --staging "$workdir/staging-rebuilt") ;;
 	export) cmd=("$blockhaul" export --chain cometbft --staging "$src") ;;
 	esac
-	sync
-	/usr/bin/time -o "$workdir/time" -f "$timefmt" "${cmd[@]}" --from 1 --to "$heights" --pg "$target" \
-		--progress-interval 0 --log-level warn >"$out" 2>&1 || true
-	local wall user sys rss code
-	read -r wall user sys rss code <"$workdir/time"
-	if [[ "$code" != 0 ]]; then
-		cat "$out" >&2
-		die "$side exited $code (its output above)"
-	fi
+	local wall user sys rss
+	timed archive-bench "$side" "$n" "$out" "${cmd[@]}" --from 1 --to "$heights" --pg "$target" \
+		--progress-interval 0 --log-level warn
 	echo "$side $n $wall $user $sys $rss" >>"$results"
-	printf 'archive-bench: %-7s %2s  wall %6.2f s  cpu %5.2f s  peak %4d MiB  load %s\n' \
-		"$side" "$n" "$wall" "$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" $((rss / 1024)) "$(cut -d' ' -f1 /proc/loadavg)" >&2
 }
 
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"

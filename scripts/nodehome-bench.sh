@@ -46,16 +46,13 @@ rpc_port="${BENCH_RPC_PORT:-26757}"
 p2p_port="${BENCH_P2P_PORT:-26756}"
 timeout_commit="${TIMEOUT_COMMIT:-20ms}"
 rpc="http://127.0.0.1:$rpc_port"
-timefmt='%e %U %S %M %x'
 
 log() { printf 'nodehome-bench: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
-[[ "$heights" =~ ^[1-9][0-9]*$ ]] || die "HEIGHTS must be a positive integer, got '$heights'"
-[[ "$pairs" =~ ^[1-9][0-9]*$ ]] || die "PAIRS must be a positive integer, got '$pairs'"
-[[ "$warmup" =~ ^[0-9]+$ ]] || die "WARMUP must be a whole number, got '$warmup'"
-for cmd in go python3 curl; do command -v "$cmd" >/dev/null || die "$cmd not found"; done
-[[ -x /usr/bin/time ]] || die "/usr/bin/time (GNU time) not found"
+# shellcheck source=pairs.sh
+source "$here/pairs.sh"
+pairs_check go python3 curl
 
 mkdir -p "$nodes_dir"
 workdir="$(mktemp -d "${TMPDIR:-/tmp}/blockhaul-nodehome-bench.XXXXXX")"
@@ -135,23 +132,13 @@ one() {
 	rpc) source=(--rpc "$rpc") ;;
 	esac
 	rm -rf "$staging"
-	sync
-	local before after
+	local before after wall user sys rss
 	before="$(node_cpu)"
 	# shellcheck disable=SC2086 # FETCH_FLAGS is a list of flags
-	/usr/bin/time -o "$workdir/time" -f "$timefmt" \
-		"$blockhaul" fetch --chain cometbft "${source[@]}" --from 1 --to "$heights" \
-		--staging "$staging" --progress-interval 0 --log-level warn ${FETCH_FLAGS:-} >"$out" 2>&1 || true
+	timed nodehome-bench "$side" "$n" "$out" "$blockhaul" fetch --chain cometbft "${source[@]}" --from 1 --to "$heights" \
+		--staging "$staging" --progress-interval 0 --log-level warn ${FETCH_FLAGS:-}
 	after="$(node_cpu)"
-	local wall user sys rss code
-	read -r wall user sys rss code <"$workdir/time"
-	if [[ "$code" != 0 ]]; then
-		cat "$out" >&2
-		die "fetch --$side exited $code (its output above)"
-	fi
 	echo "$side $n $wall $user $sys $rss $((after - before))" >>"$results"
-	printf 'nodehome-bench: %-4s %2s  wall %6.2f s  cpu %5.2f s  peak %4d MiB  load %s\n' \
-		"$side" "$n" "$wall" "$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" $((rss / 1024)) "$(cut -d' ' -f1 /proc/loadavg)" >&2
 }
 
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
