@@ -3,8 +3,8 @@ package staging
 import (
 	"bytes"
 	"errors"
-	"io/fs"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
