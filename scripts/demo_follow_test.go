@@ -26,10 +26,13 @@ func TestDemoFollow(t *testing.T) {
 	}
 	base := pgtest.BaseURL()
 	db := fmt.Sprintf("bh_demo_follow_test_%d", time.Now().UnixNano())
-	ctx := context.Background()
 	conn := pgtest.ConnectTo(t, base)
-	defer conn.Close(ctx)
-	t.Cleanup(func() { conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)") })
+	t.Cleanup(func() { // after the test, on the connection closed only then
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop %s: %v", db, err)
+		}
+	})
 
 	script, err := filepath.Abs("demo-follow.sh")
 	if err != nil {

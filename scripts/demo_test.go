@@ -54,12 +54,17 @@ func TestDemoPrepare(t *testing.T) {
 	}
 	ctx := context.Background()
 	conn := pgtest.ConnectTo(t, base)
-	defer conn.Close(ctx)
 	suffix := time.Now().UnixNano()
 	demo, foreign := fmt.Sprintf("bh_demo_test_%d", suffix), fmt.Sprintf("bh_demo_foreign_%d", suffix)
+	// The databases are dropped once the test has ended, on the connection
+	// closed only after (a deferred Close ran before the cleanup, which then
+	// failed unseen and left both databases behind).
 	t.Cleanup(func() {
+		defer conn.Close(context.Background())
 		for _, db := range []string{demo, foreign} {
-			conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
+			if _, err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
+				t.Errorf("drop %s: %v", db, err)
+			}
 		}
 	})
 
