@@ -135,9 +135,11 @@ type Config struct {
 	DeferIndexes    IndexMode // --defer-indexes: auto, always or never
 	// keylessFill is the token of the primary keys this invocation's
 	// bounded fill deferred (export.DeferKeys), set by prepareIndexes.
-	keylessFill  string
-	Indexes      export.IndexSet // --indexes: default, minimal, none or a list of index names
-	IndexWorkers int             // --index-workers: deferred indexes built at once
+	keylessFill string
+	Indexes     export.IndexSet // --indexes: default, minimal, none or a list of index names
+	// IndexWorkers is --index-workers: deferred indexes built at once;
+	// 0 is auto (autoIndexWorkers), resolved by prepareIndexes.
+	IndexWorkers int
 	// IndexMemoryMiB is each deferred index build's maintenance_work_mem
 	// in MiB (--index-memory); 0 keeps the server's. Default
 	// DefaultIndexMemoryMiB.
@@ -321,7 +323,6 @@ func DefaultConfig() Config {
 		Chunk:               10_000,
 		ShardChunk:          DefaultShardChunk,
 		DeferIndexes:        IndexesAuto,
-		IndexWorkers:        export.DefaultIndexWorkers,
 		IndexMemoryMiB:      DefaultIndexMemoryMiB,
 		LogFormat:           "text",
 		LogLevel:            "info",
@@ -407,8 +408,8 @@ func (c *Config) Validate() error {
 	if c.IndexMemoryMiB < 0 || c.IndexMemoryMiB > MaxIndexMemoryMiB {
 		bad("index-memory", "want 0 (the server's) to %d MiB, got %d", MaxIndexMemoryMiB, c.IndexMemoryMiB)
 	}
-	if c.IndexWorkers < 1 || c.IndexWorkers > MaxIndexWorkers {
-		bad("index-workers", "want 1 to %d, got %d", MaxIndexWorkers, c.IndexWorkers)
+	if c.IndexWorkers < 0 || c.IndexWorkers > MaxIndexWorkers {
+		bad("index-workers", "want auto or 1 to %d, got %d", MaxIndexWorkers, c.IndexWorkers)
 	}
 	if c.ToSet && c.To < c.From {
 		bad("to", "%d is below --from %d", c.To, c.From)

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -552,14 +553,18 @@ func prepareIndexes(ctx context.Context, cfg *Config, db *export.Session, dec ex
 	mode := cfg.DeferIndexes
 	return db.Do(ctx, "prepare schema "+cfg.Schema, func(ctx context.Context, conn *pgx.Conn) error {
 		cfg.DeferIndexes, cfg.keylessFill = mode, "" // as given, on every attempt
+		if err := resolveIndexWorkers(ctx, cfg, conn, log); err != nil {
+			return err
+		}
 		return prepareIndexesOn(ctx, cfg, conn, dec, indexBuildOptions(cfg, db, log))
 	})
 }
 
 // indexBuildOptions is how the job builds deferred indexes: --index-workers
-// at once, the connections beyond the session's own dialled as it dials.
+// at once (export.DefaultIndexWorkers while auto is not yet resolved), the
+// connections beyond the session's own dialled as it dials.
 func indexBuildOptions(cfg *Config, db *export.Session, log *slog.Logger) export.BuildOptions {
-	return export.BuildOptions{Workers: cfg.IndexWorkers, Dial: db.Dialer(), MaintenanceWorkMem: cfg.IndexMemoryMiB << 20, Logger: log}
+	return export.BuildOptions{Workers: cmp.Or(cfg.IndexWorkers, export.DefaultIndexWorkers), Dial: db.Dialer(), MaintenanceWorkMem: cfg.IndexMemoryMiB << 20, Logger: log}
 }
 
 func prepareIndexesOn(ctx context.Context, cfg *Config, conn *pgx.Conn, dec export.Decoder, bo export.BuildOptions) error {

@@ -199,3 +199,37 @@ func memoryCeiling() (int64, bool) {
 	}
 	return 0, false
 }
+
+// autoIndexWorkers is --index-workers auto: how many deferred indexes are
+// built at once, and why. Each build is one backend on one core (a GIN
+// build always, before PostgreSQL 18; a B-tree unless the server adds
+// parallel workers to it). On a server elsewhere its cores are not known
+// here: export.DefaultIndexWorkers. On this machine more builds than CPUs
+// share them, and the longest build, which bounds the phase, is slowed by
+// the others beside it: at 60,000 CometBFT blocks on 2 CPUs the GIN build
+// on events.attributes took 15.3 s beside 3 others and 11.5 s beside 1,
+// the index phase 15.8 s against 12.1 s (docs/benchmarks.md). So at most
+// one build a CPU.
+func autoIndexWorkers(cpus int, local bool) (int, string) {
+	if !local {
+		return export.DefaultIndexWorkers, fmt.Sprintf("auto: PostgreSQL on another machine, %d", export.DefaultIndexWorkers)
+	}
+	n := min(export.DefaultIndexWorkers, max(cpus, 1))
+	return n, fmt.Sprintf("auto: PostgreSQL on this machine, one build a CPU of its %d, at most %d", cpus, export.DefaultIndexWorkers)
+}
+
+// resolveIndexWorkers sets cfg.IndexWorkers when it is auto (0), from
+// where the server runs, and logs the count and why; a count given is kept.
+func resolveIndexWorkers(ctx context.Context, cfg *Config, conn *pgx.Conn, log *slog.Logger) error {
+	if cfg.IndexWorkers > 0 {
+		return nil
+	}
+	var addr *string
+	if err := conn.QueryRow(ctx, `SELECT host(inet_server_addr())`).Scan(&addr); err != nil {
+		return fmt.Errorf("read the server's address: %w", err)
+	}
+	n, why := autoIndexWorkers(machineCPUs(), addr == nil || isLocalAddr(*addr))
+	cfg.IndexWorkers = n
+	log.Info("index workers", "workers", n, "reason", why)
+	return nil
+}

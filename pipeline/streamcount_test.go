@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -198,5 +199,67 @@ func TestResumedExportKeepsTheRecordedStreams(t *testing.T) {
 				t.Fatalf("resumed export:\n%s\none stream:\n%s", got, want)
 			}
 		})
+	}
+}
+
+// TestAutoIndexWorkers: --index-workers auto is one build a CPU beside a
+// local server, at most 4; 4 for a server elsewhere.
+func TestAutoIndexWorkers(t *testing.T) {
+	for _, c := range []struct {
+		cpus  int
+		local bool
+		want  int
+		why   string
+	}{
+		{2, true, 2, "one build a CPU of its 2"},
+		{1, true, 1, "of its 1"},
+		{0, true, 1, "of its 0"},
+		{3, true, 3, "of its 3"},
+		{16, true, 4, "at most 4"},
+		{2, false, 4, "another machine"},
+		{64, false, 4, "another machine"},
+	} {
+		n, why := autoIndexWorkers(c.cpus, c.local)
+		if n != c.want || !strings.Contains(why, c.why) || !strings.HasPrefix(why, "auto: ") {
+			t.Errorf("%d CPUs, local %v: %d (%s), want %d saying %q", c.cpus, c.local, n, why, c.want, c.why)
+		}
+	}
+}
+
+// TestAutoIndexWorkersOnThisServer: a fresh fill's deferred builds run
+// with --index-workers auto resolved from this (local) server and the
+// CPUs, logged with why; a count given is kept and not logged as chosen.
+func TestAutoIndexWorkersOnThisServer(t *testing.T) {
+	stg := filepath.Join(t.TempDir(), "s")
+	if err := run(t, testConfig(CmdFetch, "", stg, nil, 1, 200)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		cpus, given int
+		want        string
+	}{
+		{2, 0, `msg="index workers" workers=2 reason="auto: PostgreSQL on this machine, one build a CPU of its 2, at most 4"`},
+		{8, 0, `msg="index workers" workers=4 reason="auto: PostgreSQL on this machine, one build a CPU of its 8, at most 4"`},
+		{2, 3, ""},
+	} {
+		withCPUs(t, c.cpus)
+		dsn := pgtest.NewDatabase(t)
+		cfg := testConfig(CmdExport, dsn, stg, nil, 1, 200)
+		cfg.IndexWorkers = c.given
+		var logs bytes.Buffer
+		sum, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.NewTextHandler(&logs, nil)))
+		if err != nil || !sum.Complete || len(sum.IndexesPending) != 0 {
+			t.Fatalf("export with %d CPUs, --index-workers %d: err %v, complete %v, pending %v", c.cpus, c.given, err, sum.Complete, sum.IndexesPending)
+		}
+		got := strings.Contains(logs.String(), `msg="index workers"`)
+		switch {
+		case c.want != "" && !strings.Contains(logs.String(), c.want):
+			t.Errorf("%d CPUs, auto: the log lacks %s:\n%s", c.cpus, c.want, logs.String())
+		case c.want == "" && got:
+			t.Errorf("--index-workers %d given: the log says it chose:\n%s", c.given, logs.String())
+		}
+		if !strings.Contains(logs.String(), "indexes built") && !strings.Contains(logs.String(), "index built") {
+			t.Errorf("%d CPUs: no deferred build logged; the fill deferred nothing:\n%s", c.cpus, logs.String())
+		}
 	}
 }

@@ -272,7 +272,8 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	di.NoOptDefVal = string(pipeline.IndexesAlways)
 	defValue(d, &cfg.Indexes, "indexes", "secondary indexes to create: default (the set in docs/querying.md), minimal (lookups by hash), none, or index names separated by commas",
 		in(groupDatabase, exporting).oneOf("default", "minimal", "none"))
-	def(d, fs.IntVar, &cfg.IndexWorkers, "index-workers", dc.IndexWorkers, "deferred indexes built at once when a fill completes, each on a connection of its own (1: one after another)", in(groupDatabase, exporting))
+	cfg.IndexWorkers = dc.IndexWorkers
+	defValue(d, autoCount{&cfg.IndexWorkers, pipeline.MaxIndexWorkers}, "index-workers", "deferred indexes built at once when a fill completes, each on a connection of its own (1: one after another); auto: one a CPU when PostgreSQL is on this machine, at most 4, else 4 (the job logs the count and why)", in(groupDatabase, exporting).oneOf("auto", "1", "2", "4"))
 	def(d, fs.Int64Var, &cfg.IndexMemoryMiB, "index-memory", dc.IndexMemoryMiB, "maintenance_work_mem of each deferred index build, in MiB, for that build alone (0: the server's; each of --index-workers builds may use it at once; 16 was cheaper than 64 or more in docs/benchmarks.md)", in(groupDatabase, exporting))
 	defValue(d, &cfg.EventEncoding, "event-encoding", "cometbft: how event attributes are written: auto (decided per block from the data), base64 or text",
 		in(groupDatabase, exporting, []string{cmdVerify}).oneOf(flagValues("event-encoding")...))
@@ -305,7 +306,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 
 	def(d, fs.IntVar, &cfg.BatchBlocks, "batch-blocks", dc.BatchBlocks, "blocks per export transaction", in(groupExport, exporting))
 	cfg.ExportStreams = dc.ExportStreams
-	defValue(d, (*streamsFlag)(&cfg.ExportStreams), "export-streams", "export, run, follow --backfill-from: split the range into this many contiguous sub-ranges exported at once over as many connections; auto: 3/4 of the CPUs (rounded up) when PostgreSQL is on this machine, else 2 a CPU up to 16, at most half the server's free connections and one stream per --batch-blocks of the range (the job logs the count and why); a range an earlier run split resumes with its count",
+	defValue(d, autoCount{&cfg.ExportStreams, pipeline.MaxExportStreams}, "export-streams", "export, run, follow --backfill-from: split the range into this many contiguous sub-ranges exported at once over as many connections; auto: 3/4 of the CPUs (rounded up) when PostgreSQL is on this machine, else 2 a CPU up to 16, at most half the server's free connections and one stream per --batch-blocks of the range (the job logs the count and why); a range an earlier run split resumes with its count",
 		in(groupExport, []string{cmdExport, cmdRun, cmdFollow}).oneOf("auto", "1", "2", "4"))
 
 	def(d, fs.Uint64Var, &cfg.Confirmations, "confirmations", 0, "follow: export only blocks at least this many below the tip", in(groupFollow, []string{cmdFollow}))
@@ -384,28 +385,32 @@ func tableNames(cfg *pipeline.Config) []string {
 	return out
 }
 
-// streamsFlag is --export-streams: auto (0) or a count.
-type streamsFlag int
-
-func (v *streamsFlag) String() string {
-	if *v == 0 {
-		return "auto"
-	}
-	return strconv.Itoa(int(*v))
+// autoCount is a flag of a count or auto (0): --export-streams,
+// --index-workers.
+type autoCount struct {
+	p   *int
+	max int
 }
 
-func (v *streamsFlag) Type() string { return "count" }
+func (v autoCount) String() string {
+	if v.p == nil || *v.p == 0 {
+		return "auto"
+	}
+	return strconv.Itoa(*v.p)
+}
 
-func (v *streamsFlag) Set(s string) error {
+func (v autoCount) Type() string { return "count" }
+
+func (v autoCount) Set(s string) error {
 	s = strings.TrimSpace(s)
 	if strings.EqualFold(s, "auto") {
-		*v = 0
+		*v.p = 0
 		return nil
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > pipeline.MaxExportStreams {
-		return fmt.Errorf("want auto or 1 to %d", pipeline.MaxExportStreams)
+	if err != nil || n < 1 || n > v.max {
+		return fmt.Errorf("want auto or 1 to %d", v.max)
 	}
-	*v = streamsFlag(n)
+	*v.p = n
 	return nil
 }
