@@ -99,9 +99,13 @@ func readStreamFacts(ctx context.Context, conn *pgx.Conn, cfg *Config, blocks ui
 		return f, fmt.Errorf("read the server's connections and address: %w", err)
 	}
 	f.FreeConns = max(maxConns-reserved-inUse, 0)
-	f.Local = addr == nil || isLocalAddr(*addr)
+	f.Local = serverLocal(addr)
 	return f, nil
 }
+
+// serverLocal reports whether a server whose inet_server_addr() is addr
+// runs on this machine: a Unix socket (NULL) or a local address.
+func serverLocal(addr *string) bool { return addr == nil || isLocalAddr(*addr) }
 
 // isLocalAddr reports whether ip is a loopback address or one of this
 // machine's interfaces'.
@@ -228,7 +232,7 @@ func resolveIndexWorkers(ctx context.Context, cfg *Config, conn *pgx.Conn, log *
 	if err := conn.QueryRow(ctx, `SELECT host(inet_server_addr())`).Scan(&addr); err != nil {
 		return fmt.Errorf("read the server's address: %w", err)
 	}
-	n, why := autoIndexWorkers(machineCPUs(), addr == nil || isLocalAddr(*addr))
+	n, why := autoIndexWorkers(machineCPUs(), serverLocal(addr))
 	cfg.IndexWorkers = n
 	log.Info("index workers", "workers", n, "reason", why)
 	return nil
