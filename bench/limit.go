@@ -250,6 +250,7 @@ func fullExport(ctx context.Context, cfg *Config, d density, stagingDir string, 
 	run.AnalyzeBeside = logs.beside.Seconds()
 	run.Indexes = max(0, sec-run.Fill-run.Analyze)
 	run.Builds = logs.builds
+	run.IndexWorkers, run.IndexWorkersWhy = sum.AfterFill.Workers, sum.AfterFill.WorkersWhy
 	if keep != nil {
 		if err := keep(db.url); err != nil {
 			return run, err

@@ -328,6 +328,28 @@ func limitBuildMemory(mib int64) string {
 	return fmt.Sprintf("Export's builds ran with maintenance_work_mem %d MiB (--index-memory), the limit's with the server's.", mib)
 }
 
+// exportWorkers says how many deferred builds the limit section's
+// one-stream exports ran at once, and why.
+func exportWorkers(limits []LimitResult) string {
+	var says, chains []string
+	for _, l := range limits {
+		if w := l.Export.IndexWorkers; w > 0 {
+			says = append(says, fmt.Sprintf("%d at once (%s)", w, l.Export.IndexWorkersWhy))
+			chains = append(chains, l.Chain)
+		}
+	}
+	switch {
+	case len(says) == 0:
+		return "export's run at once, up to its index workers"
+	case len(slices.Compact(slices.Clone(says))) == 1:
+		return "export's built " + says[0]
+	}
+	for i := range says {
+		says[i] = chains[i] + "'s " + says[i]
+	}
+	return "export's built " + strings.Join(says, ", ")
+}
+
 // writeLimits renders the limit section: the whole export against
 // PostgreSQL's restore of the same end state, phase by phase, and the
 // slowest builds of each.
@@ -356,7 +378,7 @@ func writeLimits(b *strings.Builder, r Result) {
 	for _, l := range r.Limits {
 		fmt.Fprintf(b, "| %s | **%s** | %s | **%s** |\n", l.Chain, fmtNum(l.Ratio), fmtNum(l.FillRatio), fmtNum(l.TwoOverOne))
 	}
-	b.WriteString("\nThe slowest builds, in seconds (export's run at once, up to its index workers; the limit's one after another):\n\n")
+	b.WriteString("\nThe slowest builds, in seconds (" + exportWorkers(r.Limits) + "; the limit's one after another):\n\n")
 	for _, l := range r.Limits {
 		for _, x := range []struct {
 			name string

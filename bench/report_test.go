@@ -340,3 +340,29 @@ func TestLimitSectionSaysItsBuilds(t *testing.T) {
 		}
 	}
 }
+
+// The limit section says how many builds export ran at once and why, as
+// its export resolved --index-workers; once when the chains agree.
+func TestLimitSectionSaysItsIndexWorkers(t *testing.T) {
+	auto := "auto: PostgreSQL on this machine, one build a CPU of its 2, at most 4"
+	for _, c := range []struct {
+		workers []int
+		whys    []string
+		want    string
+	}{
+		{[]int{2, 2}, []string{auto, auto}, "export's built 2 at once (" + auto + "); the limit's one after another"},
+		{[]int{2, 3}, []string{auto, "--index-workers"}, "export's built cometbft's 2 at once (" + auto + "), evm's 3 at once (--index-workers); the limit's"},
+		{[]int{0, 0}, []string{"", ""}, "export's run at once, up to its index workers; the limit's"},
+	} {
+		r := sampleResult()
+		r.Limits = nil
+		for i, ch := range []string{"cometbft", "evm"} {
+			l := LimitResult{Chain: ch, Blocks: 200, Rows: 9000}
+			l.Export.IndexWorkers, l.Export.IndexWorkersWhy = c.workers[i], c.whys[i]
+			r.Limits = append(r.Limits, l)
+		}
+		if md := Markdown(r, ""); !strings.Contains(md, c.want) {
+			t.Errorf("workers %v: the limit section lacks %q:\n%s", c.workers, c.want, md)
+		}
+	}
+}

@@ -180,7 +180,12 @@ type PhaseRun struct {
 	// AnalyzeBeside overlaps Indexes: not part of Seconds on its own.
 	AnalyzeBeside float64      `json:"analyze_beside_s,omitempty"`
 	Builds        []IndexBuild `json:"builds,omitempty"`
-	AllSeconds    []float64    `json:"all_seconds"`
+	// IndexWorkers is how many of Builds an export ran at once, and
+	// IndexWorkersWhy why (its --index-workers, resolved); 0 for the limit,
+	// which builds one after another.
+	IndexWorkers    int       `json:"index_workers,omitempty"`
+	IndexWorkersWhy string    `json:"index_workers_why,omitempty"`
+	AllSeconds      []float64 `json:"all_seconds"`
 }
 
 // IndexBuild is one index's (or key's) build time.

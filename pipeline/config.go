@@ -140,6 +140,9 @@ type Config struct {
 	// IndexWorkers is --index-workers: deferred indexes built at once;
 	// 0 is auto (autoIndexWorkers), resolved by prepareIndexes.
 	IndexWorkers int
+	// indexWorkersWhy says why IndexWorkers builds at once, for the
+	// summary: the flag, or auto's reason.
+	indexWorkersWhy string
 	// IndexMemoryMiB is each deferred index build's maintenance_work_mem
 	// in MiB (--index-memory); 0 keeps the server's. Default
 	// DefaultIndexMemoryMiB.

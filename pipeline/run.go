@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,7 +70,40 @@ type Summary struct {
 	// StreamsWhy why that many (planStreams); 0 when not decided.
 	Streams    int
 	StreamsWhy string
-	Duration   time.Duration
+	// AfterFill is what a fill did once its range was complete: the
+	// deferred indexes it built and the tables it analyzed.
+	AfterFill AfterFill
+	Duration  time.Duration
+}
+
+// AfterFill is the work of a fill after its rows: the deferred indexes and
+// primary keys built (Workers at once, WorkersWhy why that many), the tables
+// analyzed, and the time it all took.
+type AfterFill struct {
+	Indexes, Keys int
+	Workers       int
+	WorkersWhy    string
+	Analyzed      int
+	Took          time.Duration
+}
+
+// write prints a's line of the summary, if the fill did any of it.
+func (a AfterFill) write(out io.Writer) {
+	if a.Indexes+a.Keys+a.Analyzed == 0 {
+		return
+	}
+	var parts []string
+	if a.Indexes+a.Keys > 0 {
+		built := fmt.Sprintf("%d deferred indexes built", a.Indexes)
+		if a.Keys > 0 {
+			built = fmt.Sprintf("%d deferred indexes and %d primary keys built", a.Indexes, a.Keys)
+		}
+		parts = append(parts, fmt.Sprintf("%s, %d at once (%s)", built, a.Workers, a.WorkersWhy))
+	}
+	if a.Analyzed > 0 {
+		parts = append(parts, fmt.Sprintf("%d tables analyzed", a.Analyzed))
+	}
+	fmt.Fprintf(out, "  after the fill: %s, in %s\n", strings.Join(parts, "; "), a.Took.Round(100*time.Millisecond))
 }
 
 // Run runs cfg.Command. It validates cfg first; the returned error maps to
@@ -243,6 +277,7 @@ func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (S
 	if sum.KeysRebuilt > 0 {
 		fmt.Fprintf(out, "  primary keys: %d dropped for the fill, rebuilt after it failed\n", sum.KeysRebuilt)
 	}
+	sum.AfterFill.write(out)
 	if sum.Streams > 0 {
 		fmt.Fprintf(out, "  export streams: %d (%s)\n", sum.Streams, sum.StreamsWhy)
 	}
@@ -654,6 +689,8 @@ func endFill(ctx context.Context, cfg *Config, db *export.Session, sum *Summary,
 	// The tables filled are analyzed by the index builds' workers, each
 	// once its own indexes are built, while other tables' still build;
 	// what they did not analyze is analyzed after.
+	start := time.Now()
+	defer func() { sum.AfterFill.Took += time.Since(start) }()
 	var mu sync.Mutex
 	analyzed := map[string]bool{}
 	bo := indexBuildOptions(cfg, db, log)
@@ -681,8 +718,9 @@ func endFill(ctx context.Context, cfg *Config, db *export.Session, sum *Summary,
 			rest.Rows[t] = n
 		}
 	}
+	sum.AfterFill.Analyzed = len(analyzed)
 	mu.Unlock()
-	analyzeFilled(ctx, cfg, db, &Summary{Command: sum.Command, Export: rest, Complete: sum.Complete}, log)
+	sum.AfterFill.Analyzed += analyzeFilled(ctx, cfg, db, &Summary{Command: sum.Command, Export: rest, Complete: sum.Complete}, log)
 	return nil
 }
 
@@ -700,6 +738,8 @@ func filledTables(res export.Result) []string {
 
 // finishIndexes builds the deferred indexes once the range is complete.
 func finishIndexes(ctx context.Context, cfg *Config, db *export.Session, sum *Summary, log *slog.Logger) error {
+	start := time.Now()
+	defer func() { sum.AfterFill.Took += time.Since(start) }()
 	return finishIndexesWith(ctx, cfg, db, sum, indexBuildOptions(cfg, db, log))
 }
 
@@ -708,10 +748,23 @@ func finishIndexesWith(ctx context.Context, cfg *Config, db *export.Session, sum
 	if cfg.DeferIndexes != IndexesAlways || !sum.Complete {
 		return nil
 	}
+	var built, keys int
 	err := db.Do(ctx, "build deferred indexes", func(ctx context.Context, conn *pgx.Conn) error {
-		_, err := export.BuildIndexes(ctx, conn, cfg.Schema, bo)
+		k, err := export.PendingKeys(ctx, conn, cfg.Schema)
+		if err != nil {
+			return err
+		}
+		n, err := export.BuildIndexes(ctx, conn, cfg.Schema, bo)
+		// Keys are built before the rest: those built beyond them are
+		// indexes (as settleIndexes counts).
+		built, keys = built+n-min(n, len(k)), keys+min(n, len(k))
 		return err
 	})
+	a := &sum.AfterFill
+	a.Indexes, a.Keys = a.Indexes+built, a.Keys+keys
+	if built+keys > 0 {
+		a.Workers, a.WorkersWhy = bo.Workers, cmp.Or(cfg.indexWorkersWhy, "--index-workers")
+	}
 	var pe *export.IndexesPendingError
 	if errors.As(err, &pe) {
 		sum.IndexesPending, sum.KeysPending = pe.Pending, pe.Keys
@@ -879,9 +932,9 @@ func fetchAndExportStreams(ctx context.Context, cfg *Config, store *staging.Stor
 // on the rows that are there (follow leaves it to autovacuum: it adds a
 // few rows at a time). A failure is logged, not returned: the range is
 // complete and its rows are right, only the planner's statistics are stale.
-func analyzeFilled(ctx context.Context, cfg *Config, db *export.Session, sum *Summary, log *slog.Logger) {
+func analyzeFilled(ctx context.Context, cfg *Config, db *export.Session, sum *Summary, log *slog.Logger) int {
 	if !analyzes(cfg, sum) || len(filledTables(sum.Export)) == 0 {
-		return
+		return 0
 	}
 	start := time.Now()
 	var tables []string
@@ -891,9 +944,10 @@ func analyzeFilled(ctx context.Context, cfg *Config, db *export.Session, sum *Su
 	})
 	if err != nil {
 		log.Warn("planner statistics not updated; run ANALYZE on the tables", "err", err)
-		return
+		return 0
 	}
 	log.Info("analyzed the tables filled", "tables", tables, "took", time.Since(start).Round(time.Millisecond))
+	return len(tables)
 }
 
 // analyzes reports whether the job ANALYZEs the tables it filled: a

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -226,6 +227,7 @@ func autoIndexWorkers(cpus int, local bool) (int, string) {
 // where the server runs, and logs the count and why; a count given is kept.
 func resolveIndexWorkers(ctx context.Context, cfg *Config, conn *pgx.Conn, log *slog.Logger) error {
 	if cfg.IndexWorkers > 0 {
+		cfg.indexWorkersWhy = cmp.Or(cfg.indexWorkersWhy, "--index-workers")
 		return nil
 	}
 	var addr *string
@@ -233,7 +235,7 @@ func resolveIndexWorkers(ctx context.Context, cfg *Config, conn *pgx.Conn, log *
 		return fmt.Errorf("read the server's address: %w", err)
 	}
 	n, why := autoIndexWorkers(machineCPUs(), serverLocal(addr))
-	cfg.IndexWorkers = n
+	cfg.IndexWorkers, cfg.indexWorkersWhy = n, why
 	log.Info("index workers", "workers", n, "reason", why)
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 )
 
@@ -237,17 +238,20 @@ func TestAutoIndexWorkersOnThisServer(t *testing.T) {
 	for _, c := range []struct {
 		cpus, given int
 		want        string
+		summary     string // the summary's word on it
 	}{
-		{2, 0, `msg="index workers" workers=2 reason="auto: PostgreSQL on this machine, one build a CPU of its 2, at most 4"`},
-		{8, 0, `msg="index workers" workers=4 reason="auto: PostgreSQL on this machine, one build a CPU of its 8, at most 4"`},
-		{2, 3, ""},
+		{2, 0, `msg="index workers" workers=2 reason="auto: PostgreSQL on this machine, one build a CPU of its 2, at most 4"`,
+			"2 at once (auto: PostgreSQL on this machine, one build a CPU of its 2, at most 4)"},
+		{8, 0, `msg="index workers" workers=4 reason="auto: PostgreSQL on this machine, one build a CPU of its 8, at most 4"`,
+			"4 at once (auto: PostgreSQL on this machine, one build a CPU of its 8, at most 4)"},
+		{2, 3, "", "3 at once (--index-workers)"},
 	} {
 		withCPUs(t, c.cpus)
 		dsn := pgtest.NewDatabase(t)
 		cfg := testConfig(CmdExport, dsn, stg, nil, 1, 200)
 		cfg.IndexWorkers = c.given
-		var logs bytes.Buffer
-		sum, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.NewTextHandler(&logs, nil)))
+		var logs, out bytes.Buffer
+		sum, err := Run(context.Background(), cfg, &out, slog.New(slog.NewTextHandler(&logs, nil)))
 		if err != nil || !sum.Complete || len(sum.IndexesPending) != 0 {
 			t.Fatalf("export with %d CPUs, --index-workers %d: err %v, complete %v, pending %v", c.cpus, c.given, err, sum.Complete, sum.IndexesPending)
 		}
@@ -260,6 +264,29 @@ func TestAutoIndexWorkersOnThisServer(t *testing.T) {
 		}
 		if !strings.Contains(logs.String(), "indexes built") && !strings.Contains(logs.String(), "index built") {
 			t.Errorf("%d CPUs: no deferred build logged; the fill deferred nothing:\n%s", c.cpus, logs.String())
+		}
+		// The summary says what was built after the fill, and it is what
+		// the log shows: every build logged once, every key of the
+		// family's tables among them, every table filled analyzed.
+		a := sum.AfterFill
+		builds := strings.Count(logs.String(), `msg="index built"`)
+		fam, err := family.Lookup(cfg.Chain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := 0
+		for _, tb := range fam.Tables() {
+			if len(tb.PrimaryKey) > 0 {
+				keys++
+			}
+		}
+		if a.Indexes+a.Keys != builds || a.Keys != keys || a.Indexes == 0 || a.Analyzed != len(filledTables(sum.Export)) || a.Took <= 0 {
+			t.Errorf("%d CPUs, --index-workers %d: after the fill %+v; the log shows %d builds, the family %d keys, the fill %d tables",
+				c.cpus, c.given, a, builds, keys, len(filledTables(sum.Export)))
+		}
+		line := fmt.Sprintf("  after the fill: %d deferred indexes and %d primary keys built, %s; %d tables analyzed, in ", a.Indexes, a.Keys, c.summary, a.Analyzed)
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("the summary lacks %q:\n%s", line, out.String())
 		}
 	}
 }
