@@ -166,6 +166,10 @@ func planStreams(ctx context.Context, cfg *Config, db *export.Session, s export.
 		n, why = autoStreams(f)
 	}
 	log.Info("export streams", "streams", n, "reason", why, "alias", s.Alias, "from", s.From, "to", s.To)
+	if brin := brinIndexes(cfg); n > 1 && len(brin) > 0 {
+		log.Info("the export streams interleave their sub-ranges' rows in each table, out of height order: the BRIN indexes lose their selectivity (a short time range reads most of the table); --export-streams 1 keeps height order (docs/querying.md#indexes)",
+			"streams", n, "brin_indexes", strings.Join(brin, ","))
+	}
 	if per := cfg.MemoryLimitPerStream; per > 0 && n > 1 {
 		// One stream's batch is its working set: under one stream's limit
 		// N of them keep the collector running (docs/benchmarks.md's profile: 4
@@ -181,6 +185,23 @@ func planStreams(ctx context.Context, cfg *Config, db *export.Session, s export.
 		log.Info("heap limit raised for the export streams", "limit_mib", limit>>20, "streams", n+beside)
 	}
 	return n, why, nil
+}
+
+// brinIndexes names the BRIN indexes the job's tables have (--indexes),
+// whose selectivity rests on the rows' order in the heap.
+func brinIndexes(cfg *Config) []string {
+	if cfg.Family == nil {
+		return nil
+	}
+	var out []string
+	for _, t := range cfg.Indexes.Select(cfg.Family.Tables()) {
+		for _, ix := range t.Indexes {
+			if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(ix.Columns)), "USING BRIN") {
+				out = append(out, ix.Name)
+			}
+		}
+	}
+	return out
 }
 
 // cgroupMemoryFiles hold the memory limit of the process's cgroup (v2, v1);

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 )
@@ -287,6 +288,43 @@ func TestAutoIndexWorkersOnThisServer(t *testing.T) {
 		line := fmt.Sprintf("  after the fill: %d deferred indexes and %d primary keys built, %s; %d tables analyzed, in ", a.Indexes, a.Keys, c.summary, a.Analyzed)
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("the summary lacks %q:\n%s", line, out.String())
+		}
+	}
+}
+
+// TestSplitExportSaysWhatItCostsBRIN: an export split over streams says,
+// once it has chosen them, that its rows leave height order and which BRIN
+// indexes that costs; one stream, or an index set without BRIN, says
+// nothing of it.
+func TestSplitExportSaysWhatItCostsBRIN(t *testing.T) {
+	stg := filepath.Join(t.TempDir(), "s")
+	if err := run(t, testConfig(CmdFetch, "", stg, nil, 1, 200)); err != nil {
+		t.Fatal(err)
+	}
+	const said = `brin_indexes=transactions_block_time_idx,events_block_time_idx,messages_block_time_idx`
+	for _, c := range []struct {
+		streams int
+		indexes string
+		says    bool
+	}{
+		{2, "default", true},
+		{1, "default", false},
+		{2, "minimal", false},
+	} {
+		cfg := testConfig(CmdExport, pgtest.NewDatabase(t), stg, nil, 1, 200)
+		cfg.ExportStreams = c.streams
+		set, err := export.ParseIndexSet(c.indexes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Indexes = set
+		var logs bytes.Buffer
+		sum, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.NewTextHandler(&logs, nil)))
+		if err != nil || !sum.Complete || sum.Streams != c.streams {
+			t.Fatalf("%d streams, --indexes %s: err %v, complete %v, streams %d", c.streams, c.indexes, err, sum.Complete, sum.Streams)
+		}
+		if got := strings.Contains(logs.String(), said) && strings.Contains(logs.String(), "out of height order"); got != c.says {
+			t.Errorf("%d streams, --indexes %s: says the BRIN cost %v, want %v:\n%s", c.streams, c.indexes, got, c.says, logs.String())
 		}
 	}
 }
