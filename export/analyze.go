@@ -22,11 +22,17 @@ func Analyze(ctx context.Context, conn *pgx.Conn, schema string, res Result) ([]
 		}
 	}
 	slices.Sort(filled)
+	return AnalyzeTables(ctx, conn, schema, filled)
+}
+
+// AnalyzeTables ANALYZEs the tables named, in order, and returns those it
+// analyzed.
+func AnalyzeTables(ctx context.Context, conn *pgx.Conn, schema string, tables []string) ([]string, error) {
 	qs := chain.QuoteIdent(schema)
-	for i, name := range filled {
+	for i, name := range tables {
 		if _, err := conn.Exec(ctx, "ANALYZE "+qs+"."+chain.QuoteIdent(name)); err != nil {
-			return filled[:i], fmt.Errorf("export: analyze %s.%s: %w", schema, name, err)
+			return tables[:i], fmt.Errorf("export: analyze %s.%s: %w", schema, name, err)
 		}
 	}
-	return filled, nil
+	return tables, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -344,6 +345,17 @@ func PendingIndexes(ctx context.Context, conn *pgx.Conn, schema string) ([]strin
 // PendingKeys lists the primary keys among PendingIndexes.
 func PendingKeys(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {
 	return pendingNames(ctx, conn, schema, true)
+}
+
+// PendingTables names the tables of PendingIndexes, in name order.
+func PendingTables(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {
+	pending, err := pendingIndexes(ctx, conn, schema, false)
+	var tables []string
+	for _, p := range pending {
+		tables = append(tables, p.table)
+	}
+	slices.Sort(tables)
+	return slices.Compact(tables), err
 }
 
 // pendingNames is the names of pendingIndexes.

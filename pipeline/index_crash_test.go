@@ -2,11 +2,14 @@ package pipeline
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/internal/crashpoint"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 )
@@ -38,10 +41,24 @@ func TestSignalDuringIndexBuildSaysWhatIsPending(t *testing.T) {
 		t.Fatalf("pending %v, summary:\n%s", sum.IndexesPending, out.String())
 	}
 
+	// The summary counts what the stopped run built, keys apart; the
+	// resume builds the rest and counts that.
+	first := sum.AfterFill
 	cfg.Source = newCounting(1000)
 	out.Reset()
-	if _, err := Run(context.Background(), cfg, &out, quiet); err != nil {
+	sum2, err := Run(context.Background(), cfg, &out, quiet)
+	if err != nil {
 		t.Fatalf("resume: %v", err)
+	}
+	if a := sum2.AfterFill; a.Indexes+a.Keys != len(sum.IndexesPending) || a.Keys != len(sum.KeysPending) ||
+		first.Indexes+a.Indexes != cometbftIndexes || first.Keys+a.Keys != len(chainTables(t, cfg)) {
+		t.Errorf("stopped run built %+v leaving %v (keys %v); the resume built %+v: want %d indexes and %d keys in all",
+			first, sum.IndexesPending, sum.KeysPending, a, cometbftIndexes, len(chainTables(t, cfg)))
+	}
+	// The stopped run never reached its ANALYZE and the resume exported
+	// nothing: the resume analyzes the tables whose builds it finished.
+	if n := countRows(t, dsn, "pg_stat_user_tables WHERE schemaname = 'cometbft' AND last_analyze IS NOT NULL AND relname NOT LIKE 'blockhaul%'"); sum2.AfterFill.Analyzed != len(chainTables(t, cfg)) || n != int64(sum2.AfterFill.Analyzed) {
+		t.Errorf("the resume analyzed %d tables, the store has %d analyzed; want %d", sum2.AfterFill.Analyzed, n, len(chainTables(t, cfg)))
 	}
 	if !strings.Contains(out.String(), ", complete") || strings.Contains(out.String(), "not built") {
 		t.Fatalf("resume summary:\n%s", out.String())
@@ -57,4 +74,14 @@ func TestSignalDuringIndexBuildSaysWhatIsPending(t *testing.T) {
 	if valid != cometbftIndexes || pending != 0 {
 		t.Fatalf("%d valid secondary indexes (want %d), %d pending", valid, cometbftIndexes, pending)
 	}
+}
+
+// chainTables are the tables of cfg's chain family (each with a primary key).
+func chainTables(t *testing.T, cfg Config) []chain.Table {
+	t.Helper()
+	f, err := family.Lookup(cmp.Or(cfg.Chain, family.Default.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Tables()
 }

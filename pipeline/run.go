@@ -688,14 +688,30 @@ func endFill(ctx context.Context, cfg *Config, db *export.Session, sum *Summary,
 	}
 	// The tables filled are analyzed by the index builds' workers, each
 	// once its own indexes are built, while other tables' still build;
-	// what they did not analyze is analyzed after.
+	// what they did not analyze is analyzed after. So are the tables whose
+	// deferred builds an earlier, stopped run of the fill left to this one:
+	// that run's ANALYZE never came, and this one may fill nothing itself.
 	start := time.Now()
 	defer func() { sum.AfterFill.Took += time.Since(start) }()
+	var tables []string
+	if analyzes(cfg, sum) {
+		tables = filledTables(sum.Export)
+	}
+	if sum.Complete && cfg.Command != CmdFollow && cfg.DeferIndexes == IndexesAlways {
+		var pending []string
+		if err := db.Do(ctx, "read deferred indexes", func(ctx context.Context, conn *pgx.Conn) (err error) {
+			pending, err = export.PendingTables(ctx, conn, cfg.Schema)
+			return err
+		}); err != nil {
+			return err
+		}
+		tables = slices.Compact(slices.Sorted(slices.Values(append(tables, pending...))))
+	}
 	var mu sync.Mutex
 	analyzed := map[string]bool{}
 	bo := indexBuildOptions(cfg, db, log)
-	if analyzes(cfg, sum) && !cfg.AnalyzeAfterBuilds {
-		bo.Analyze = filledTables(sum.Export)
+	if !cfg.AnalyzeAfterBuilds {
+		bo.Analyze = tables
 		bo.OnAnalyze = func(table string, took time.Duration, err error) {
 			if err != nil {
 				log.Warn("planner statistics not updated beside the index builds; analyzing after them", "table", table, "err", err)
@@ -711,16 +727,15 @@ func endFill(ctx context.Context, cfg *Config, db *export.Session, sum *Summary,
 		return err
 	}
 	mu.Lock()
-	rest := sum.Export
-	rest.Rows = map[string]uint64{}
-	for t, n := range sum.Export.Rows {
+	var rest []string
+	for _, t := range tables {
 		if !analyzed[t] {
-			rest.Rows[t] = n
+			rest = append(rest, t)
 		}
 	}
 	sum.AfterFill.Analyzed = len(analyzed)
 	mu.Unlock()
-	sum.AfterFill.Analyzed += analyzeFilled(ctx, cfg, db, &Summary{Command: sum.Command, Export: rest, Complete: sum.Complete}, log)
+	sum.AfterFill.Analyzed += analyzeTables(ctx, cfg, db, rest, log)
 	return nil
 }
 
@@ -748,26 +763,40 @@ func finishIndexesWith(ctx context.Context, cfg *Config, db *export.Session, sum
 	if cfg.DeferIndexes != IndexesAlways || !sum.Complete {
 		return nil
 	}
-	var built, keys int
+	// What was pending before the first attempt less what is left: the
+	// builds run GIN and GiST first, so a count of builds alone does not
+	// say which were keys. A failure that names nothing left counts none.
+	var pending, keys []string
+	read := false
 	err := db.Do(ctx, "build deferred indexes", func(ctx context.Context, conn *pgx.Conn) error {
-		k, err := export.PendingKeys(ctx, conn, cfg.Schema)
-		if err != nil {
-			return err
+		if !read {
+			p, err := export.PendingIndexes(ctx, conn, cfg.Schema)
+			if err != nil {
+				return err
+			}
+			if keys, err = export.PendingKeys(ctx, conn, cfg.Schema); err != nil {
+				return err
+			}
+			pending, read = p, true
 		}
-		n, err := export.BuildIndexes(ctx, conn, cfg.Schema, bo)
-		// Keys are built before the rest: those built beyond them are
-		// indexes (as settleIndexes counts).
-		built, keys = built+n-min(n, len(k)), keys+min(n, len(k))
+		_, err := export.BuildIndexes(ctx, conn, cfg.Schema, bo)
 		return err
 	})
-	a := &sum.AfterFill
-	a.Indexes, a.Keys = a.Indexes+built, a.Keys+keys
-	if built+keys > 0 {
-		a.Workers, a.WorkersWhy = bo.Workers, cmp.Or(cfg.indexWorkersWhy, "--index-workers")
-	}
 	var pe *export.IndexesPendingError
 	if errors.As(err, &pe) {
 		sum.IndexesPending, sum.KeysPending = pe.Pending, pe.Keys
+	}
+	if err == nil || pe != nil {
+		a := &sum.AfterFill
+		var left, leftKeys int
+		if pe != nil {
+			left, leftKeys = len(pe.Pending), len(pe.Keys)
+		}
+		a.Indexes += len(pending) - len(keys) - (left - leftKeys)
+		a.Keys += len(keys) - leftKeys
+		if len(pending) > left {
+			a.Workers, a.WorkersWhy = bo.Workers, cmp.Or(cfg.indexWorkersWhy, "--index-workers")
+		}
 	}
 	return err
 }
@@ -804,7 +833,7 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 		if cur.Valid && cur.Height >= cfg.To {
 			sum.Complete, sum.Export.Last = true, cur
 			log.Info("range already complete", "alias", ecfg.Stream.Alias, "from", cfg.From, "to", cfg.To)
-			return finishIndexes(ctx, cfg, db, sum, log)
+			return endFill(ctx, cfg, db, sum, log, nil)
 		}
 	}
 	if !cfg.ToSet {
@@ -933,21 +962,30 @@ func fetchAndExportStreams(ctx context.Context, cfg *Config, store *staging.Stor
 // few rows at a time). A failure is logged, not returned: the range is
 // complete and its rows are right, only the planner's statistics are stale.
 func analyzeFilled(ctx context.Context, cfg *Config, db *export.Session, sum *Summary, log *slog.Logger) int {
-	if !analyzes(cfg, sum) || len(filledTables(sum.Export)) == 0 {
+	if !analyzes(cfg, sum) {
+		return 0
+	}
+	return analyzeTables(ctx, cfg, db, filledTables(sum.Export), log)
+}
+
+// analyzeTables ANALYZEs the tables named (analyzeFilled) and returns how
+// many it analyzed; a failure is logged, not returned.
+func analyzeTables(ctx context.Context, cfg *Config, db *export.Session, tables []string, log *slog.Logger) int {
+	if len(tables) == 0 {
 		return 0
 	}
 	start := time.Now()
-	var tables []string
+	var done []string
 	err := db.Do(ctx, "analyze", func(ctx context.Context, conn *pgx.Conn) (err error) {
-		tables, err = export.Analyze(ctx, conn, cfg.Schema, sum.Export)
+		done, err = export.AnalyzeTables(ctx, conn, cfg.Schema, tables)
 		return err
 	})
 	if err != nil {
 		log.Warn("planner statistics not updated; run ANALYZE on the tables", "err", err)
 		return 0
 	}
-	log.Info("analyzed the tables filled", "tables", tables, "took", time.Since(start).Round(time.Millisecond))
-	return len(tables)
+	log.Info("analyzed the tables filled", "tables", done, "took", time.Since(start).Round(time.Millisecond))
+	return len(done)
 }
 
 // analyzes reports whether the job ANALYZEs the tables it filled: a

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -284,6 +285,23 @@ func TestAutoIndexWorkersOnThisServer(t *testing.T) {
 		if a.Indexes+a.Keys != builds || a.Keys != keys || a.Indexes == 0 || a.Analyzed != len(filledTables(sum.Export)) || a.Took <= 0 {
 			t.Errorf("%d CPUs, --index-workers %d: after the fill %+v; the log shows %d builds, the family %d keys, the fill %d tables",
 				c.cpus, c.given, a, builds, keys, len(filledTables(sum.Export)))
+		}
+		// And it is what the store holds: a fresh fill defers every index
+		// and key of the family's tables, and analyzes each table it filled.
+		names := make([]string, 0, len(fam.Tables()))
+		for _, tb := range fam.Tables() {
+			names = append(names, "'"+tb.Name+"'")
+		}
+		in := "(" + strings.Join(names, ",") + ")"
+		schema := cmp.Or(cfg.Schema, fam.Name) // a schema not given is the family's
+		if n := countRows(t, dsn, "pg_indexes WHERE schemaname = '"+schema+"' AND tablename IN "+in); n != int64(a.Indexes+a.Keys) {
+			t.Errorf("%d CPUs: the summary says %d indexes and keys built, the store has %d", c.cpus, a.Indexes+a.Keys, n)
+		}
+		if n := countRows(t, dsn, "pg_constraint WHERE contype = 'p' AND connamespace = '"+schema+"'::regnamespace AND conrelid::regclass::text IN (SELECT quote_ident('"+schema+"') || '.' || quote_ident(t) FROM unnest(ARRAY["+strings.Join(names, ",")+"]) AS t)"); n != int64(a.Keys) {
+			t.Errorf("%d CPUs: the summary says %d primary keys built, the store has %d", c.cpus, a.Keys, n)
+		}
+		if n := countRows(t, dsn, "pg_stat_user_tables WHERE schemaname = '"+schema+"' AND last_analyze IS NOT NULL AND relname IN "+in); n != int64(a.Analyzed) {
+			t.Errorf("%d CPUs: the summary says %d tables analyzed, the store has %d", c.cpus, a.Analyzed, n)
 		}
 		line := fmt.Sprintf("  after the fill: %d deferred indexes and %d primary keys built, %s; %d tables analyzed, in ", a.Indexes, a.Keys, c.summary, a.Analyzed)
 		if !strings.Contains(out.String(), line) {
