@@ -124,86 +124,94 @@ const (
 // block_time, 4 the signature, chain id, access and authorization lists and
 // logs bloom; logs 2 block_time; withdrawals came whole.
 func Tables() []chain.Table {
-	bigint := func(n string) chain.Column { return chain.Column{Name: n, Type: "bigint"} }
-	integer := func(n string) chain.Column { return chain.Column{Name: n, Type: "integer"} }
-	bytea := func(n string) chain.Column { return chain.Column{Name: n, Type: "bytea"} }
-	null := func(c chain.Column) chain.Column { c.Null = true; return c }
-	since := func(v int, c chain.Column) chain.Column { c.Since = v; return c }
-	numeric := func(n string) chain.Column { return chain.Column{Name: n, Type: "numeric"} }
+	return []chain.Table{TableBlocks: blocksTable(), TableTransactions: transactionsTable(), TableLogs: logsTable(), TableWithdrawals: withdrawalsTable()}
+}
 
-	blocks := chain.Table{
+// Column constructors for the tables below.
+func colBigint(n string) chain.Column             { return chain.Column{Name: n, Type: "bigint"} }
+func colInteger(n string) chain.Column            { return chain.Column{Name: n, Type: "integer"} }
+func colBytea(n string) chain.Column              { return chain.Column{Name: n, Type: "bytea"} }
+func colNumeric(n string) chain.Column            { return chain.Column{Name: n, Type: "numeric"} }
+func colNull(c chain.Column) chain.Column         { c.Null = true; return c }
+func colSince(v int, c chain.Column) chain.Column { c.Since = v; return c }
+
+func blocksTable() chain.Table {
+	return chain.Table{
 		Name:         "blocks",
 		HeightColumn: "number",
 		PrimaryKey:   []string{"number"},
 		Columns: []chain.Column{
-			colBlockNumber:           bigint("number"),
-			colBlockHash:             bytea("hash"),
-			colBlockParentHash:       bytea("parent_hash"),
+			colBlockNumber:           colBigint("number"),
+			colBlockHash:             colBytea("hash"),
+			colBlockParentHash:       colBytea("parent_hash"),
 			colBlockTimestamp:        {Name: "timestamp", Type: "timestamptz"},
-			colBlockMiner:            bytea("miner"),
-			colBlockGasLimit:         bigint("gas_limit"),
-			colBlockGasUsed:          bigint("gas_used"),
-			colBlockBaseFee:          null(numeric("base_fee_per_gas")),
-			colBlockTxCount:          integer("transaction_count"),
-			colBlockSize:             null(bigint("size")),
-			colBlockExtraData:        null(bytea("extra_data")),
-			colBlockNonce:            null(bytea("nonce")),
-			colBlockDifficulty:       null(numeric("difficulty")),
-			colBlockSha3Uncles:       null(bytea("sha3_uncles")),
-			colBlockLogsBloom:        null(bytea("logs_bloom")),
-			colBlockStateRoot:        null(bytea("state_root")),
-			colBlockTxRoot:           null(bytea("transactions_root")),
-			colBlockReceiptsRoot:     null(bytea("receipts_root")),
-			colBlockMixHash:          null(bytea("mix_hash")),
-			colBlockWithdrawalsRoot:  null(bytea("withdrawals_root")),
-			colBlockBlobGasUsed:      null(bigint("blob_gas_used")),
-			colBlockExcessBlobGas:    null(bigint("excess_blob_gas")),
-			colBlockParentBeaconRoot: null(bytea("parent_beacon_block_root")),
-			colBlockRequestsHash:     null(bytea("requests_hash")),
-			colBlockTotalDifficulty:  since(2, null(numeric("total_difficulty"))), // where the node gives it (pre-merge clients)
+			colBlockMiner:            colBytea("miner"),
+			colBlockGasLimit:         colBigint("gas_limit"),
+			colBlockGasUsed:          colBigint("gas_used"),
+			colBlockBaseFee:          colNull(colNumeric("base_fee_per_gas")),
+			colBlockTxCount:          colInteger("transaction_count"),
+			colBlockSize:             colNull(colBigint("size")),
+			colBlockExtraData:        colNull(colBytea("extra_data")),
+			colBlockNonce:            colNull(colBytea("nonce")),
+			colBlockDifficulty:       colNull(colNumeric("difficulty")),
+			colBlockSha3Uncles:       colNull(colBytea("sha3_uncles")),
+			colBlockLogsBloom:        colNull(colBytea("logs_bloom")),
+			colBlockStateRoot:        colNull(colBytea("state_root")),
+			colBlockTxRoot:           colNull(colBytea("transactions_root")),
+			colBlockReceiptsRoot:     colNull(colBytea("receipts_root")),
+			colBlockMixHash:          colNull(colBytea("mix_hash")),
+			colBlockWithdrawalsRoot:  colNull(colBytea("withdrawals_root")),
+			colBlockBlobGasUsed:      colNull(colBigint("blob_gas_used")),
+			colBlockExcessBlobGas:    colNull(colBigint("excess_blob_gas")),
+			colBlockParentBeaconRoot: colNull(colBytea("parent_beacon_block_root")),
+			colBlockRequestsHash:     colNull(colBytea("requests_hash")),
+			colBlockTotalDifficulty:  colSince(2, colNull(colNumeric("total_difficulty"))), // where the node gives it (pre-merge clients)
 		},
 		Indexes: []chain.Index{
 			{Name: "blocks_hash_idx", Columns: "(hash)", Minimal: true},
 			{Name: "blocks_timestamp_idx", Columns: "USING brin (timestamp)"},
 		},
 	}
-	txs := chain.Table{
+}
+
+func transactionsTable() chain.Table {
+	return chain.Table{
 		Name:         "transactions",
 		HeightColumn: "block_number",
 		PrimaryKey:   []string{"block_number", "transaction_index"},
 		Columns: []chain.Column{
-			colTxBlockNumber:       bigint("block_number"),
+			colTxBlockNumber:       colBigint("block_number"),
 			colTxBlockTime:         {Name: "block_time", Type: "timestamptz", Since: 3}, // the block's timestamp, for time ranges without a join
-			colTxIndex:             integer("transaction_index"),
-			colTxHash:              bytea("hash"),
+			colTxIndex:             colInteger("transaction_index"),
+			colTxHash:              colBytea("hash"),
 			colTxType:              {Name: "type", Type: "smallint"},
-			colTxNonce:             bigint("nonce"),
-			colTxFrom:              bytea("from_address"),
-			colTxTo:                null(bytea("to_address")),
-			colTxValue:             numeric("value"),
-			colTxInput:             bytea("input"),
-			colTxGas:               bigint("gas"),
-			colTxGasPrice:          null(numeric("gas_price")),
-			colTxMaxFee:            null(numeric("max_fee_per_gas")),
-			colTxMaxPriorityFee:    null(numeric("max_priority_fee_per_gas")),
-			colTxMaxFeePerBlobGas:  null(numeric("max_fee_per_blob_gas")),
+			colTxNonce:             colBigint("nonce"),
+			colTxFrom:              colBytea("from_address"),
+			colTxTo:                colNull(colBytea("to_address")),
+			colTxValue:             colNumeric("value"),
+			colTxInput:             colBytea("input"),
+			colTxGas:               colBigint("gas"),
+			colTxGasPrice:          colNull(colNumeric("gas_price")),
+			colTxMaxFee:            colNull(colNumeric("max_fee_per_gas")),
+			colTxMaxPriorityFee:    colNull(colNumeric("max_priority_fee_per_gas")),
+			colTxMaxFeePerBlobGas:  colNull(colNumeric("max_fee_per_blob_gas")),
 			colTxBlobHashes:        {Name: "blob_versioned_hashes", Type: "bytea[]", Null: true},
 			colTxStatus:            {Name: "status", Type: "smallint", Null: true},
-			colTxGasUsed:           bigint("gas_used"),
-			colTxCumulativeGasUsed: bigint("cumulative_gas_used"),
-			colTxEffectiveGasPrice: null(numeric("effective_gas_price")),
-			colTxContractAddress:   null(bytea("contract_address")),
-			colTxBlobGasUsed:       null(bigint("blob_gas_used")),
-			colTxBlobGasPrice:      null(numeric("blob_gas_price")),
-			colTxRoot:              since(2, null(bytea("root"))),
-			colTxChainID:           since(4, null(numeric("chain_id"))), // absent from pre-EIP-155 legacy transactions
-			colTxV:                 since(4, null(numeric("v"))),
-			colTxR:                 since(4, null(bytea("r"))), // 32 bytes, big-endian
-			colTxS:                 since(4, null(bytea("s"))),
+			colTxGasUsed:           colBigint("gas_used"),
+			colTxCumulativeGasUsed: colBigint("cumulative_gas_used"),
+			colTxEffectiveGasPrice: colNull(colNumeric("effective_gas_price")),
+			colTxContractAddress:   colNull(colBytea("contract_address")),
+			colTxBlobGasUsed:       colNull(colBigint("blob_gas_used")),
+			colTxBlobGasPrice:      colNull(colNumeric("blob_gas_price")),
+			colTxRoot:              colSince(2, colNull(colBytea("root"))),
+			colTxChainID:           colSince(4, colNull(colNumeric("chain_id"))), // absent from pre-EIP-155 legacy transactions
+			colTxV:                 colSince(4, colNull(colNumeric("v"))),
+			colTxR:                 colSince(4, colNull(colBytea("r"))), // 32 bytes, big-endian
+			colTxS:                 colSince(4, colNull(colBytea("s"))),
 			colTxYParity:           {Name: "y_parity", Type: "smallint", Null: true, Since: 4},
 			colTxAccessList:        {Name: "access_list", Type: "jsonb", Null: true, Since: 4},        // as the node wrote it
 			colTxAuthorizationList: {Name: "authorization_list", Type: "jsonb", Null: true, Since: 4}, // EIP-7702
-			colTxLogsBloom:         since(4, null(bytea("logs_bloom"))),                               // the receipt's
+			colTxLogsBloom:         colSince(4, colNull(colBytea("logs_bloom"))),                      // the receipt's
 		},
 		Indexes: []chain.Index{
 			{Name: "transactions_hash_idx", Columns: "(hash)", Minimal: true},
@@ -216,22 +224,25 @@ func Tables() []chain.Table {
 			{Name: "transactions_block_time_idx", Columns: "USING brin (block_time)"},
 		},
 	}
-	logs := chain.Table{
+}
+
+func logsTable() chain.Table {
+	return chain.Table{
 		Name:         "logs",
 		HeightColumn: "block_number",
 		PrimaryKey:   []string{"block_number", "log_index"},
 		Columns: []chain.Column{
-			colLogBlockNumber: bigint("block_number"),
+			colLogBlockNumber: colBigint("block_number"),
 			colLogBlockTime:   {Name: "block_time", Type: "timestamptz", Since: 2},
-			colLogIndex:       integer("log_index"),
-			colLogTxIndex:     integer("transaction_index"),
-			colLogTxHash:      bytea("transaction_hash"),
-			colLogAddress:     bytea("address"),
-			colLogTopic0:      null(bytea("topic0")),
-			colLogTopic1:      null(bytea("topic1")),
-			colLogTopic2:      null(bytea("topic2")),
-			colLogTopic3:      null(bytea("topic3")),
-			colLogData:        bytea("data"),
+			colLogIndex:       colInteger("log_index"),
+			colLogTxIndex:     colInteger("transaction_index"),
+			colLogTxHash:      colBytea("transaction_hash"),
+			colLogAddress:     colBytea("address"),
+			colLogTopic0:      colNull(colBytea("topic0")),
+			colLogTopic1:      colNull(colBytea("topic1")),
+			colLogTopic2:      colNull(colBytea("topic2")),
+			colLogTopic3:      colNull(colBytea("topic3")),
+			colLogData:        colBytea("data"),
 		},
 		Indexes: []chain.Index{
 			{Name: "logs_address_idx", Columns: "(address, topic0, block_number)"}, // a contract's events of one kind, newest first
@@ -243,23 +254,25 @@ func Tables() []chain.Table {
 			{Name: "logs_block_time_idx", Columns: "USING brin (block_time)"},
 		},
 	}
-	// Withdrawals from the beacon chain (Shanghai on), one row per entry of
-	// a block's withdrawals list.
-	withdrawals := chain.Table{
+}
+
+// Withdrawals from the beacon chain (Shanghai on), one row per entry of
+// a block's withdrawals list.
+func withdrawalsTable() chain.Table {
+	return chain.Table{
 		Name:         "withdrawals",
 		HeightColumn: "block_number",
 		PrimaryKey:   []string{"block_number", "withdrawal_index"},
 		Columns: []chain.Column{
-			colWdBlockNumber:    bigint("block_number"),
+			colWdBlockNumber:    colBigint("block_number"),
 			colWdBlockTime:      {Name: "block_time", Type: "timestamptz"},
-			colWdIndex:          bigint("withdrawal_index"), // the withdrawal's own index, unique over the chain
-			colWdValidatorIndex: bigint("validator_index"),
-			colWdAddress:        bytea("address"),
-			colWdAmount:         bigint("amount"), // gwei
+			colWdIndex:          colBigint("withdrawal_index"), // the withdrawal's own index, unique over the chain
+			colWdValidatorIndex: colBigint("validator_index"),
+			colWdAddress:        colBytea("address"),
+			colWdAmount:         colBigint("amount"), // gwei
 		},
 		Indexes: []chain.Index{{Name: "withdrawals_address_idx", Columns: "(address)"}},
 	}
-	return []chain.Table{TableBlocks: blocks, TableTransactions: txs, TableLogs: logs, TableWithdrawals: withdrawals}
 }
 
 // Positions of the logs table's columns, for decoders that read the rows
