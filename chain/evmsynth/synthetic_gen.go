@@ -380,6 +380,18 @@ func (g *generator) planTx(t *txPlan, blobs *int) {
 	if r.float() < 0.05 {
 		t.nonce = r.between(10_000, 3_000_000) // bots and exchanges
 	}
+	g.planKind(t, blobs)
+	g.planGas(t)
+	g.planFees(t)
+	var raw [32]byte
+	g.randBytes(raw[:])
+	hex.Encode(t.hash[:], raw[:])
+	g.planLogs(t)
+}
+
+// planKind chooses what the transaction does from its log count.
+func (g *generator) planKind(t *txPlan, blobs *int) {
+	r := &g.r
 	switch {
 	case t.nLogs == 0:
 		switch f := r.float(); {
@@ -402,7 +414,11 @@ func (g *generator) planTx(t *txPlan, blobs *int) {
 	default:
 		t.kind = kindCall
 	}
+}
 
+// planGas sets the transaction's recipient, gas and value for its kind.
+func (g *generator) planGas(t *txPlan) {
+	r := &g.r
 	switch t.kind {
 	case kindTransfer:
 		t.to = int32(r.intn(numUsers))
@@ -443,7 +459,11 @@ func (g *generator) planTx(t *txPlan, blobs *int) {
 			t.value = r.logUniform(15, 20)
 		}
 	}
+}
 
+// planFees chooses the transaction type and its fee fields.
+func (g *generator) planFees(t *txPlan) {
+	r := &g.r
 	// Type mix: mostly EIP-1559, some legacy, a few access-list and
 	// EIP-7702 set-code transactions; blob transactions are type 3.
 	switch f := r.float(); {
@@ -471,10 +491,11 @@ func (g *generator) planTx(t *txPlan, blobs *int) {
 		}
 		t.price = g.baseFee + min(t.tip, t.maxFee-g.baseFee)
 	}
-	var raw [32]byte
-	g.randBytes(raw[:])
-	hex.Encode(t.hash[:], raw[:])
+}
 
+// planLogs plans the transaction's logs and sets the block's bloom bits.
+func (g *generator) planLogs(t *txPlan) {
+	r := &g.r
 	for j := 0; j < t.nLogs; j++ {
 		l := logPlan{}
 		switch t.kind {
@@ -752,28 +773,61 @@ func (g *generator) writeTx(b []byte, i int) []byte {
 	b = qty128(b, `,"value":`, t.value)
 	b = qty(b, `,"type":`, uint64(t.typ))
 	if t.typ >= 1 {
-		b = append(b, `,"accessList":[`...)
-		if r.float() < 0.15 {
-			for k, n := 0, 1+r.intn(3); k < n; k++ {
-				if k > 0 {
-					b = append(b, ',')
-				}
-				b = str(b, `{"address":`, p.contracts[r.intn(numContracts)].hex[:])
-				b = append(b, `,"storageKeys":[`...)
-				for j, m := 0, r.intn(4); j < m; j++ {
-					if j > 0 {
-						b = append(b, ',')
-					}
-					b = g.hash(b, "")
-				}
-				b = append(b, "]}"...)
-			}
-		}
-		b = append(b, ']')
+		b = g.writeAccessList(b)
 	}
 	if t.typ >= 1 || t.protected {
 		b = qty(b, `,"chainId":`, s.cfg.ChainID)
 	}
+	b = g.writeBlobsAndAuthorizations(b, t)
+	parity := r.next() & 1
+	switch {
+	case t.typ >= 1:
+		b = qty(b, `,"v":`, parity)
+	case t.protected:
+		b = qty(b, `,"v":`, s.cfg.ChainID*2+35+parity)
+	default:
+		b = qty(b, `,"v":`, 27+parity)
+	}
+	b = append(b, `,"r":"0x`...)
+	b = g.appendRandQty(b)
+	b = append(b, `","s":"0x`...)
+	b = g.appendRandQty(b)
+	b = append(b, '"')
+	if t.typ >= 1 {
+		b = qty(b, `,"yParity":`, parity)
+	}
+	return append(b, '}')
+}
+
+// writeAccessList writes a typed transaction's access list, empty for most.
+func (g *generator) writeAccessList(b []byte) []byte {
+	r, p := &g.r, g.s.pools
+	b = append(b, `,"accessList":[`...)
+	if r.float() < 0.15 {
+		for k, n := 0, 1+r.intn(3); k < n; k++ {
+			if k > 0 {
+				b = append(b, ',')
+			}
+			b = str(b, `{"address":`, p.contracts[r.intn(numContracts)].hex[:])
+			b = append(b, `,"storageKeys":[`...)
+			for j, m := 0, r.intn(4); j < m; j++ {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = g.hash(b, "")
+			}
+			b = append(b, "]}"...)
+		}
+	}
+	b = append(b, ']')
+	return b
+}
+
+// writeBlobsAndAuthorizations writes a blob transaction's versioned hashes
+// and a set-code transaction's authorization list.
+func (g *generator) writeBlobsAndAuthorizations(b []byte, t *txPlan) []byte {
+	s, r := g.s, &g.r
+	p := s.pools
 	if t.typ == 3 {
 		b = append(b, `,"blobVersionedHashes":[`...)
 		for k := 0; k < t.blobs; k++ {
@@ -804,24 +858,7 @@ func (g *generator) writeTx(b []byte, i int) []byte {
 		}
 		b = append(b, ']')
 	}
-	parity := r.next() & 1
-	switch {
-	case t.typ >= 1:
-		b = qty(b, `,"v":`, parity)
-	case t.protected:
-		b = qty(b, `,"v":`, s.cfg.ChainID*2+35+parity)
-	default:
-		b = qty(b, `,"v":`, 27+parity)
-	}
-	b = append(b, `,"r":"0x`...)
-	b = g.appendRandQty(b)
-	b = append(b, `","s":"0x`...)
-	b = g.appendRandQty(b)
-	b = append(b, '"')
-	if t.typ >= 1 {
-		b = qty(b, `,"yParity":`, parity)
-	}
-	return append(b, '}')
+	return b
 }
 
 // writeInput appends the calldata digits of t (no 0x, no quotes).
