@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"strings"
 	"time"
 
+	"github.com/blockhaul/blockhaul/internal/backoff"
 	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -27,7 +27,7 @@ type RetryPolicy struct {
 	MaxWait time.Duration
 }
 
-// Default retry policy: ten tries over about a minute ride out a restart or
+// Default retry policy: ten tries over 20 to 45 seconds ride out a restart or
 // a failover of PostgreSQL.
 const (
 	DefaultRetries = 10
@@ -186,12 +186,8 @@ func (s *Session) Do(ctx context.Context, what string, op func(ctx context.Conte
 		if s.conn != nil && (s.conn.IsClosed() || lostConnection(cause)) {
 			s.Close(context.WithoutCancel(ctx))
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if backoff.Sleep(ctx, wait) != nil {
 			return err
-		case <-t.C:
 		}
 	}
 }
@@ -213,14 +209,10 @@ func (s *Session) ensureConn(ctx context.Context) error {
 }
 
 // backoff is the wait before retry n (1-based): 100ms doubling, capped at
-// MaxWait, with ±20% jitter so that streams hit by one restart do not
-// reconnect in step.
+// MaxWait, jittered so that streams hit by one restart do not reconnect in
+// step.
 func (s *Session) backoff(n int) time.Duration {
-	d := firstBackoff << min(n-1, 20)
-	if d > s.policy.MaxWait || d <= 0 {
-		d = s.policy.MaxWait
-	}
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+	return backoff.Policy{Base: firstBackoff, Max: s.policy.MaxWait}.Delay(n - 1)
 }
 
 // Causes of transient faults: the label of the retry counter.

@@ -10,11 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/internal/backoff"
 	"github.com/blockhaul/blockhaul/internal/crashpoint"
 	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/staging"
@@ -32,8 +32,8 @@ type Config struct {
 	// MaxRetries+1 failures (see spanJob; a request that spent a retry
 	// budget of its own costs half of it). Default 5.
 	MaxRetries int
-	// BaseBackoff and MaxBackoff bound the exponential backoff (full
-	// jitter) between retries. Defaults 200ms and 10s.
+	// BaseBackoff and MaxBackoff bound the exponential backoff (jittered,
+	// internal/backoff) between retries. Defaults 200ms and 10s.
 	BaseBackoff, MaxBackoff time.Duration
 	// DownAfter bounds an outage: a fetch whose source serves no span for
 	// this long, every span failing, ends with a *DownError. Until then a
@@ -362,14 +362,8 @@ func write(ctx context.Context, store *staging.Store, fetched <-chan fetchedSpan
 // backoff ends, and noting whether the source is down as it starts) and checks that the source returned exactly the blocks
 // asked for. Retrying is the worker's: see spanJob.failed.
 func fetchSpan(ctx context.Context, src Source, j *spanJob, cfg *Config, health *sourceHealth) ([]chain.Block, error) {
-	if d := time.Until(j.notBefore); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		}
+	if err := backoff.Sleep(ctx, time.Until(j.notBefore)); err != nil {
+		return nil, err
 	}
 	j.inOutage = j.inOutage || health.isDown()
 	j.started = time.Now()
@@ -418,12 +412,4 @@ func check(r staging.Range, blocks []chain.Block, verify func([]byte) ([]byte, e
 		}
 	}
 	return nil
-}
-
-func backoff(base, max time.Duration, attempt int) time.Duration {
-	d := base << min(attempt, 30)
-	if d <= 0 || d > max {
-		d = max
-	}
-	return time.Duration(rand.Int64N(int64(d)) + 1)
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/blockhaul/blockhaul/internal/backoff"
 	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/staging"
 )
@@ -121,7 +122,7 @@ func (j *spanJob) failed(err error, cfg *Config, src *sourceHealth) (again *span
 			j.whole, j.inOutage = 0, false
 			j.outages++
 			next := *j
-			next.notBefore = now.Add(backoff(cfg.BaseBackoff, cfg.MaxBackoff, budget+j.outages))
+			next.notBefore = now.Add(backoff.Policy{Base: cfg.BaseBackoff, Max: cfg.MaxBackoff}.Delay(budget + j.outages))
 			return &next, nil
 		}
 		if !wasSpent || j.attempts > spent {
@@ -130,7 +131,7 @@ func (j *spanJob) failed(err error, cfg *Config, src *sourceHealth) (again *span
 		return nil, &FetchError{Range: j.span, Err: err}
 	}
 	next := *j
-	next.notBefore = now.Add(backoff(cfg.BaseBackoff, cfg.MaxBackoff, j.cost()-1+j.outages))
+	next.notBefore = now.Add(backoff.Policy{Base: cfg.BaseBackoff, Max: cfg.MaxBackoff}.Delay(j.cost() - 1 + j.outages))
 	return &next, nil
 }
 

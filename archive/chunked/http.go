@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/blockhaul/blockhaul/internal/backoff"
 	"github.com/blockhaul/blockhaul/internal/fault"
 )
 
@@ -22,17 +22,16 @@ type httpObjects struct {
 	attempts    int
 }
 
+// httpBackoff paces the tries of one GET: before try a+1, 100ms·2^a up to
+// 6.4s, jittered.
+var httpBackoff = backoff.Policy{Base: 100 * time.Millisecond, Max: 6400 * time.Millisecond}
+
 func (o *httpObjects) ReadAll(ctx context.Context, name string) ([]byte, error) {
 	var last error
 	for a := range o.attempts {
 		if a > 0 {
-			d := time.Duration(rand.Int64N(int64(100*time.Millisecond<<min(a, 6)))) + time.Millisecond
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return nil, ctx.Err()
+			if err := backoff.Sleep(ctx, httpBackoff.Delay(a)); err != nil {
+				return nil, err
 			}
 		}
 		b, err := o.get(ctx, name)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/blockhaul/blockhaul/internal/backoff"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 )
@@ -235,7 +235,7 @@ func (c *Client) single(ctx context.Context, r request) {
 		if failed[ep.index] > 0 {
 			// Failing over to a fresh endpoint needs no pause; trying one
 			// that already failed this call does.
-			if err := sleep(ctx, c.backoff(attempt-1)); err != nil {
+			if err := backoff.Sleep(ctx, c.backoff(attempt-1)); err != nil {
 				c.release(ep, probe)
 				call.Err = fmt.Errorf("jsonrpc: %s: %w", call.Method, err)
 				return
@@ -293,7 +293,7 @@ func (c *Client) batch(ctx context.Context, pending []request) {
 			return
 		}
 		if failed[ep.index] > 0 {
-			if err := sleep(ctx, c.backoff(attempts-1)); err != nil {
+			if err := backoff.Sleep(ctx, c.backoff(attempts-1)); err != nil {
 				c.release(ep, probe)
 				giveUp(pending, func(r request) error { return fmt.Errorf("jsonrpc: %s: %w", r.call.Method, err) })
 				return
@@ -446,28 +446,10 @@ func (c *Client) exhausted(method string, attempts int, last []error) *CallError
 }
 
 // backoff is the pause before retry n (0-based) on an endpoint that already
-// failed the call: exponential, with full jitter so that many calls failing
-// together do not come back together.
+// failed the call (jittered, so that many calls failing together do not
+// come back together).
 func (c *Client) backoff(n int) time.Duration {
-	d := expBackoff(c.cfg.BaseBackoff, c.cfg.MaxBackoff, n)
-	if d <= 0 {
-		return 0
-	}
-	return rand.N(d + 1)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return backoff.Policy{Base: c.cfg.BaseBackoff, Max: c.cfg.MaxBackoff}.Delay(n)
 }
 
 type avoidKey struct{}

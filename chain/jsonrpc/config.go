@@ -37,8 +37,8 @@ type Config struct {
 	// batch request), across all endpoints: failing over to another
 	// endpoint is a retry. Default 5; negative means no retries.
 	MaxRetries int
-	// BaseBackoff and MaxBackoff bound the exponential backoff (with full
-	// jitter) between attempts. Defaults 100ms and 10s.
+	// BaseBackoff and MaxBackoff bound the exponential backoff (jittered,
+	// internal/backoff) between attempts. Defaults 100ms and 10s.
 	BaseBackoff time.Duration
 	MaxBackoff  time.Duration
 	// UnhealthyAfter is the number of consecutive transient failures after

@@ -5,7 +5,7 @@
 // It is built to be a good citizen of fetch at full speed against nodes and
 // paid providers: several endpoints with health tracking, failover and
 // probing; per-endpoint rate limits and in-flight caps; retries with
-// exponential backoff and full jitter for what is transient; honouring
+// exponential backoff (internal/backoff) for what is transient; honouring
 // Retry-After and provider throttling; batches that are split, shrunk when
 // an endpoint finds them too large and replaced by single calls where an
 // endpoint refuses them. Application errors come back at once as *RPCError.

@@ -3,6 +3,7 @@ package jsonrpc
 import (
 	"time"
 
+	"github.com/blockhaul/blockhaul/internal/backoff"
 	"golang.org/x/time/rate"
 )
 
@@ -143,7 +144,7 @@ func (ep *endpoint) failed(now time.Time, cfg *Config) (markedUnhealthy bool) {
 }
 
 func probeInterval(quarantines int, cfg *Config) time.Duration {
-	return expBackoff(cfg.ProbeInterval, cfg.MaxProbeInterval, quarantines-1)
+	return backoff.Policy{Base: cfg.ProbeInterval, Max: cfg.MaxProbeInterval}.Ceiling(quarantines - 1)
 }
 
 // maxRetryAfter bounds how long one Retry-After may pause an endpoint, so a
@@ -162,7 +163,7 @@ func (ep *endpoint) throttle(now time.Time, retryAfter time.Duration, cfg *Confi
 	newPause = !now.Before(ep.pausedUntil)
 	d := retryAfter
 	if d <= 0 {
-		d = expBackoff(cfg.BaseBackoff, cfg.MaxBackoff, ep.throttleStreak)
+		d = backoff.Policy{Base: cfg.BaseBackoff, Max: cfg.MaxBackoff}.Ceiling(ep.throttleStreak)
 		if newPause {
 			ep.throttleStreak++
 		}
@@ -194,15 +195,4 @@ func (ep *endpoint) recoverRate(now time.Time, cfg *Config) {
 func (ep *endpoint) shrinkBatch(n int) (size int) {
 	ep.batchSize = max(1, min(ep.batchSize, n/2))
 	return ep.batchSize
-}
-
-// expBackoff is base·2^n capped at limit (n < 0 gives base).
-func expBackoff(base, limit time.Duration, n int) time.Duration {
-	if n <= 0 {
-		return min(base, limit)
-	}
-	if n >= 62 || base > limit>>n {
-		return limit
-	}
-	return base << n
 }

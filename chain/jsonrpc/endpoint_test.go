@@ -200,35 +200,25 @@ func TestShrinkBatch(t *testing.T) {
 	}
 }
 
+// The pause before a retry grows from BaseBackoff, stops at MaxBackoff and
+// is jittered (the curve and the jitter are internal/backoff's).
 func TestBackoff(t *testing.T) {
-	for _, tc := range []struct {
-		base, limit time.Duration
-		n           int
-		want        time.Duration
-	}{
-		{100 * time.Millisecond, 10 * time.Second, -1, 100 * time.Millisecond},
-		{100 * time.Millisecond, 10 * time.Second, 0, 100 * time.Millisecond},
-		{100 * time.Millisecond, 10 * time.Second, 3, 800 * time.Millisecond},
-		{100 * time.Millisecond, 10 * time.Second, 7, 10 * time.Second},
-		{100 * time.Millisecond, 10 * time.Second, 200, 10 * time.Second},
-		{time.Second, 10 * time.Second, 62, 10 * time.Second},
-	} {
-		if got := expBackoff(tc.base, tc.limit, tc.n); got != tc.want {
-			t.Errorf("expBackoff(%v, %v, %d) = %v, want %v", tc.base, tc.limit, tc.n, got, tc.want)
-		}
-	}
 	c := &Client{cfg: Config{BaseBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}}
-	var sawLow, sawHigh bool
-	for range 2000 {
-		d := c.backoff(3) // cap 50ms
-		if d < 0 || d > 50*time.Millisecond {
-			t.Fatalf("backoff %v outside [0, 50ms]", d)
+	for _, tc := range []struct {
+		n        int
+		lo, high time.Duration
+	}{{-1, 5 * time.Millisecond, 10 * time.Millisecond}, {1, 10 * time.Millisecond, 20 * time.Millisecond}, {3, 25 * time.Millisecond, 50 * time.Millisecond}, {40, 25 * time.Millisecond, 50 * time.Millisecond}} {
+		seen := map[time.Duration]bool{}
+		for range 200 {
+			d := c.backoff(tc.n)
+			if d < tc.lo || d > tc.high {
+				t.Fatalf("backoff(%d) = %v outside [%v, %v]", tc.n, d, tc.lo, tc.high)
+			}
+			seen[d] = true
 		}
-		sawLow = sawLow || d < 10*time.Millisecond
-		sawHigh = sawHigh || d > 40*time.Millisecond
-	}
-	if !sawLow || !sawHigh {
-		t.Error("backoff is not jittered over its whole range")
+		if len(seen) < 2 {
+			t.Errorf("backoff(%d) is not jittered", tc.n)
+		}
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/blockhaul/blockhaul/internal/backoff"
 )
 
 // kind is what an attempt's outcome means for the call and the endpoint.
@@ -83,7 +85,7 @@ func (c *Client) acquire(ctx context.Context, ep *endpoint) error {
 		if d <= 0 {
 			break
 		}
-		if err := sleep(ctx, d); err != nil {
+		if err := backoff.Sleep(ctx, d); err != nil {
 			<-ep.sem
 			return err
 		}
