@@ -202,6 +202,9 @@ type decodeState struct {
 	prefix                   string        // the operator's bech32 prefix, or ""
 	b64                      bool          // the block's attributes are base64
 	signerAddrs              [][]byte      // per signer_infos entry of the tx, its key's address or nil
+	accSeq                   []string      // the tx's tx.acc_seq addresses when one per signer, else empty
+	accountPrefix            string        // blockAccountPrefix, once accountPrefixRead
+	accountPrefixRead        bool
 	scratch, scratch2, clean []byte
 }
 
@@ -254,10 +257,13 @@ func (st *decodeState) release() {
 	clear(signers)
 	addrs := st.signerAddrs[:cap(st.signerAddrs)]
 	clear(addrs)
+	accSeq := st.accSeq[:cap(st.accSeq)]
+	clear(accSeq)
 	*st = decodeState{
 		sdk:         sdk,
 		signerAddrs: addrs[:0],
 		msgSigners:  signers[:0],
+		accSeq:      accSeq[:0],
 		txHashes:    hashes[:0],
 		txs:         st.txs[:0],
 		results:     st.results[:0],

@@ -37,15 +37,20 @@ import (
 // first 20 bytes of its SHA-256) and the ethsecp256k1 keys of EVM chains
 // (the last 20 bytes of Keccak-256 of the uncompressed key). The address
 // does not depend on decoding a message; its bech32 prefix is the chain's,
-// taken, in this order, from: --bech32-prefix; an address in the tx's own
-// events whose bytes are a signer key's address (acc_seq, fee_payer,
-// message.sender: the chain writes its own addresses); the signer field
-// (cosmos.msg.v1.signer) of a decoded message (a validator operator
-// prefix such as cosmosvaloper read as cosmos); the fee payer or granter.
-// Where the key type is not known (a multisig key, none given) or no
-// prefix can be learnt, the entry is the signer field of the message at the
-// same position, else NULL. A tx that signs with no signer_infos has an
-// empty array.
+// taken, in this order, from: --bech32-prefix; an account address in the
+// tx's events whose bytes are a signer key's address (tx.acc_seq,
+// tx.fee_payer, the bank's transfer/coin_spent/coin_received: the chain
+// writes its own accounts there); any account address in those events of
+// the block's txs; a message.sender of a signer key's bytes (after the bank's:
+// old SDK staking and distribution modules wrote an operator's address
+// there, and crypto.org's operator prefix is crocncl, not crovaloper); the
+// signer field (cosmos.msg.v1.signer) of a decoded message (a validator
+// operator prefix such as cosmosvaloper read as cosmos); the fee payer or
+// granter. Where the key type is not known (a multisig key, none given) or
+// no prefix can be learnt, the entry is the tx.acc_seq address at its
+// position when the tx has one per signer (the SDK writes them in signer
+// order), else the signer field of the message at the same position, else
+// NULL. A tx that signs with no signer_infos has an empty array.
 //
 // fee_payer is Fee.payer when set, else the first signer, as the SDK
 // charges it; fee_granter is Fee.granter, NULL when unset.
@@ -374,10 +379,8 @@ func (st *decodeState) emitSDK(rows *chain.Rows, row []any, i int, tx []byte, hv
 			st.msgSigners = append(st.msgSigners, signer)
 		}
 	}
-	// The prefix: the operator's; else that of an address in the tx's
-	// events whose bytes are a signer key's address (the chain's own
-	// account address: acc_seq, fee_payer, message.sender, …); else a
-	// message's signer's; else the fee payer's or granter's.
+	// The prefix: the operator's; else the events' (signersEventPrefix);
+	// else a message's signer's; else the fee payer's or granter's.
 	st.signerAddrs = st.signerAddrs[:0]
 	for _, s := range t.signers {
 		st.signerAddrs = append(st.signerAddrs, AccountAddress(s.keyType, s.key))
@@ -385,13 +388,17 @@ func (st *decodeState) emitSDK(rows *chain.Rows, row []any, i int, tx []byte, hv
 	switch {
 	case st.prefix != "":
 		prefix = st.prefix
-	case len(st.signerAddrs) > 0:
-		for _, a := range st.signerAddrs {
-			if p := st.eventPrefix(i, a); p != "" {
-				prefix, learned = p, true
-				break
-			}
+	case slices.ContainsFunc(st.signerAddrs, func(a []byte) bool { return a != nil }):
+		if p := st.signersEventPrefix(i); p != "" {
+			prefix, learned = p, true
 		}
+	}
+	// A signer whose key is not known is the address of the tx.acc_seq
+	// event at its position, where the tx has one per signer: the chain's
+	// own word for who signed.
+	st.accSeq = st.accSeqSigners(st.accSeq[:0], i)
+	if len(st.accSeq) != len(t.signers) {
+		st.accSeq = st.accSeq[:0]
 	}
 	if prefix == "" {
 		if p := bech32Prefix(t.payer); p != "" {
@@ -426,6 +433,8 @@ func (st *decodeState) emitSDK(rows *chain.Rows, row []any, i int, tx []byte, hv
 		addr := ""
 		if a := st.signerAddrs[j]; a != nil && prefix != "" {
 			addr = Bech32Encode(prefix, a)
+		} else if j < len(st.accSeq) && st.accSeq[j] != "" {
+			addr = st.accSeq[j]
 		} else if j < len(st.msgSigners) {
 			addr = st.msgSigners[j]
 		} else if withNull == nil {
@@ -469,11 +478,71 @@ func (st *decodeState) emitSDK(rows *chain.Rows, row []any, i int, tx []byte, hv
 	return msgJS
 }
 
-// eventPrefix returns the bech32 prefix of an address among the attribute
-// values of tx i's events whose bytes are addr (a value "addr/sequence", as
-// acc_seq writes it, counts; a validator operator prefix is read as its
-// account prefix), or "".
-func (st *decodeState) eventPrefix(i int, addr []byte) string {
+// Event attributes by what the chain writes in them, for the signers'
+// prefix and addresses.
+const (
+	attrOther   = iota
+	attrAccount // an account address by definition: tx.acc_seq ("addr/sequence"), tx.fee_payer, the bank's transfer, coin_spent, coin_received
+	attrSender  // message.sender: an account's, save where the SDK's staking and distribution modules wrote an operator's (MsgEditValidator, MsgWithdrawValidatorCommission before v0.46)
+	attrAccSeq  // tx.acc_seq alone: one per signer, in signer order (the SDK's SetPubKeyDecorator)
+)
+
+// attrKind says which of the above the attribute key of an event of type
+// typ is (either kind of tx.acc_seq: attrAccSeq).
+func (st *decodeState) attrKind(typ []byte, key jsonscan.Span) int {
+	var name string
+	switch string(typ) {
+	case "tx", "transfer", "coin_spent", "coin_received", "message":
+	default:
+		return attrOther
+	}
+	k := st.bytesOf(key)
+	if st.b64 {
+		var buf [16]byte
+		if base64.StdEncoding.DecodedLen(len(k)) > len(buf) {
+			return attrOther
+		}
+		n, err := base64.StdEncoding.Decode(buf[:], k)
+		if err != nil {
+			return attrOther
+		}
+		name = string(buf[:n])
+	} else {
+		name = string(k)
+	}
+	switch string(typ) + "." + name {
+	case "tx.acc_seq":
+		return attrAccSeq
+	case "tx.fee_payer", "transfer.sender", "transfer.recipient", "coin_spent.spender", "coin_received.receiver":
+		return attrAccount
+	case "message.sender":
+		return attrSender
+	}
+	return attrOther
+}
+
+// attrAddress is the value of a, base64-decoded where the block's are, up
+// to a '/' (acc_seq's "addr/sequence"), in scratch2.
+func (st *decodeState) attrAddress(a attrRef) []byte {
+	v := st.bytesOf(a.value)
+	if st.b64 {
+		if len(v) > 4*160/3 {
+			return nil // no address is this long
+		}
+		st.scratch2, _ = base64.StdEncoding.AppendDecode(st.scratch2[:0], v)
+		v = st.scratch2
+	}
+	if k := bytes.IndexByte(v, '/'); k >= 0 {
+		v = v[:k]
+	}
+	return v
+}
+
+// eventPrefix returns the bech32 prefix of an address whose bytes are addr
+// among the values of tx i's event attributes of the kinds want accepts
+// (attrAccSeq counts as attrAccount), or "". A prefix read from
+// message.sender has a "valoper" suffix taken off.
+func (st *decodeState) eventPrefix(i int, addr []byte, want int) string {
 	if addr == nil || i >= len(st.results) {
 		return ""
 	}
@@ -482,34 +551,118 @@ func (st *decodeState) eventPrefix(i int, addr []byte) string {
 	// same under any prefix: a value whose are not these is not addr and
 	// costs a comparison; a match is encoded whole with its prefix, its
 	// checksum compared, and checked by bech32Valid, which also holds the
-	// prefix to lowercase letters. (The values of a tx's events hold many
-	// addresses, under several prefixes.)
+	// prefix to lowercase letters.
 	var buf [128]byte
 	chars := appendBech32Data(buf[:0], addr)
 	r := &st.results[i]
 	for _, ev := range st.txEvents[r.ev0:r.ev1] {
+		typ := st.bytesOf(ev.typ)
+		if len(typ) > 16 {
+			continue
+		}
+		var tb [16]byte
+		typ = tb[:copy(tb[:], typ)]
 		for _, a := range st.attrs[ev.a0:ev.a1] {
-			v := st.bytesOf(a.value)
-			if st.b64 {
-				if len(v) < 4*(dataLen+2)/3 || len(v) > 4*(dataLen+120)/3 {
-					continue
-				}
-				st.scratch2, _ = base64.StdEncoding.AppendDecode(st.scratch2[:0], v)
-				v = st.scratch2
+			kind := st.attrKind(typ, a.key)
+			if kind == attrAccSeq {
+				kind = attrAccount
 			}
-			if k := bytes.IndexByte(v, '/'); k >= 0 {
-				v = v[:k]
+			if kind != want {
+				continue
 			}
+			v := st.attrAddress(a)
 			sep := bytes.LastIndexByte(v, '1')
 			if sep < 1 || len(v)-sep-1 != dataLen || !bytes.Equal(v[sep+1:len(v)-6], chars) {
 				continue
 			}
 			if Bech32Encode(string(v[:sep]), addr) == string(v) && bech32Valid(v) {
-				return validBech32Prefix(v)
+				if kind == attrSender {
+					return validBech32Prefix(v)
+				}
+				return string(v[:sep])
 			}
 		}
 	}
 	return ""
+}
+
+// signersEventPrefix is the account prefix for tx i's signers as the
+// chain's events say it: that of an account address of a signer's bytes in
+// the tx's events; else the block's account prefix; else that of a
+// message.sender of a signer's bytes (an operator's read as its account's);
+// else "".
+func (st *decodeState) signersEventPrefix(i int) string {
+	for _, want := range []int{attrAccount, 0, attrSender} {
+		if want == 0 {
+			if p := st.blockAccountPrefix(); p != "" {
+				return p
+			}
+			continue
+		}
+		for _, a := range st.signerAddrs {
+			if p := st.eventPrefix(i, a, want); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// blockAccountPrefix is the prefix of the first account address (an
+// attribute of kind attrAccount or attrAccSeq with a valid bech32 value)
+// among the events of the block's txs, or "": the chain's account prefix
+// as the chain itself writes it. It is the same for every tx of a block
+// whichever were decoded before, so a height's rows do not depend on where
+// an export started.
+func (st *decodeState) blockAccountPrefix() string {
+	if st.accountPrefixRead {
+		return st.accountPrefix
+	}
+	st.accountPrefixRead = true
+	for _, ev := range st.txEvents {
+		typ := st.bytesOf(ev.typ)
+		if len(typ) > 16 {
+			continue
+		}
+		var tb [16]byte
+		typ = tb[:copy(tb[:], typ)]
+		for _, a := range st.attrs[ev.a0:ev.a1] {
+			if k := st.attrKind(typ, a.key); k != attrAccount && k != attrAccSeq {
+				continue
+			}
+			if v := st.attrAddress(a); bech32Valid(v) {
+				st.accountPrefix = string(v[:bytes.LastIndexByte(v, '1')])
+				return st.accountPrefix
+			}
+		}
+	}
+	return ""
+}
+
+// accSeqSigners appends to dst the addresses of tx i's tx.acc_seq events,
+// in order, each "" where it is not a valid bech32 address.
+func (st *decodeState) accSeqSigners(dst []string, i int) []string {
+	if i >= len(st.results) {
+		return dst
+	}
+	r := &st.results[i]
+	for _, ev := range st.txEvents[r.ev0:r.ev1] {
+		if string(st.bytesOf(ev.typ)) != "tx" {
+			continue
+		}
+		for _, a := range st.attrs[ev.a0:ev.a1] {
+			if st.attrKind([]byte("tx"), a.key) != attrAccSeq {
+				continue
+			}
+			v := st.attrAddress(a)
+			if bech32Valid(v) {
+				dst = append(dst, string(v))
+			} else {
+				dst = append(dst, "")
+			}
+		}
+	}
+	return dst
 }
 
 // emptyBytes is an empty, non-nil bytea value (nil would be NULL).

@@ -398,9 +398,11 @@ func BenchmarkSDKWire(b *testing.B) {
 
 // TestSignerPrefixFromEvents: a tx whose only message is of a type no
 // descriptor knows still gets its signer's address: the prefix is that of
-// the chain's own address of the same bytes in the tx's events (acc_seq,
-// plain or base64 as 0.34 writes it), or --bech32-prefix; with neither the
-// signer is NULL, and so is fee_payer.
+// the chain's own account address of the same bytes in the tx's events
+// (tx.acc_seq, tx.fee_payer, plain or base64 as 0.34 writes them), else of
+// any account address in the block's bank events, else of a message.sender
+// of the same bytes, or --bech32-prefix; with none the signer is NULL, and
+// so is fee_payer.
 func TestSignerPrefixFromEvents(t *testing.T) {
 	send := sdkFixtures(t)[0] // signed by alice
 	alice := *send.Expect.SignerPubkeyAddresses[0]
@@ -413,9 +415,19 @@ func TestSignerPrefixFromEvents(t *testing.T) {
 	}
 	msg := pbBytes(pbString(nil, 1, "/example.chain.v1.MsgUnknown"), 2, pbString(nil, 1, "x"))
 	tx := pbBytes(pbBytes(nil, 1, pbBytes(nil, 1, msg)), 2, auth)
-	record := func(key, value string) []byte {
+	// record is minimalRecord with tx and one event of type typ, key and value.
+	record := func(typ, key, value string) []byte {
 		rec := strings.Replace(minimalRecord, `"dHgx"`, `"`+base64.StdEncoding.EncodeToString(tx)+`"`, 1)
-		return []byte(strings.Replace(rec, `{"key":"k","value":"v","index":true}`, `{"key":"`+key+`","value":"`+value+`","index":true}`, 1))
+		return []byte(strings.Replace(rec, `{"type":"t","attributes":[{"key":"k","value":"v","index":true}]}`,
+			`{"type":"`+typ+`","attributes":[{"key":"`+key+`","value":"`+value+`","index":true}]}`, 1))
+	}
+	// events is minimalRecord with tx and the events evs (JSON).
+	events := func(evs string) []byte {
+		rec := strings.Replace(minimalRecord, `"dHgx"`, `"`+base64.StdEncoding.EncodeToString(tx)+`"`, 1)
+		return []byte(strings.Replace(rec, `{"type":"t","attributes":[{"key":"k","value":"v","index":true}]}`, evs, 1))
+	}
+	ev := func(typ, key, value string) string {
+		return `{"type":"` + typ + `","attributes":[{"key":"` + key + `","value":"` + value + `","index":true}]}`
 	}
 	b64 := base64.StdEncoding.EncodeToString
 	_, aliceBytes, _ := bech32DecodeForTest(alice)
@@ -429,15 +441,27 @@ func TestSignerPrefixFromEvents(t *testing.T) {
 		raw    []byte
 		signer *string
 	}{
-		{"acc_seq", DecoderOptions{}, record("acc_seq", alice+"/7"), &alice},
-		{"base64 acc_seq", DecoderOptions{EventEncoding: EventEncodingBase64}, record(b64([]byte("acc_seq")), b64([]byte(alice+"/7"))), &alice},
-		{"fee_payer", DecoderOptions{}, record("fee_payer", alice), &alice},
-		{"another address", DecoderOptions{}, record("sender", *send.Expect.Messages[0].toAddress(t)), nil},
-		{"no address", DecoderOptions{}, record("k", "v"), nil},
-		{"alice's bytes under another prefix", DecoderOptions{}, record("acc_seq", Bech32Encode("osmo", aliceBytes)+"/7"), ptr(Bech32Encode("osmo", aliceBytes))},
-		{"alice's data characters, another checksum", DecoderOptions{}, record("acc_seq", badChecksum), nil},
-		{"--bech32-prefix", DecoderOptions{Bech32Prefix: "osmo"}, record("k", "v"), ptr(Bech32Encode("osmo", aliceBytes))},
-		{"--bech32-prefix over the events", DecoderOptions{Bech32Prefix: "osmo"}, record("acc_seq", alice+"/7"), ptr(Bech32Encode("osmo", aliceBytes))},
+		{"acc_seq", DecoderOptions{}, record("tx", "acc_seq", alice+"/7"), &alice},
+		{"base64 acc_seq", DecoderOptions{EventEncoding: EventEncodingBase64}, record("tx", b64([]byte("acc_seq")), b64([]byte(alice+"/7"))), &alice},
+		{"fee_payer", DecoderOptions{}, record("tx", "fee_payer", alice), &alice},
+		{"another address", DecoderOptions{}, record("t", "sender", *send.Expect.Messages[0].toAddress(t)), nil},
+		{"alice's address in an event that is not an account's", DecoderOptions{}, record("t", "acc_seq", alice+"/7"), nil},
+		{"no address", DecoderOptions{}, record("t", "k", "v"), nil},
+		{"alice's bytes under another prefix", DecoderOptions{}, record("tx", "acc_seq", Bech32Encode("osmo", aliceBytes)+"/7"), ptr(Bech32Encode("osmo", aliceBytes))},
+		{"alice's data characters, another checksum", DecoderOptions{}, record("tx", "acc_seq", badChecksum), nil},
+		{"--bech32-prefix", DecoderOptions{Bech32Prefix: "osmo"}, record("t", "k", "v"), ptr(Bech32Encode("osmo", aliceBytes))},
+		{"--bech32-prefix over the events", DecoderOptions{Bech32Prefix: "osmo"}, record("tx", "acc_seq", alice+"/7"), ptr(Bech32Encode("osmo", aliceBytes))},
+		// crypto.org's operator prefix is not <account>valoper: an operator
+		// address of the signer's bytes before the account's in the events
+		// (create_validator.validator, then message.sender) is not taken.
+		{"operator before message.sender", DecoderOptions{}, events(ev("create_validator", "validator", Bech32Encode("tcrocncl", aliceBytes)) + "," +
+			ev("message", "sender", Bech32Encode("tcro", aliceBytes))), ptr(Bech32Encode("tcro", aliceBytes))},
+		// A message.sender that is an operator's (the SDK's staking module
+		// wrote MsgEditValidator's so) loses to the account prefix of
+		// another address in the block's bank events.
+		{"operator message.sender, an account in a transfer", DecoderOptions{}, events(ev("message", "sender", Bech32Encode("tcrocncl", aliceBytes)) + "," +
+			ev("transfer", "recipient", Bech32Encode("tcro", make([]byte, 20)))), ptr(Bech32Encode("tcro", aliceBytes))},
+		{"cosmosvaloper message.sender alone", DecoderOptions{}, record("message", "sender", Bech32Encode("cosmosvaloper", aliceBytes)), &alice},
 	} {
 		d := NewDecoderOptions(c.opts)
 		rows := chain.NewRows(d.Tables())

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Extracts the real transactions of crypto-com/chain-indexing's parser fixtures.
 
-Usage: extract.py CHAIN_INDEXING_CHECKOUT COMMIT > txs.json; extract.py ... --blocks H,H
+Usage: extract.py CHAIN_INDEXING_CHECKOUT COMMIT > txs.json; extract.py ... --blocks H,H [FILE ...]
 
 Each fixture file of usecase/parser/test/ holds Go constants of JSON text: a node's
 /block answer (*_BLOCK_RESP), its /block_results (*_BLOCK_RESULTS_RESP) and, per
 transaction, the node's own decoding of it (*_TXS_RESP*: GET /cosmos/tx/v1beta1/txs/HASH).
 txs.json pairs each transaction's bytes (base64, from the block) with that decoding, by
 sha256(bytes) = tx_response.txhash. --blocks writes block_H.json and block_results_H.json,
-the RPC results of those heights as the fixtures hold them.
+the RPC results of those heights as the fixtures hold them, looked for in FILE ... (fixture
+names, as in FILES) when given, else in FILES.
 """
 import base64, hashlib, json, re, subprocess, sys
 
@@ -26,8 +27,9 @@ def consts(repo, commit, name):
 def main():
     repo, commit = sys.argv[1], sys.argv[2]
     blocks = set(sys.argv[4].split(",")) if len(sys.argv) > 4 and sys.argv[3] == "--blocks" else None
+    files = sys.argv[5:] if blocks is not None and len(sys.argv) > 5 else FILES
     out = []
-    for name in FILES:
+    for name in files:
         path, cs = consts(repo, commit, name)
         block = next(j for n, j in cs if n.endswith("_BLOCK_RESP"))["result"]
         header = block["block"]["header"]
