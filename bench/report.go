@@ -17,77 +17,10 @@ import (
 // images+"scaling.svg" (the names WriteFiles gives them).
 func Markdown(r Result, images string) string {
 	var b strings.Builder
-	m := r.Machine
-	fmt.Fprintf(&b, "## blockhaul benchmark, %s\n\n", r.Date.UTC().Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(&b, "Machine `%s`: %d × %s, %s RAM, %s %s, %s, PostgreSQL %s (local). The run took %s.\n\n",
-		m.Host, m.CPUs, orDash(m.CPUModel), fmtBytes(m.MemoryBytes), m.OS, m.Kernel, m.GoVersion, m.PostgreSQL,
-		(time.Duration(r.Seconds) * time.Second).Round(time.Second))
-
-	if u := r.CPU; u.Known {
-		fmt.Fprintf(&b, "CPU over the run: benchmark and blockhaul %s s, PostgreSQL %s s, other processes %s s of %s CPU-seconds (%.0f%%).\n\n",
-			fmtNum(u.Bench), fmtNum(u.Postgres), fmtNum(u.Other), fmtNum(u.Capacity), 100*u.OtherShare())
-		if u.Busy() {
-			b.WriteString("**The machine was busy**: other processes took more than a tenth of its CPU during the run, and its figures are not representative.\n\n")
-		}
-	}
-	b.WriteString("### Targets\n\n| target | measured | goal | |\n|---|---:|---:|---|\n")
-	for _, t := range r.Targets {
-		if !t.Measured {
-			fmt.Fprintf(&b, "| %s | – | %s %s%s | not measured |\n", t.Name, opSign(t.Op), fmtNum(t.Limit), t.Unit)
-			continue
-		}
-		verdict := "**FAIL**"
-		if t.Pass {
-			verdict = "ok"
-		}
-		fmt.Fprintf(&b, "| %s | %s%s | %s %s%s | %s |\n", t.Name, fmtNum(t.Value), t.Unit, opSign(t.Op), fmtNum(t.Limit), t.Unit, verdict)
-	}
-
+	writeHeader(&b, r)
 	if len(r.Densities) > 0 {
-		b.WriteString("\n### Staging ingest (loader → staging, flush included)\n\n")
-		b.WriteString("The synthetic records are rendered in memory before the clock starts; the last column is the synthetic generator's own rate, for scale.\n\n")
-		b.WriteString("| density | blocks | blocks/s | raw MB/s | stored MB/s | raw / stored | generator alone, blocks/s |\n|---|---:|---:|---:|---:|---:|---:|\n")
-		for _, d := range r.Densities {
-			in := d.Ingest
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", densityLabel(d.Name), fmtNum(float64(d.Blocks)),
-				fmtNum(in.BlocksPerSec), fmtNum(in.RawMBPerSec), fmtNum(in.StoredMBPerSec), fmtNum(in.Ratio), fmtNum(in.SourceBlocksPerSec))
-		}
-		b.WriteString("\n### Export vs raw COPY (staging → PostgreSQL)\n\n")
-		b.WriteString("The baseline COPYs the same rows, decoded before its clock starts, with pgx binary COPY into identical empty tables of a fresh database, in the same batches and transactions.")
-		if r.Settings.Rounds > 1 {
-			fmt.Fprintf(&b, " Each side ran %d times, alternating which went first; the best run of each counts.", r.Settings.Rounds)
-		}
-		b.WriteString("\n\n")
-		b.WriteString("| density | rows | rows/block | export blocks/s | export rows/s | baseline blocks/s | baseline rows/s | export / baseline |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
-		for _, d := range r.Densities {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | **%s** |\n", densityLabel(d.Name), fmtNum(float64(d.Export.Rows)), fmtNum(d.RowsPerBlock),
-				fmtNum(d.Export.BlocksPerSec), fmtNum(d.Export.RowsPerSec), fmtNum(d.Baseline.BlocksPerSec), fmtNum(d.Baseline.RowsPerSec), fmtNum(d.Ratio))
-		}
-		if slices.ContainsFunc(r.Densities, func(d DensityResult) bool { return d.ExportCPU.Known && d.BaselineCPU.Known }) {
-			b.WriteString("\nCPU per row, in µs (the best run of each): this process (blockhaul's export, or the baseline's COPY of rows decoded beforehand), the load's PostgreSQL backend, PostgreSQL's WAL writer, checkpointer and background writer; and the share of one core the backend used. These depend far less on other work on the machine than the rates do.\n\n")
-			b.WriteString("| density | load | blockhaul µs/row | backend µs/row | PG writers µs/row | backend busy |\n|---|---|---:|---:|---:|---:|\n")
-			for _, d := range r.Densities {
-				for _, l := range []struct {
-					name string
-					run  CopyRun
-					cpu  LoadCPU
-				}{{"export", d.Export, d.ExportCPU}, {"baseline", d.Baseline, d.BaselineCPU}} {
-					if !l.cpu.Known || l.run.Rows == 0 {
-						continue
-					}
-					per := func(s float64) string { return fmtNum(1e6 * s / float64(l.run.Rows)) }
-					fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.0f%% |\n", d.Name, l.name, per(l.cpu.Blockhaul), per(l.cpu.Backends), per(l.cpu.Writers), 100*l.cpu.BackendBusy())
-				}
-			}
-		}
-		if images != "" {
-			b.WriteString("\n")
-			for _, d := range r.Densities {
-				fmt.Fprintf(&b, "![export and baseline throughput, %s](%sthroughput-%s.svg)\n", d.Name, images, d.Name)
-			}
-		}
+		writeDensities(&b, r, images)
 	}
-
 	if len(r.Decoding) > 0 {
 		writeDecoding(&b, r)
 	}
@@ -97,55 +30,142 @@ func Markdown(r Result, images string) string {
 	if st := r.Streams; st != nil {
 		writeStreams(&b, r, st)
 	}
-
 	if f := r.Fetch; f != nil {
-		fmt.Fprintf(&b, "\n### Fetch vs a local server (%s, %d workers, %d heights per request)\n\n", f.Chain, f.Workers, f.Span)
-		b.WriteString("| client | blocks | blocks/s | MB/s received | requests |\n|---|---:|---:|---:|---:|\n")
-		row := func(name string, x FetchRun) {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", name, fmtNum(float64(x.Blocks)), fmtNum(x.BlocksPerSec), fmtNum(x.MBPerSec), fmtNum(float64(x.Requests)))
-		}
-		row("minimal (net/http, read and discard)", f.Minimal)
-		if f.Blockhaul != nil {
-			row("blockhaul fetch (source → loader → staging)", *f.Blockhaul)
-			if f.Client != nil {
-				row("blockhaul RPC source alone (request, split, check; nothing staged)", *f.Client)
-			}
-			fmt.Fprintf(&b, "\nblockhaul fetch / minimal client: **%s**", fmtNum(f.Ratio))
-			if f.Client != nil {
-				fmt.Fprintf(&b, "; RPC source alone / minimal client: %s", fmtNum(f.ClientRatio))
-			}
-			b.WriteString("\n")
-		} else {
-			fmt.Fprintf(&b, "| blockhaul | %s | | | |\n", f.Note)
-		}
+		writeFetch(&b, f)
 	}
-
 	if h := r.HeadBackfill; h != nil {
-		fmt.Fprintf(&b, "\n### The head and a backfill: one process vs two (CometBFT, %s blocks, %s rows)\n\n", fmtNum(float64(h.Blocks)), fmtNum(float64(h.Rows)))
-		fmt.Fprintf(&b, "The head stream exports [%s, %s], the backfill [1, %s], into one fresh database with its indexes in place: `follow --backfill-from 1` (one staging store) against `follow` and `run` at once (a staging directory each). Each way ran %d times, alternating; the fastest counts.\n\n",
-			fmtNum(float64(h.HeadFrom)), fmtNum(float64(h.Blocks)), fmtNum(float64(h.HeadFrom-1)), r.Settings.Rounds)
-		b.WriteString("| way | processes | seconds | CPU seconds | peak RSS (sum) |\n|---|---:|---:|---:|---:|\n")
-		for _, w := range []struct {
-			name string
-			run  HeadBackfillRun
-		}{{"one process (`follow --backfill-from`)", h.OneProcess}, {"two processes (`follow` + `run`)", h.TwoProcesses}} {
-			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", w.name, w.run.Processes, fmtNum(w.run.Seconds), fmtNum(w.run.CPUSeconds), fmtBytes(uint64(w.run.PeakRSSBytes)))
-		}
-		fmt.Fprintf(&b, "\nTwo processes / one process, time: **%s**\n", fmtNum(h.TwoOverOne))
+		writeHeadBackfill(&b, r, h)
 	}
-
 	if len(r.Processes) > 0 {
-		b.WriteString("\n### Memory and scaling (`blockhaul run`, CometBFT density, a process of its own)\n\n")
-		fmt.Fprintf(&b, "Each size is a prefix of one steady-density chain (`--synthetic-steady`: no quiet stretches or bursts, so every range has the same rows per block), run with the defaults into a fresh database: secondary indexes are deferred and built at the end, inside the time shown. Each size ran %d times, the sizes taking turns; the fastest run counts, with the highest peak RSS of its runs.\n\n", r.Settings.Rounds)
-		b.WriteString("| blocks | rows | seconds | µs/block | µs/row | peak RSS |\n|---:|---:|---:|---:|---:|---:|\n")
-		for _, p := range r.Processes {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", fmtNum(float64(p.Blocks)), fmtNum(float64(p.Rows)), fmtNum(p.Seconds), fmtNum(p.MicrosPerBlock), fmtNum(p.MicrosPerRow), fmtBytes(uint64(p.PeakRSSBytes)))
-		}
-		if images != "" {
-			fmt.Fprintf(&b, "\n![time per block by range size](%sscaling.svg)\n", images)
-		}
+		writeProcesses(&b, r, images)
 	}
 	return b.String()
+}
+
+// writeHeader writes the machine, the CPU over the run and the targets.
+func writeHeader(b *strings.Builder, r Result) {
+	m := r.Machine
+	fmt.Fprintf(b, "## blockhaul benchmark, %s\n\n", r.Date.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(b, "Machine `%s`: %d × %s, %s RAM, %s %s, %s, PostgreSQL %s (local). The run took %s.\n\n",
+		m.Host, m.CPUs, orDash(m.CPUModel), fmtBytes(m.MemoryBytes), m.OS, m.Kernel, m.GoVersion, m.PostgreSQL,
+		(time.Duration(r.Seconds) * time.Second).Round(time.Second))
+
+	if u := r.CPU; u.Known {
+		fmt.Fprintf(b, "CPU over the run: benchmark and blockhaul %s s, PostgreSQL %s s, other processes %s s of %s CPU-seconds (%.0f%%).\n\n",
+			fmtNum(u.Bench), fmtNum(u.Postgres), fmtNum(u.Other), fmtNum(u.Capacity), 100*u.OtherShare())
+		if u.Busy() {
+			b.WriteString("**The machine was busy**: other processes took more than a tenth of its CPU during the run, and its figures are not representative.\n\n")
+		}
+	}
+	b.WriteString("### Targets\n\n| target | measured | goal | |\n|---|---:|---:|---|\n")
+	for _, t := range r.Targets {
+		if !t.Measured {
+			fmt.Fprintf(b, "| %s | – | %s %s%s | not measured |\n", t.Name, opSign(t.Op), fmtNum(t.Limit), t.Unit)
+			continue
+		}
+		verdict := "**FAIL**"
+		if t.Pass {
+			verdict = "ok"
+		}
+		fmt.Fprintf(b, "| %s | %s%s | %s %s%s | %s |\n", t.Name, fmtNum(t.Value), t.Unit, opSign(t.Op), fmtNum(t.Limit), t.Unit, verdict)
+	}
+}
+
+// writeDensities writes the staging ingest and the export against raw COPY.
+func writeDensities(b *strings.Builder, r Result, images string) {
+	b.WriteString("\n### Staging ingest (loader → staging, flush included)\n\n")
+	b.WriteString("The synthetic records are rendered in memory before the clock starts; the last column is the synthetic generator's own rate, for scale.\n\n")
+	b.WriteString("| density | blocks | blocks/s | raw MB/s | stored MB/s | raw / stored | generator alone, blocks/s |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, d := range r.Densities {
+		in := d.Ingest
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", densityLabel(d.Name), fmtNum(float64(d.Blocks)),
+			fmtNum(in.BlocksPerSec), fmtNum(in.RawMBPerSec), fmtNum(in.StoredMBPerSec), fmtNum(in.Ratio), fmtNum(in.SourceBlocksPerSec))
+	}
+	b.WriteString("\n### Export vs raw COPY (staging → PostgreSQL)\n\n")
+	b.WriteString("The baseline COPYs the same rows, decoded before its clock starts, with pgx binary COPY into identical empty tables of a fresh database, in the same batches and transactions.")
+	if r.Settings.Rounds > 1 {
+		fmt.Fprintf(b, " Each side ran %d times, alternating which went first; the best run of each counts.", r.Settings.Rounds)
+	}
+	b.WriteString("\n\n")
+	b.WriteString("| density | rows | rows/block | export blocks/s | export rows/s | baseline blocks/s | baseline rows/s | export / baseline |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, d := range r.Densities {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | **%s** |\n", densityLabel(d.Name), fmtNum(float64(d.Export.Rows)), fmtNum(d.RowsPerBlock),
+			fmtNum(d.Export.BlocksPerSec), fmtNum(d.Export.RowsPerSec), fmtNum(d.Baseline.BlocksPerSec), fmtNum(d.Baseline.RowsPerSec), fmtNum(d.Ratio))
+	}
+	if slices.ContainsFunc(r.Densities, func(d DensityResult) bool { return d.ExportCPU.Known && d.BaselineCPU.Known }) {
+		b.WriteString("\nCPU per row, in µs (the best run of each): this process (blockhaul's export, or the baseline's COPY of rows decoded beforehand), the load's PostgreSQL backend, PostgreSQL's WAL writer, checkpointer and background writer; and the share of one core the backend used. These depend far less on other work on the machine than the rates do.\n\n")
+		b.WriteString("| density | load | blockhaul µs/row | backend µs/row | PG writers µs/row | backend busy |\n|---|---|---:|---:|---:|---:|\n")
+		for _, d := range r.Densities {
+			for _, l := range []struct {
+				name string
+				run  CopyRun
+				cpu  LoadCPU
+			}{{"export", d.Export, d.ExportCPU}, {"baseline", d.Baseline, d.BaselineCPU}} {
+				if !l.cpu.Known || l.run.Rows == 0 {
+					continue
+				}
+				per := func(s float64) string { return fmtNum(1e6 * s / float64(l.run.Rows)) }
+				fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %.0f%% |\n", d.Name, l.name, per(l.cpu.Blockhaul), per(l.cpu.Backends), per(l.cpu.Writers), 100*l.cpu.BackendBusy())
+			}
+		}
+	}
+	if images != "" {
+		b.WriteString("\n")
+		for _, d := range r.Densities {
+			fmt.Fprintf(b, "![export and baseline throughput, %s](%sthroughput-%s.svg)\n", d.Name, images, d.Name)
+		}
+	}
+}
+
+// writeFetch writes the fetch against a local server.
+func writeFetch(b *strings.Builder, f *FetchResult) {
+	fmt.Fprintf(b, "\n### Fetch vs a local server (%s, %d workers, %d heights per request)\n\n", f.Chain, f.Workers, f.Span)
+	b.WriteString("| client | blocks | blocks/s | MB/s received | requests |\n|---|---:|---:|---:|---:|\n")
+	row := func(name string, x FetchRun) {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", name, fmtNum(float64(x.Blocks)), fmtNum(x.BlocksPerSec), fmtNum(x.MBPerSec), fmtNum(float64(x.Requests)))
+	}
+	row("minimal (net/http, read and discard)", f.Minimal)
+	if f.Blockhaul != nil {
+		row("blockhaul fetch (source → loader → staging)", *f.Blockhaul)
+		if f.Client != nil {
+			row("blockhaul RPC source alone (request, split, check; nothing staged)", *f.Client)
+		}
+		fmt.Fprintf(b, "\nblockhaul fetch / minimal client: **%s**", fmtNum(f.Ratio))
+		if f.Client != nil {
+			fmt.Fprintf(b, "; RPC source alone / minimal client: %s", fmtNum(f.ClientRatio))
+		}
+		b.WriteString("\n")
+	} else {
+		fmt.Fprintf(b, "| blockhaul | %s | | | |\n", f.Note)
+	}
+}
+
+// writeHeadBackfill writes the head and a backfill, one process against two.
+func writeHeadBackfill(b *strings.Builder, r Result, h *HeadBackfillResult) {
+	fmt.Fprintf(b, "\n### The head and a backfill: one process vs two (CometBFT, %s blocks, %s rows)\n\n", fmtNum(float64(h.Blocks)), fmtNum(float64(h.Rows)))
+	fmt.Fprintf(b, "The head stream exports [%s, %s], the backfill [1, %s], into one fresh database with its indexes in place: `follow --backfill-from 1` (one staging store) against `follow` and `run` at once (a staging directory each). Each way ran %d times, alternating; the fastest counts.\n\n",
+		fmtNum(float64(h.HeadFrom)), fmtNum(float64(h.Blocks)), fmtNum(float64(h.HeadFrom-1)), r.Settings.Rounds)
+	b.WriteString("| way | processes | seconds | CPU seconds | peak RSS (sum) |\n|---|---:|---:|---:|---:|\n")
+	for _, w := range []struct {
+		name string
+		run  HeadBackfillRun
+	}{{"one process (`follow --backfill-from`)", h.OneProcess}, {"two processes (`follow` + `run`)", h.TwoProcesses}} {
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s |\n", w.name, w.run.Processes, fmtNum(w.run.Seconds), fmtNum(w.run.CPUSeconds), fmtBytes(uint64(w.run.PeakRSSBytes)))
+	}
+	fmt.Fprintf(b, "\nTwo processes / one process, time: **%s**\n", fmtNum(h.TwoOverOne))
+}
+
+// writeProcesses writes memory and scaling by range size.
+func writeProcesses(b *strings.Builder, r Result, images string) {
+	b.WriteString("\n### Memory and scaling (`blockhaul run`, CometBFT density, a process of its own)\n\n")
+	fmt.Fprintf(b, "Each size is a prefix of one steady-density chain (`--synthetic-steady`: no quiet stretches or bursts, so every range has the same rows per block), run with the defaults into a fresh database: secondary indexes are deferred and built at the end, inside the time shown. Each size ran %d times, the sizes taking turns; the fastest run counts, with the highest peak RSS of its runs.\n\n", r.Settings.Rounds)
+	b.WriteString("| blocks | rows | seconds | µs/block | µs/row | peak RSS |\n|---:|---:|---:|---:|---:|---:|\n")
+	for _, p := range r.Processes {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", fmtNum(float64(p.Blocks)), fmtNum(float64(p.Rows)), fmtNum(p.Seconds), fmtNum(p.MicrosPerBlock), fmtNum(p.MicrosPerRow), fmtBytes(uint64(p.PeakRSSBytes)))
+	}
+	if images != "" {
+		fmt.Fprintf(b, "\n![time per block by range size](%sscaling.svg)\n", images)
+	}
 }
 
 // densityLabel names a density section (a family's name) with its
