@@ -27,6 +27,7 @@ import (
 	"strings"
 
 	"github.com/bufbuild/protocompile"
+	"github.com/bufbuild/protocompile/linker"
 	gogoproto "github.com/cosmos/gogoproto/proto"
 	_ "github.com/cosmos/ics23/go" // registers cosmos/ics23/v1/proofs.proto
 	"github.com/klauspost/compress/zstd"
@@ -76,11 +77,44 @@ func main() {
 }
 
 func run(out string) error {
-	var paths, files []string
+	paths, files, err := protoFiles()
+	if err != nil {
+		return err
+	}
+	compiled, err := compileProtos(paths, files)
+	if err != nil {
+		return err
+	}
+	set := fileSet(compiled)
+	// Check the set reads back as the decoder will read it.
+	if _, err := protodesc.NewFiles(set); err != nil {
+		return fmt.Errorf("the set does not read back: %w", err)
+	}
+	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(set)
+	if err != nil {
+		return err
+	}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBestCompression))
+	if err != nil {
+		return err
+	}
+	z := enc.EncodeAll(raw, nil)
+	if err := os.WriteFile(out, z, 0o644); err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%d files (%d compiled), %d bytes, %d compressed\n", len(set.File), len(files), len(raw), len(z))
+	_, err = os.Stdout.Write(b.Bytes())
+	return err
+}
+
+// protoFiles returns the import paths of every module and the .proto files
+// of the root modules, relative to their module, sorted.
+func protoFiles() (paths, files []string, err error) {
 	for _, m := range append(append([]module{}, roots...), imports...) {
 		d, err := m.dir()
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		paths = append(paths, d)
 	}
@@ -99,11 +133,16 @@ func run(out string) error {
 			return nil
 		})
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	sort.Strings(files)
+	return paths, files, nil
+}
 
+// compileProtos compiles files over paths; google/api and cosmos/ics23 come
+// from the descriptors the Go modules register.
+func compileProtos(paths, files []string) (linker.Files, error) {
 	registered := func(path string) (protocompile.SearchResult, error) {
 		for _, r := range []interface {
 			FindFileByPath(string) (protoreflect.FileDescriptor, error)
@@ -125,12 +164,11 @@ func run(out string) error {
 			}),
 		}),
 	}
-	compiled, err := c.Compile(context.Background(), files...)
-	if err != nil {
-		return err
-	}
+	return c.Compile(context.Background(), files...)
+}
 
-	// Every file once, each after its imports.
+// fileSet returns every compiled file once, each after its imports.
+func fileSet(compiled linker.Files) *descriptorpb.FileDescriptorSet {
 	set := &descriptorpb.FileDescriptorSet{}
 	done := map[string]bool{}
 	var add func(fd protoreflect.FileDescriptor)
@@ -148,24 +186,5 @@ func run(out string) error {
 	for _, fd := range compiled {
 		add(fd)
 	}
-	// Check the set reads back as the decoder will read it.
-	if _, err := protodesc.NewFiles(set); err != nil {
-		return fmt.Errorf("the set does not read back: %w", err)
-	}
-	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(set)
-	if err != nil {
-		return err
-	}
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBestCompression))
-	if err != nil {
-		return err
-	}
-	z := enc.EncodeAll(raw, nil)
-	if err := os.WriteFile(out, z, 0o644); err != nil {
-		return err
-	}
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "%d files (%d compiled), %d bytes, %d compressed\n", len(set.File), len(files), len(raw), len(z))
-	_, err = os.Stdout.Write(b.Bytes())
-	return err
+	return set
 }
