@@ -44,25 +44,7 @@ func parseBatch(ep *endpoint, b []byte, part []request, base uint64) ([]request,
 	switch firstByte(b) {
 	case '[':
 	case '{':
-		// A lone object answering an array: an error about the whole batch,
-		// or an endpoint that does not read arrays at all.
-		one, err := splitSingle(b)
-		if err != nil {
-			return part, badResponse(ep, err)
-		}
-		if e := one.err; e != nil {
-			redactRPCError(ep, e)
-			switch {
-			case e.throttled():
-				return part, outcome{kind: kindThrottle, label: OutcomeThrottled, err: e}
-			case isBatchTooLarge(e.Message), isBatchTooLarge(string(e.Data)):
-				// CometBFT puts "batch request exceeds maximum (10)" in data.
-				return part, outcome{kind: kindTooLarge, label: OutcomeTooLarge, err: e}
-			}
-			return part, outcome{kind: kindRefused, label: OutcomeBatchRefused, err: e}
-		}
-		return part, outcome{kind: kindRefused, label: OutcomeBatchRefused,
-			err: &TransportError{Endpoint: ep.name, Op: "decode response", Err: errors.New("object in response to a batch")}}
+		return part, singleAnswer(ep, b)
 	default:
 		return part, badResponse(ep, errors.New("not a JSON-RPC response"))
 	}
@@ -72,33 +54,85 @@ func parseBatch(ep *endpoint, b []byte, part []request, base uint64) ([]request,
 	if err != nil {
 		return part, badResponse(ep, err)
 	}
-	n := uint64(len(part))
-	// answer[i] is 1 + the index in resps of the answer to part[i], 0 when
-	// it has none.
-	answer := make([]int, len(part))
-	var throttled, tooLarge, refused *RPCError
+	answer, errs := matchAnswers(ep, resps, len(part), base)
+	fillCalls(ep, resps, part, answer)
+	var rest []request
+	for i, r := range part {
+		if answer[i] == 0 {
+			rest = append(rest, r)
+		}
+	}
+	switch {
+	case len(rest) == 0:
+		return nil, outcome{kind: kindOK, label: OutcomeOK}
+	case errs.refused != nil && len(rest) == len(part):
+		return part, outcome{kind: kindRefused, label: OutcomeBatchRefused, err: errs.refused}
+	case errs.tooLarge != nil:
+		return rest, outcome{kind: kindTooLarge, label: OutcomeTooLarge, err: errs.tooLarge}
+	case errs.throttled != nil:
+		return rest, outcome{kind: kindThrottle, label: OutcomeThrottled, err: errs.throttled}
+	}
+	return rest, badResponse(ep, fmt.Errorf("%d of %d calls unanswered", len(rest), len(part)))
+}
+
+// singleAnswer is the outcome of a lone object answering an array: an error
+// about the whole batch, or an endpoint that does not read arrays at all.
+func singleAnswer(ep *endpoint, b []byte) outcome {
+	one, err := splitSingle(b)
+	if err != nil {
+		return badResponse(ep, err)
+	}
+	if e := one.err; e != nil {
+		redactRPCError(ep, e)
+		switch {
+		case e.throttled():
+			return outcome{kind: kindThrottle, label: OutcomeThrottled, err: e}
+		case isBatchTooLarge(e.Message), isBatchTooLarge(string(e.Data)):
+			// CometBFT puts "batch request exceeds maximum (10)" in data.
+			return outcome{kind: kindTooLarge, label: OutcomeTooLarge, err: e}
+		}
+		return outcome{kind: kindRefused, label: OutcomeBatchRefused, err: e}
+	}
+	return outcome{kind: kindRefused, label: OutcomeBatchRefused,
+		err: &TransportError{Endpoint: ep.name, Op: "decode response", Err: errors.New("object in response to a batch")}}
+}
+
+// batchErrors are the errors in a batch's answers about the batch as a whole.
+type batchErrors struct{ throttled, tooLarge, refused *RPCError }
+
+// matchAnswers matches a batch's answers to its n calls by id (ids base to
+// base+n-1): answer[i] is 1 + the index in resps of the answer to call i, 0
+// when it has none.
+func matchAnswers(ep *endpoint, resps []rawResponse, n int, base uint64) ([]int, batchErrors) {
+	answer := make([]int, n)
+	var errs batchErrors
 	for k, r := range resps {
 		if e := r.err; e != nil {
 			redactRPCError(ep, e)
 			// Errors about the batch as a whole may carry any id, or none.
 			switch {
 			case isBatchTooLarge(e.Message), isBatchTooLarge(string(e.Data)):
-				tooLarge = e
+				errs.tooLarge = e
 				continue
 			case isBatchRefused(e.Message):
-				refused = e
+				errs.refused = e
 				continue
 			case e.throttled():
-				throttled = e
+				errs.throttled = e
 				continue
 			}
 		}
 		id, ok := parseID(r.id)
-		if !ok || id < base || id-base >= n || answer[id-base] != 0 {
+		if !ok || id < base || id-base >= uint64(n) || answer[id-base] != 0 {
 			continue // not ours, or a duplicate: the first answer stands
 		}
 		answer[id-base] = k + 1
 	}
+	return answer, errs
+}
+
+// fillCalls sets each answered call's result or error.
+func fillCalls(ep *endpoint, resps []rawResponse, part []request, answer []int) {
 	// Raw results are copied out of the response buffer into one
 	// allocation for the whole batch: a batch is a span of blocks, used
 	// together, and one allocation of a few hundred KB costs less, in
@@ -135,23 +169,6 @@ func parseBatch(ep *endpoint, b []byte, part []request, base uint64) ([]request,
 			call.Err = fmt.Errorf("jsonrpc: decode %s result from %s: %w", call.Method, ep.name, err)
 		}
 	}
-	var rest []request
-	for i, r := range part {
-		if answer[i] == 0 {
-			rest = append(rest, r)
-		}
-	}
-	switch {
-	case len(rest) == 0:
-		return nil, outcome{kind: kindOK, label: OutcomeOK}
-	case refused != nil && len(rest) == len(part):
-		return part, outcome{kind: kindRefused, label: OutcomeBatchRefused, err: refused}
-	case tooLarge != nil:
-		return rest, outcome{kind: kindTooLarge, label: OutcomeTooLarge, err: tooLarge}
-	case throttled != nil:
-		return rest, outcome{kind: kindThrottle, label: OutcomeThrottled, err: throttled}
-	}
-	return rest, badResponse(ep, fmt.Errorf("%d of %d calls unanswered", len(rest), len(part)))
 }
 
 func badResponse(ep *endpoint, err error) outcome {
