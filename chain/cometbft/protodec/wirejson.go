@@ -210,15 +210,8 @@ func (w *wireWriter) fields(dst, b []byte, p *wireMsg, depth, signerDepth int) (
 				return dst, false
 			}
 			b = b[m:]
-			for len(v) > 0 {
-				if elems > 0 {
-					dst = append(dst, ',')
-				}
-				elems++
-				if dst, n, ok = w.value(dst, v, wireType(f.kind), f, depth, -1); !ok {
-					return dst, false
-				}
-				v = v[n:]
+			if dst, ok = w.packed(dst, v, f, depth, &elems); !ok {
+				return dst, false
 			}
 			continue
 		}
@@ -236,8 +229,30 @@ func (w *wireWriter) fields(dst, b []byte, p *wireMsg, depth, signerDepth int) (
 	if open >= 0 {
 		dst = append(dst, ']')
 	}
-	// Fields without presence are written when absent too, with their
-	// default, as protojson's EmitDefaultValues writes them.
+	return appendDefaults(dst, p, &seen), true
+}
+
+// packed writes the elements of a packed repeated field, v its bytes,
+// counting them in *elems.
+func (w *wireWriter) packed(dst, v []byte, f *wireField, depth int, elems *int) ([]byte, bool) {
+	for len(v) > 0 {
+		if *elems > 0 {
+			dst = append(dst, ',')
+		}
+		*elems++
+		var n int
+		var ok bool
+		if dst, n, ok = w.value(dst, v, wireType(f.kind), f, depth, -1); !ok {
+			return dst, false
+		}
+		v = v[n:]
+	}
+	return dst, true
+}
+
+// appendDefaults writes the fields without presence that seen does not
+// hold, with their default, as protojson's EmitDefaultValues writes them.
+func appendDefaults(dst []byte, p *wireMsg, seen *[maxWireFields / 64]uint64) []byte {
 	for i := range p.fields {
 		f := &p.fields[i]
 		if f.presence || seen[i/64]&(1<<(i%64)) != 0 {
@@ -249,7 +264,7 @@ func (w *wireWriter) fields(dst, b []byte, p *wireMsg, depth, signerDepth int) (
 		dst = append(dst, f.key...)
 		dst = appendDefault(dst, f)
 	}
-	return dst, true
+	return dst
 }
 
 // value appends one value of field f read from b, whose wire type is typ,
