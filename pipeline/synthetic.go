@@ -10,6 +10,24 @@ import (
 // MaxSyntheticBlockTime bounds --synthetic-block-time.
 const MaxSyntheticBlockTime = time.Hour
 
+// MaxSyntheticHeight is the synthetic chain's highest height. Its blocks
+// link by real hashes, so the first block asked at height h costs
+// rendering every block below it once (about 0.1 ms a block on one core):
+// at most minutes here, where 10^14 would be years. A job that would fetch
+// above it is refused before it starts.
+const MaxSyntheticHeight = 10_000_000
+
+// fetchesSynthetic reports whether the job fetches from the synthetic chain
+// (it names no other source).
+func (c *Config) fetchesSynthetic() bool {
+	switch c.Command {
+	case CmdRun, CmdFetch, CmdFollow:
+	default:
+		return false
+	}
+	return c.Source == nil && len(c.RPC) == 0 && c.NodeHome == "" && c.Archive == ""
+}
+
 // syntheticTipFunc is the synthetic chain's tip as time goes: fixed (see
 // syntheticTip) without --synthetic-block-time; with it, the chain starts
 // at --synthetic-tip (else at --from) and grows by one block each
@@ -42,6 +60,17 @@ func (c *Config) validateSynthetic() []*FieldError {
 	var fs []*FieldError
 	bad := func(flag, format string, args ...any) {
 		fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: fmt.Sprintf(format, args...)})
+	}
+	if c.fetchesSynthetic() {
+		if c.From > MaxSyntheticHeight {
+			bad("from", "the synthetic chain ends at height %d (reaching a height renders every block below it once), got %d", MaxSyntheticHeight, c.From)
+		}
+		if c.ToSet && c.To > MaxSyntheticHeight {
+			bad("to", "the synthetic chain ends at height %d (reaching a height renders every block below it once), got %d", MaxSyntheticHeight, c.To)
+		}
+		if c.SyntheticTip > MaxSyntheticHeight {
+			bad("synthetic-tip", "want at most %d, the synthetic chain's highest height, got %d", MaxSyntheticHeight, c.SyntheticTip)
+		}
 	}
 	if c.SyntheticBlockTime < 0 || c.SyntheticBlockTime > MaxSyntheticBlockTime {
 		bad("synthetic-block-time", "want 0 (a fixed tip) to %s, got %s", MaxSyntheticBlockTime, c.SyntheticBlockTime)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,5 +137,41 @@ func TestSyntheticFlagsValidated(t *testing.T) {
 		if !ok || len(ce.Fields) != 1 || ce.Fields[0].Flag != tc.flag {
 			t.Errorf("want one problem of --%s, got %v", tc.flag, err)
 		}
+	}
+}
+
+// The synthetic chain's cost of reaching a height grows with the height:
+// a job that would fetch above its highest is refused before it starts
+// (exit 2, naming the flags), where it once looped for minutes ignoring
+// SIGTERM. A range of another source is not the synthetic chain's.
+func TestSyntheticHeightBounded(t *testing.T) {
+	for _, cmd := range []string{CmdFetch, CmdRun, CmdFollow} {
+		cfg := DefaultConfig()
+		cfg.Command, cfg.PG, cfg.Staging = cmd, "postgres://127.0.0.1:1/x", t.TempDir()
+		cfg.From, cfg.To, cfg.ToSet = 99999999999990, 99999999999999, true
+		cfg.EnsureDefaults()
+		err := cfg.Validate()
+		ce, ok := err.(*ConfigError)
+		if !ok || ExitCode(err) != ExitConfig {
+			t.Fatalf("%s at 10^14: want a configuration error, got %v", cmd, err)
+		}
+		flags := map[string]bool{}
+		for _, f := range ce.Fields {
+			flags[f.Flag] = true
+		}
+		if !flags["from"] || !flags["to"] || !strings.Contains(err.Error(), "10000000") {
+			t.Errorf("%s at 10^14: want --from and --to refused naming the highest height, got %v", cmd, err)
+		}
+		cfg.RPC = []string{"http://127.0.0.1:1"}
+		if err := cfg.Validate(); err != nil && strings.Contains(err.Error(), "synthetic") {
+			t.Errorf("%s with --rpc: the synthetic chain's bound applied: %v", cmd, err)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Command, cfg.Staging = CmdFetch, t.TempDir()
+	cfg.From, cfg.To, cfg.ToSet = MaxSyntheticHeight-10, MaxSyntheticHeight, true
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("fetch up to the synthetic chain's highest height refused: %v", err)
 	}
 }

@@ -449,7 +449,7 @@ func TestReplayBesideAFetchIsRefused(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	stg := filepath.Join(t.TempDir(), "staging")
 	// A range far longer than the test: the fetch is killed at its end.
-	fetch := exec.Command(binary, "fetch", "--staging", stg, "--from", "1", "--to", "50000000", "--synthetic-txs", "1", "--progress-interval", "0", "--log-level", "warn")
+	fetch := exec.Command(binary, "fetch", "--staging", stg, "--from", "1", "--to", "10000000", "--synthetic-txs", "1", "--progress-interval", "0", "--log-level", "warn")
 	fetch.Env = testbin.CleanEnv()
 	fetch.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := fetch.Start(); err != nil {

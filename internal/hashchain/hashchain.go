@@ -138,20 +138,39 @@ func (c *Chain) Nearest(lo, h uint64) (k uint64, hash [32]byte, ok bool) {
 		}
 		// Below the ring's reach only marks can be known.
 		if h-k >= Ring {
-			for m := k - k%Stride; m >= lo; m -= Stride {
-				if v, ok := c.marks[m]; ok {
-					return m, v, true
-				}
-				if m < Stride {
-					break
-				}
-			}
-			return 0, [32]byte{}, false
+			return c.nearestMark(lo, k)
 		}
 		if k == lo {
 			return 0, [32]byte{}, false
 		}
 	}
+}
+
+// nearestMark returns the highest mark in [lo, k]. Its cost is bounded by
+// the marks held, not by the distance from lo to k: a height far above
+// any produced (10^14 over a chain produced to 10^4) looks at each mark
+// once instead of every Stride-th height down to lo.
+func (c *Chain) nearestMark(lo, k uint64) (uint64, [32]byte, bool) {
+	if (k-lo)/Stride <= uint64(len(c.marks)) {
+		for m := k - k%Stride; m >= lo; m -= Stride {
+			if v, ok := c.marks[m]; ok {
+				return m, v, true
+			}
+			if m < Stride {
+				break
+			}
+		}
+		return 0, [32]byte{}, false
+	}
+	var best uint64
+	var hash [32]byte
+	found := false
+	for m, v := range c.marks {
+		if m >= lo && m <= k && (!found || m > best) {
+			best, hash, found = m, v, true
+		}
+	}
+	return best, hash, found
 }
 
 // Walk returns the hash of height h of a chain whose lowest height is

@@ -127,3 +127,31 @@ func TestWalk(t *testing.T) {
 		t.Fatalf("canceled walk: %v after %d steps; want context.Canceled after 3", err, len(steps))
 	}
 }
+
+// A walk to a height far above the produced chain starts from the highest
+// mark at a cost bounded by the marks held, so a cancelled walk ends after
+// its first checkEvery steps; it once looped over every Stride-th height
+// down to the first (10^11 of them at 10^14) under the lock, deaf to ctx.
+func TestWalkFarAboveEndsWithContext(t *testing.T) {
+	c := New()
+	for h := uint64(0); h <= 4*Stride; h += Stride {
+		c.Put(h, [32]byte{byte(h / Stride), 1})
+	}
+	const far = 99_999_999_999_990
+	if k, v, ok := c.Nearest(1, far); !ok || k != 4*Stride || v != [32]byte{4, 1} {
+		t.Fatalf("Nearest(1, 10^14) = %d, %x, %v; want the highest mark %d", k, v, ok, 4*Stride)
+	}
+	if _, _, ok := c.Nearest(5*Stride, far); ok {
+		t.Fatalf("Nearest above every mark found one")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var steps []uint64
+	_, err := c.Walk(ctx, far, 1, [32]byte{}, 4, func(k uint64, parent [32]byte) [32]byte {
+		steps = append(steps, k)
+		return parent
+	})
+	if err != context.Canceled || len(steps) != 3 || steps[0] != 4*Stride+1 {
+		t.Fatalf("cancelled walk to 10^14: %v after steps %v; want context.Canceled after 3 from %d", err, steps, 4*Stride+1)
+	}
+}
