@@ -86,6 +86,27 @@ func runFetch(ctx context.Context, cfg *Config) (*FetchResult, error) {
 	} else if c, ok := src.(io.Closer); ok {
 		defer c.Close()
 	}
+	if res.Blockhaul, err = stageFetch(ctx, cfg, srv, src, from, to); err != nil {
+		return nil, err
+	}
+	if res.Minimal.BlocksPerSec > 0 {
+		res.Ratio = res.Blockhaul.BlocksPerSec / res.Minimal.BlocksPerSec
+	}
+	cfg.Logger.Info("fetch: blockhaul", "blocks_per_s", int(res.Blockhaul.BlocksPerSec), "ratio", round2(res.Ratio))
+
+	if res.Client, err = sourceAlone(ctx, cfg, srv, src, to); err != nil {
+		return nil, err
+	}
+	rate := res.Client.BlocksPerSec
+	if res.Minimal.BlocksPerSec > 0 {
+		res.ClientRatio = rate / res.Minimal.BlocksPerSec
+	}
+	cfg.Logger.Info("fetch: blockhaul RPC source alone", "blocks_per_s", int(rate), "ratio", round2(res.ClientRatio))
+	return res, nil
+}
+
+// stageFetch times blockhaul's fetch from srv into a new staging store.
+func stageFetch(ctx context.Context, cfg *Config, srv *RPCServer, src loader.Source, from, to uint64) (*FetchRun, error) {
 	dir, err := os.MkdirTemp(cfg.WorkDir, "blockhaul-bench-fetch-")
 	if err != nil {
 		return nil, err
@@ -113,16 +134,16 @@ func runFetch(ctx context.Context, cfg *Config) (*FetchResult, error) {
 		return nil, fmt.Errorf("bench: blockhaul fetch from %s: %w", srv.URL(), err)
 	}
 	req1, _, bytes1 := srv.Requests()
-	res.Blockhaul = &FetchRun{Blocks: st.Blocks, Seconds: sec, BlocksPerSec: perSec(st.Blocks, sec),
-		MBPerSec: float64(bytes1-bytes0) / 1e6 / sec, Requests: req1 - req0}
-	if res.Minimal.BlocksPerSec > 0 {
-		res.Ratio = res.Blockhaul.BlocksPerSec / res.Minimal.BlocksPerSec
-	}
-	cfg.Logger.Info("fetch: blockhaul", "blocks_per_s", int(res.Blockhaul.BlocksPerSec), "ratio", round2(res.Ratio))
+	return &FetchRun{Blocks: st.Blocks, Seconds: sec, BlocksPerSec: perSec(st.Blocks, sec),
+		MBPerSec: float64(bytes1-bytes0) / 1e6 / sec, Requests: req1 - req0}, nil
+}
 
-	req0, _, bytes0 = srv.Requests()
+// sourceAlone times the RPC source alone: requests split and checked,
+// nothing staged.
+func sourceAlone(ctx context.Context, cfg *Config, srv *RPCServer, src loader.Source, to uint64) (*FetchRun, error) {
+	req0, _, bytes0 := srv.Requests()
 	runtime.GC()
-	stop, err = startProfile(cfg, "fetch-client")
+	stop, err := startProfile(cfg, "fetch-client")
 	if err != nil {
 		return nil, err
 	}
@@ -131,17 +152,13 @@ func runFetch(ctx context.Context, cfg *Config) (*FetchResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	req1, _, bytes1 = srv.Requests()
-	res.Client = &FetchRun{Blocks: to, BlocksPerSec: rate, Requests: req1 - req0}
+	req1, _, bytes1 := srv.Requests()
+	run := &FetchRun{Blocks: to, BlocksPerSec: rate, Requests: req1 - req0}
 	if rate > 0 {
-		res.Client.Seconds = float64(to) / rate
-		res.Client.MBPerSec = float64(bytes1-bytes0) / 1e6 / res.Client.Seconds
+		run.Seconds = float64(to) / rate
+		run.MBPerSec = float64(bytes1-bytes0) / 1e6 / run.Seconds
 	}
-	if res.Minimal.BlocksPerSec > 0 {
-		res.ClientRatio = rate / res.Minimal.BlocksPerSec
-	}
-	cfg.Logger.Info("fetch: blockhaul RPC source alone", "blocks_per_s", int(rate), "ratio", round2(res.ClientRatio))
-	return res, nil
+	return run, nil
 }
 
 // minimalFetch is the least a client can do: workers goroutines each POST
