@@ -9,8 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/staging"
+	"github.com/jackc/pgx/v5"
 )
 
 // StreamMirror is one stream's checkpoint as mirrored into staging.
@@ -21,10 +23,15 @@ type StreamMirror struct {
 }
 
 // TargetCoverage is what one export target (a database and schema) has
-// exported, from the checkpoints its streams mirrored into staging.
+// exported: its streams' checkpoints as the target itself gives them when
+// it confirmed them, else as mirrored into staging.
 type TargetCoverage struct {
 	Target  string         `json:"target"`
 	Streams []StreamMirror `json:"streams"`
+	// Confirmed is whether the target itself confirmed its checkpoints
+	// and the rows under them; Found is what it said instead when not.
+	Confirmed bool   `json:"confirmed"`
+	Found     string `json:"found,omitempty"`
 	// Missing is the first run of staged heights below the prune height
 	// that this target has not exported; nil when it has them all.
 	Missing *Gap `json:"missing,omitempty"`
@@ -101,13 +108,33 @@ func (e *PruneRefusedError) Error() string {
 // Fault marks the error as a configuration error (exit 2): nothing was deleted.
 func (e *PruneRefusedError) Fault() fault.Class { return fault.Config }
 
-// Prune deletes the blocks staged below below, then compacts, after
-// checking what the checkpoints the store mirrors (each target's streams,
-// backfills included) say was exported: heights no target has exported
-// are refused first, then a target that has not exported each of them
-// (either refusal a *PruneRefusedError), unless force. A dry run reports
-// the same and deletes nothing, and returns the refusal a prune would.
-func Prune(ctx context.Context, store *staging.Store, below uint64, force, dryRun bool) (*PruneReport, error) {
+// PruneOptions is what Prune deletes and how it confirms it with the
+// targets.
+type PruneOptions struct {
+	Below         uint64
+	Force, DryRun bool
+	// Reach connects to a target's database; an error says why it cannot
+	// (nil Reach: no target can be reached).
+	Reach func(ctx context.Context, t TargetRef) (*pgx.Conn, error)
+	// Blocks is the family's blocks table, whose rows are counted under
+	// each checkpoint.
+	Blocks chain.Table
+	// Family and ChainID are the store's chain, checked against the
+	// schema's record of its chain.
+	Family, ChainID string
+}
+
+// Prune deletes the blocks staged below o.Below, then compacts, after
+// checking what each target whose checkpoint the store mirrors holds,
+// asking the target itself: a target that cannot be reached or does not
+// confirm its mirrored checkpoints (gone, reset, behind the mirror, rows
+// missing under them) is refused first (*PruneUnconfirmedError), then
+// heights no confirmed target has exported, then a target that has not
+// exported each of them (either a *PruneRefusedError), unless o.Force. A
+// dry run reports the same and deletes nothing, and returns the refusal a
+// prune would.
+func Prune(ctx context.Context, store *staging.Store, o PruneOptions) (*PruneReport, error) {
+	below, force, dryRun := o.Below, o.Force, o.DryRun
 	start := time.Now()
 	r := &PruneReport{Dir: store.Dir(), Below: below, Forced: force, DryRun: dryRun, Targets: []TargetCoverage{}, Held: []HeldRange{}}
 	var err error
@@ -150,20 +177,40 @@ func Prune(ctx context.Context, store *staging.Store, below uint64, force, dryRu
 		names = append(names, t)
 	}
 	sort.Strings(names)
+	var unconfirmed *PruneUnconfirmedError
 	var refused *PruneRefusedError
+	confirmed := names[:0:0]
 	for _, t := range names {
 		streams := byTarget[t]
 		sort.Slice(streams, func(i, j int) bool { return streams[i].From < streams[j].From })
 		tc := TargetCoverage{Target: t, Streams: streams}
-		if g, ok := firstUncovered(staged, streams); ok {
+		if r.Heights > 0 {
+			own, found, err := confirm(ctx, t, streams, o)
+			if err != nil {
+				return nil, err
+			}
+			if found != "" {
+				tc.Found = found
+				if unconfirmed == nil {
+					unconfirmed = &PruneUnconfirmedError{Below: below, Target: t, Found: found}
+				}
+				r.Targets = append(r.Targets, tc)
+				continue
+			}
+			sort.Slice(own, func(i, j int) bool { return own[i].From < own[j].From })
+			tc.Streams, byTarget[t] = own, own
+		}
+		tc.Confirmed = true
+		confirmed = append(confirmed, t)
+		if g, ok := firstUncovered(staged, tc.Streams); ok {
 			tc.Missing = &g
 			if refused == nil {
-				refused = &PruneRefusedError{Below: below, Target: t, Streams: streams, Missing: g}
+				refused = &PruneRefusedError{Below: below, Target: t, Streams: tc.Streams, Missing: g}
 			}
 		}
 		r.Targets = append(r.Targets, tc)
 	}
-	r.Held = heldBy(staged, names, byTarget)
+	r.Held = heldBy(staged, confirmed, byTarget)
 	var none *PruneRefusedError
 	for _, h := range r.Held {
 		if len(h.Targets) > 0 {
@@ -174,16 +221,22 @@ func Prune(ctx context.Context, store *staging.Store, below uint64, force, dryRu
 		}
 		none.Unexported += h.To - h.From + 1
 	}
-	if none != nil {
-		refused = none
+	var refusal error
+	switch {
+	case unconfirmed != nil:
+		refusal = unconfirmed
+	case none != nil:
+		refusal = none
+	case refused != nil:
+		refusal = refused
 	}
-	if refused != nil {
-		r.Refusal = refused.Error()
+	if refusal != nil {
+		r.Refusal = refusal.Error()
 	}
-	if dryRun || refused != nil && !force {
+	if dryRun || refusal != nil && !force {
 		r.Duration = time.Since(start)
-		if refused != nil && !force {
-			return r, refused
+		if refusal != nil && !force {
+			return r, refusal
 		}
 		return r, nil
 	}
@@ -196,6 +249,35 @@ func Prune(ctx context.Context, store *staging.Store, below uint64, force, dryRu
 	}
 	r.Duration = time.Since(start)
 	return r, nil
+}
+
+// confirm asks target itself for the checkpoints of the streams the store
+// mirrors (see confirmTarget); found says what it found instead, or why it
+// could not be asked.
+func confirm(ctx context.Context, target string, mirrored []StreamMirror, o PruneOptions) (own []StreamMirror, found string, err error) {
+	ref, ok := ParseTarget(target)
+	if !ok {
+		return nil, "the store names it in a form prune cannot reach", nil
+	}
+	if o.Reach == nil {
+		return nil, "not reached: no database to ask", nil
+	}
+	conn, err := o.Reach(ctx, ref)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, "", ctx.Err()
+		}
+		return nil, "not reached: " + err.Error(), nil
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	own, found, err = confirmTarget(ctx, conn, ref, mirrored, o.Below, o)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, "", ctx.Err()
+		}
+		return nil, err.Error(), nil
+	}
+	return own, found, nil
 }
 
 // heldBy splits the staged ranges into runs of heights held by the same
@@ -302,6 +384,11 @@ func (r *PruneReport) WriteText(w io.Writer) {
 			break
 		}
 		who := "no target has exported them"
+		for _, t := range r.Targets {
+			if t.Found != "" {
+				who = "no target confirms it has exported them"
+			}
+		}
 		if len(h.Targets) > 0 {
 			who = "exported by " + strings.Join(h.Targets, ", ")
 		}
@@ -309,8 +396,13 @@ func (r *PruneReport) WriteText(w io.Writer) {
 	}
 	for _, t := range r.Targets {
 		state := "has exported them"
-		if t.Missing != nil {
+		switch {
+		case t.Found != "":
+			state = "could NOT confirm its mirrored checkpoints: " + t.Found
+		case t.Missing != nil:
 			state = fmt.Sprintf("has NOT exported %d-%d", t.Missing.From, t.Missing.To)
+		case t.Confirmed && r.Heights > 0:
+			state += " (its own checkpoints and rows confirm it)"
 		}
 		fmt.Fprintf(w, "  target %s %s\n", t.Target, state)
 		for _, s := range t.Streams {
@@ -335,6 +427,9 @@ func (r *PruneReport) WriteText(w io.Writer) {
 			forced = " (forced)"
 		}
 		fmt.Fprintf(w, "  pruned%s: %s deleted, %s of records\n  before: %s\n  after:  %s\n", forced, Quantity(int(r.Heights), "height"), staging.MB(r.RecordBytes), r.Before, r.After)
+		if r.Forced && r.Refusal != "" {
+			fmt.Fprintf(w, "  forced past a refusal; the heights deleted may have been the only copy: %s\n", r.Refusal)
+		}
 	default:
 		fmt.Fprintln(w, "  nothing deleted")
 	}

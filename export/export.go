@@ -424,25 +424,35 @@ func readBatch(store *staging.Store, dec Decoder, from, to uint64, maxRows int, 
 // database cluster's system identifier, the database, the schema and the
 // stream. Checkpoint mirrors in staging are keyed by it.
 func TargetName(ctx context.Context, conn *pgx.Conn, schema string, s Stream) (string, error) {
+	cluster, db, err := ClusterOf(ctx, conn)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("pg:%s/%s/%s/%s", cluster, db, schema, s.Name()), nil
+}
+
+// ClusterOf names the cluster conn is on as target names do (its system
+// identifier, or host:port where the role may not read it) and the
+// database it is connected to.
+func ClusterOf(ctx context.Context, conn *pgx.Conn) (cluster, db string, err error) {
 	var sysid int64
-	var db string
-	err := conn.QueryRow(ctx, "SELECT (SELECT system_identifier FROM pg_control_system()), current_database()").Scan(&sysid, &db)
+	err = conn.QueryRow(ctx, "SELECT (SELECT system_identifier FROM pg_control_system()), current_database()").Scan(&sysid, &db)
 	var refused *pgconn.PgError
 	if errors.As(err, &refused) {
 		// The server refused pg_control_system (a role without the
 		// right); the host identifies the cluster well enough.
 		if err2 := conn.QueryRow(ctx, "SELECT current_database()").Scan(&db); err2 != nil {
-			return "", fmt.Errorf("export: identify database: %w", err2)
+			return "", "", fmt.Errorf("export: identify database: %w", err2)
 		}
-		return fmt.Sprintf("pg:%s:%d/%s/%s/%s", conn.Config().Host, conn.Config().Port, db, schema, s.Name()), nil
+		return fmt.Sprintf("%s:%d", conn.Config().Host, conn.Config().Port), db, nil
 	}
 	if err != nil {
 		// Anything else (a cancelled context, a lost connection) is the
 		// answer: asking again on a connection pgx has closed would hide
 		// it behind "conn closed".
-		return "", fmt.Errorf("export: identify database: %w", err)
+		return "", "", fmt.Errorf("export: identify database: %w", err)
 	}
-	return fmt.Sprintf("pg:%d/%s/%s/%s", sysid, db, schema, s.Name()), nil
+	return fmt.Sprint(sysid), db, nil
 }
 
 // reconcileMirror compares PostgreSQL's cursor with the staging mirror and

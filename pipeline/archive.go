@@ -283,27 +283,6 @@ func needStore(flag, dir string) error {
 	return nil
 }
 
-// Prune deletes the staged blocks below --below once every target mirrored
-// in the store has exported them (--force: regardless), then compacts;
-// --dry-run says what it would delete and deletes nothing.
-func Prune(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error {
-	if err := needStore("staging", cfg.Staging); err != nil {
-		return err
-	}
-	store, err := staging.Open(cfg.Staging, staging.Options{Logger: log})
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	r, perr := archive.Prune(ctx, store, cfg.Below, cfg.Force, cfg.DryRun)
-	if r != nil {
-		if err := writeReport(out, cfg.JSON, r, nil); err != nil {
-			return err
-		}
-	}
-	return perr
-}
-
 // snapshotWait is how long snapshot waits for the job holding the store to
 // take its checkpoint (it looks for requests every few hundred ms; the
 // checkpoint flushes the WAL and links files).

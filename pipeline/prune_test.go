@@ -11,6 +11,7 @@ import (
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/blockhaul/blockhaul/staging/stagingtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // TestPruneRefusesHeightsNoTargetHasExported: a store no target has
@@ -55,6 +56,7 @@ func TestPruneRefusesHeightsNoTargetHasExported(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.Command, cfg.Staging, cfg.Below, cfg.BelowSet, cfg.Force, cfg.DryRun, cfg.JSON = CmdPrune, stg, 500, true, true, true, true
+	cfg.PG = pgtest.BaseURL()
 	var js bytes.Buffer
 	if _, err := Run(context.Background(), cfg, &js, quiet); err != nil {
 		t.Fatalf("dry run --force: %v", err)
@@ -93,6 +95,7 @@ func TestPruneRefusesHeightsNoTargetHasExported(t *testing.T) {
 func runPrune(stg string, below uint64, force, dry bool) (string, error) {
 	cfg := DefaultConfig()
 	cfg.Command, cfg.Staging, cfg.Below, cfg.BelowSet, cfg.Force, cfg.DryRun = CmdPrune, stg, below, true, force, dry
+	cfg.PG = pgtest.BaseURL()
 	var out bytes.Buffer
 	_, err := Run(context.Background(), cfg, &out, quiet)
 	return out.String(), err
@@ -108,4 +111,81 @@ func stagedIn(t *testing.T, stg string) []staging.Range {
 		t.Fatal(err)
 	}
 	return rs
+}
+
+// TestPruneAsksTheTarget: a prune trusts no mirrored checkpoint the target
+// itself does not confirm. A database dropped, a schema dropped, its
+// checkpoints reset or behind the staging mirror, rows missing under a
+// checkpoint, a server that does not answer, or no --pg at all: each is
+// refused with exit 4, naming the target and what it found, and nothing is
+// deleted; --force deletes and says what it forced past.
+func TestPruneAsksTheTarget(t *testing.T) {
+	exec := func(t *testing.T, dsn, sql string) {
+		t.Helper()
+		conn, err := pgx.Connect(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		harm  func(t *testing.T, dsn string) // what happens to the target
+		pg    func(dsn string) string        // prune's --pg
+		found string
+	}{
+		{"database dropped", func(t *testing.T, dsn string) {
+			pc, _ := pgx.ParseConfig(dsn)
+			exec(t, pgtest.BaseURL(), "DROP DATABASE "+pc.Database+" WITH (FORCE)")
+		}, nil, "does not exist on the server --pg reaches (dropped?)"},
+		{"schema dropped", func(t *testing.T, dsn string) { exec(t, dsn, "DROP SCHEMA cometbft CASCADE") }, nil, "has no schema cometbft"},
+		{"checkpoints reset", func(t *testing.T, dsn string) { exec(t, dsn, "DELETE FROM cometbft.blockhaul_backfills") }, nil, "has no checkpoint there (reset?)"},
+		{"behind the mirror", func(t *testing.T, dsn string) {
+			exec(t, dsn, "UPDATE cometbft.blockhaul_backfills SET last_height = range_start + 9")
+		}, nil, "behind the staging mirror's"},
+		{"rows missing", func(t *testing.T, dsn string) {
+			exec(t, dsn, "DELETE FROM cometbft.blocks WHERE height BETWEEN 100 AND 109")
+		}, nil, "10 of heights 1-"},
+		{"server unreachable", nil, func(string) string {
+			return "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=5"
+		}, "not reached:"},
+		{"no --pg", nil, func(string) string { return "" }, "no --pg given"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stg := archiveFixture(t, "cometbft", 600)
+			dsn := pgtest.NewDatabase(t)
+			if _, err := Run(context.Background(), synthConfig(CmdExport, "cometbft", dsn, stg, 1, 600), &bytes.Buffer{}, quiet); err != nil {
+				t.Fatal(err)
+			}
+			if tc.harm != nil {
+				tc.harm(t, dsn)
+			}
+			cfg := DefaultConfig()
+			cfg.Command, cfg.Staging, cfg.Below, cfg.BelowSet, cfg.PG = CmdPrune, stg, 500, true, pgtest.BaseURL()
+			if tc.pg != nil {
+				cfg.PG = tc.pg(dsn)
+			}
+			var out bytes.Buffer
+			_, err := Run(context.Background(), cfg, &out, quiet)
+			var unconfirmed *archive.PruneUnconfirmedError
+			if !errorsAs(err, &unconfirmed) || ExitCode(err) != ExitData || !strings.Contains(unconfirmed.Target, "/cometbft") ||
+				!strings.Contains(err.Error(), tc.found) || !strings.Contains(out.String(), "could NOT confirm") {
+				t.Fatalf("exit %d, %v\n%s", ExitCode(err), err, out.String())
+			}
+			if rs := stagedIn(t, stg); len(rs) != 1 || rs[0] != (staging.Range{From: 1, To: 600}) {
+				t.Fatalf("a refused prune deleted something: %v", rs)
+			}
+			cfg.Force = true
+			out.Reset()
+			if _, err := Run(context.Background(), cfg, &out, quiet); err != nil || !strings.Contains(out.String(), "forced past a refusal; the heights deleted may have been the only copy") {
+				t.Fatalf("--force: %v\n%s", err, out.String())
+			}
+			if rs := stagedIn(t, stg); len(rs) != 1 || rs[0] != (staging.Range{From: 500, To: 600}) {
+				t.Fatalf("after a forced prune: %v", rs)
+			}
+		})
+	}
 }

@@ -256,7 +256,8 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.StringVar, &cfg.MergeFrom, "merge-from", "", "merge: the staging directory to copy blocks from", in(groupStaging, []string{cmdMerge}))
 
 	const dsn = " (URL or key=value; a password is better in BLOCKHAUL_PG or PGPASSWORD)"
-	def(d, fs.StringVar, &cfg.PG, "pg", "", "PostgreSQL DSN"+dsn, in(groupDatabase, onPG).
+	def(d, fs.StringVar, &cfg.PG, "pg", "", "PostgreSQL DSN"+dsn, in(groupDatabase, onPG, []string{cmdPrune}).
+		saying("PostgreSQL DSN of the server of the targets the store mirrors: prune asks each target's database there, with these credentials, for its checkpoints and rows before it deletes"+dsn, cmdPrune).
 		saying("PostgreSQL DSN of the database exported into"+dsn, exporting...).
 		saying("also show each export stream's checkpoint in this PostgreSQL database"+dsn, cmdStatus).
 		saying("PostgreSQL DSN of the database whose exported rows are digested"+dsn, cmdChecksum).
@@ -322,7 +323,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.Uint64Var, &cfg.Chunk, "chunk", dc.Chunk, "checksum and verify --pg: heights per digest chunk", in(groupReport, []string{cmdChecksum, cmdVerify}))
 	def(d, fs.BoolVar, &cfg.Deep, "deep", false, "verify: also decompress and decode every record", in(groupReport, []string{cmdVerify}))
 	def(d, fs.Uint64Var, &cfg.Below, "below", 0, "prune: delete staged heights below this one", in(groupReport, []string{cmdPrune}))
-	def(d, fs.BoolVar, &cfg.Force, "force", false, "prune: even heights no target has exported, or a target lacks", in(groupReport, []string{cmdPrune}))
+	def(d, fs.BoolVar, &cfg.Force, "force", false, "prune: delete even heights no target has exported, a target lacks, or a target cannot confirm (gone, reset, unreachable): they may be the only copy", in(groupReport, []string{cmdPrune}))
 	def(d, fs.BoolVar, &cfg.DryRun, "dry-run", false, "prune: print the heights and size a prune would delete, and which targets hold them; delete nothing", in(groupReport, []string{cmdPrune}))
 
 	def(d, fs.StringVar, &cfg.HTTPAddr, "http", "", "serve /healthz, /readyz and Prometheus /metrics on this address (e.g. 127.0.0.1:9464; :0 picks a port)", in(groupWatch, staged))
