@@ -47,17 +47,7 @@ func runLimit(ctx context.Context, cfg *Config, d density) (res LimitResult, err
 	}
 	defer os.RemoveAll(dir)
 	stagingDir := filepath.Join(dir, "staging")
-	store, err := staging.Open(stagingDir, staging.Options{})
-	if err != nil {
-		return res, err
-	}
-	cfg.Logger.Info("limit: ingest", "chain", d.name, "blocks", d.blocks)
-	_, err = ingest(ctx, cfg, d, store)
-	// pipeline.Run opens the store itself, as the command does.
-	if cerr := store.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := stageLimit(ctx, cfg, d, stagingDir); err != nil {
 		return res, err
 	}
 	dumpDir := filepath.Join(dir, "dump")
@@ -105,10 +95,34 @@ func runLimit(ctx context.Context, cfg *Config, d density) (res LimitResult, err
 				"fill", round2(run.Fill), "indexes", round2(run.Indexes), "analyze", round2(run.Analyze))
 		}
 	}
+	if err := res.compare(d.name); err != nil {
+		return res, err
+	}
+	cfg.Logger.Info("export vs the limit", "chain", d.name, "like_for_like", round2(res.Ratio), "fill_only", round2(res.FillRatio), "two_streams", round2(res.TwoOverOne))
+	return res, nil
+}
+
+// stageLimit stages the section's blocks into a new store in dir; the
+// store is closed after, as pipeline.Run opens it itself, as the command does.
+func stageLimit(ctx context.Context, cfg *Config, d density, dir string) error {
+	store, err := staging.Open(dir, staging.Options{})
+	if err != nil {
+		return err
+	}
+	cfg.Logger.Info("limit: ingest", "chain", d.name, "blocks", d.blocks)
+	_, err = ingest(ctx, cfg, d, store)
+	if cerr := store.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// compare checks that the loads hold the same rows and sets the ratios.
+func (res *LimitResult) compare(chain string) error {
 	res.Rows = res.Export.Rows
 	for _, r := range []PhaseRun{res.Export2, res.Limit} {
 		if r.Rows != res.Rows {
-			return res, fmt.Errorf("bench: limit %s: the loads hold %d, %d and %d rows: not comparable", d.name, res.Export.Rows, res.Export2.Rows, res.Limit.Rows)
+			return fmt.Errorf("bench: limit %s: the loads hold %d, %d and %d rows: not comparable", chain, res.Export.Rows, res.Export2.Rows, res.Limit.Rows)
 		}
 	}
 	if res.Export.Seconds > 0 {
@@ -120,8 +134,7 @@ func runLimit(ctx context.Context, cfg *Config, d density) (res LimitResult, err
 	if res.Export2.Seconds > 0 {
 		res.TwoOverOne = res.Export.Seconds / res.Export2.Seconds
 	}
-	cfg.Logger.Info("export vs the limit", "chain", d.name, "like_for_like", round2(res.Ratio), "fill_only", round2(res.FillRatio), "two_streams", round2(res.TwoOverOne))
-	return res, nil
+	return nil
 }
 
 // bestPhases keeps the faster of two runs of one load, with the times of
