@@ -15,140 +15,12 @@ import (
 // them already (it is the two answers as sent), so they are decoded from
 // any staged record, old ones included.
 
-// sigRef is one element of last_commit.signatures.
-type sigRef struct {
-	flag int64
-	addr jsonscan.Span // hex; empty for an absent validator
-	ts   jsonscan.Span // RFC 3339; 0001-01-01T00:00:00Z for an absent validator
-}
-
-// valUpdateRef is one element of block_results.validator_updates.
-type valUpdateRef struct {
-	keyType string        // ed25519, secp256k1, bls12_381, … as the node names it
-	key     jsonscan.Span // base64
-	power   int64
-}
-
 // Block ID flags of a commit signature (CometBFT types.BlockIDFlag).
 const (
 	BlockIDFlagAbsent = 1 // the validator's vote did not make it into the commit
 	BlockIDFlagCommit = 2 // voted for the block
 	BlockIDFlagNil    = 3 // voted nil
 )
-
-// parseLastCommit reads block.last_commit: its height and signatures.
-func (st *decodeState) parseLastCommit() {
-	s := &st.sc
-	if !s.OpenObject() {
-		return
-	}
-	n := 0
-	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
-		switch string(k) {
-		case "height":
-			st.commitHeight = s.Integer()
-		case "signatures":
-			st.sigs = st.sigs[:0]
-			if !s.OpenArray() {
-				continue
-			}
-			m := 0
-			for s.NextElem(&m) {
-				var sg sigRef
-				if s.OpenObject() {
-					o := 0
-					for k, ok := s.NextKey(&o); ok; k, ok = s.NextKey(&o) {
-						switch string(k) {
-						case "block_id_flag":
-							sg.flag = s.Integer()
-						case "validator_address":
-							sg.addr = s.Str()
-						case "timestamp":
-							sg.ts = s.Str()
-						default: // signature
-							s.Skip()
-						}
-					}
-				}
-				st.sigs = append(st.sigs, sg)
-			}
-		default: // round, block_id
-			s.Skip()
-		}
-	}
-}
-
-// parseValidatorUpdates reads block_results.validator_updates in every form
-// a node prints it:
-//
-//	{"pub_key":{"Sum":{"type":"tendermint.crypto.PublicKey_Ed25519","value":{"ed25519":"…"}}},"power":"10"}  (0.34–0.38)
-//	{"pub_key":{"type":"tendermint/PubKeyEd25519","value":"…"},"power":"10"}                               (amino JSON)
-//	{"pub_key_type":"ed25519","pub_key_bytes":"…","power":"10"}                                           (1.0)
-func (st *decodeState) parseValidatorUpdates() {
-	s := &st.sc
-	st.valUpdates = st.valUpdates[:0]
-	if !s.OpenArray() {
-		return
-	}
-	m := 0
-	for s.NextElem(&m) {
-		var u valUpdateRef
-		if s.OpenObject() {
-			n := 0
-			for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
-				switch string(k) {
-				case "power":
-					u.power = s.Integer()
-				case "pub_key":
-					st.parsePubKey(&u, 0)
-				case "pub_key_type":
-					u.keyType = st.text(s.Str())
-				case "pub_key_bytes":
-					u.key = s.Str()
-				default:
-					s.Skip()
-				}
-			}
-		}
-		st.valUpdates = append(st.valUpdates, u)
-	}
-}
-
-// parsePubKey reads a public key object (see parseValidatorUpdates) into u.
-func (st *decodeState) parsePubKey(u *valUpdateRef, depth int) {
-	s := &st.sc
-	if !s.OpenObject() {
-		return
-	}
-	n := 0
-	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
-		switch {
-		case string(k) == "Sum" && depth == 0:
-			st.parsePubKey(u, 1)
-		case string(k) == "type" && s.Peek() == '"':
-			if t := aminoKeyType(st.bytesOf(s.Str())); t != "" {
-				u.keyType = t
-			}
-		case string(k) == "value" && s.Peek() == '"': // amino: the key itself
-			u.key = s.Str()
-		case string(k) == "value" && s.Peek() == '{': // protobuf oneof: {"ed25519":"…"}
-			if !s.OpenObject() {
-				continue
-			}
-			o := 0
-			for k, ok := s.NextKey(&o); ok; k, ok = s.NextKey(&o) {
-				if s.Peek() != '"' {
-					s.Skip()
-					continue
-				}
-				u.keyType = keyTypeName(k)
-				u.key = s.Str()
-			}
-		default:
-			s.Skip()
-		}
-	}
-}
 
 // aminoKeyType maps the type names nodes print for public keys to one name
 // per key type; unknown names map to "".
@@ -192,17 +64,6 @@ func ValidatorAddress(keyType string, key []byte) []byte {
 		return h.Sum(nil)
 	}
 	return nil
-}
-
-// captureValue consumes one JSON value and returns its span, or ok false
-// for null.
-func captureValue(s *jsonscan.Scanner) (start, end int, ok bool) {
-	if s.Peek() == 'n' && s.Literal("null") {
-		return 0, 0, false
-	}
-	start = s.Pos()
-	s.Skip()
-	return start, s.Pos(), s.Err() == nil
 }
 
 // appendCleanJSON appends the JSON value at b[start:end] (already
@@ -261,40 +122,38 @@ func appendValue(s *jsonscan.Scanner, dst []byte, scratch *[]byte, depth int) []
 // consensus_param_updates rows of the parsed block.
 func (st *decodeState) emitValidatorRows(rows *chain.Rows, hv, tv any) error {
 	if len(st.sigs) > 0 {
-		signed := any(st.commitHeight)
+		signed := any(st.commit.height)
 		size := 0
 		for _, sg := range st.sigs {
 			size += sg.addr.Len() / 2
 		}
 		arena := rows.Bytes(size)[:0] // as emit's
 		for i, sg := range st.sigs {
+			flag, err := sg.check(i)
+			if err != nil {
+				return err
+			}
 			row := rows.Row(tableCommitSignatures)
 			row[csHeight] = hv
 			row[csBlockTime] = tv
 			row[csSignedHeight] = signed
 			row[csIndex] = boxInt32(int32(i))
-			if sg.flag < 0 || sg.flag > 1<<31-1 {
-				return malformed("block.last_commit.signatures[%d].block_id_flag %d", i, sg.flag)
-			}
-			row[csFlag] = boxInt32(int32(sg.flag))
+			row[csFlag] = boxInt32(flag)
 			row[csAddress] = nil
 			if !sg.addr.Null && sg.addr.Len() > 0 {
 				var v []byte
-				var err error
 				if arena, v, err = st.appendHex(arena, sg.addr, "block.last_commit.signatures.validator_address"); err != nil {
 					return err
 				}
 				row[csAddress] = rows.BoxBytes(v)
 			}
 			row[csTimestamp] = nil
-			if !sg.ts.Null && sg.ts.Len() > 0 {
-				t, err := parseTime(st.bytesOf(sg.ts))
-				if err != nil {
-					return malformed("block.last_commit.signatures[%d].timestamp: %v", i, err)
-				}
-				if !t.IsZero() {
-					row[csTimestamp] = t
-				}
+			t, err := st.sigTime(sg, i)
+			if err != nil {
+				return err
+			}
+			if !t.IsZero() {
+				row[csTimestamp] = t
 			}
 		}
 	}
@@ -321,11 +180,11 @@ func (st *decodeState) emitValidatorRows(rows *chain.Rows, hv, tv any) error {
 		row[vuPower] = u.power
 	}
 
-	if st.paramsOK {
+	if p := st.ConsensusParamUpdatesJSON(); p != nil {
 		row := rows.Row(tableConsensusParamUpdates)
 		row[cpHeight] = hv
 		row[cpBlockTime] = tv
-		row[cpParams] = appendCleanJSON(nil, st.sc.Bytes()[st.paramsStart:st.paramsEnd], &st.scratch)
+		row[cpParams] = appendCleanJSON(nil, p, &st.scratch)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package cometbft
 import (
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -114,10 +113,11 @@ func malformed(format string, args ...any) error {
 func (d *Decoder) Decode(height uint64, raw []byte, rows *chain.Rows) error {
 	st := statePool.Get().(*decodeState)
 	defer st.release()
-	if err := st.parse(raw); err != nil {
-		return &DecodeError{Height: height, Err: fmt.Errorf("%w: %w", ErrMalformedRecord, err)}
+	err := st.parse(raw)
+	if err == nil {
+		err = st.check(height)
 	}
-	if err := st.check(height); err != nil {
+	if err != nil {
 		return &DecodeError{Height: height, Err: err}
 	}
 	st.msgs, st.prefix = d.opts.Messages, d.opts.Bech32Prefix
@@ -135,110 +135,37 @@ func (d *Decoder) Decode(height uint64, raw []byte, rows *chain.Rows) error {
 func BlockIdentity(raw []byte) (hash, parentHash []byte, height uint64, err error) {
 	st := statePool.Get().(*decodeState)
 	defer st.release()
-	if err := st.parseRecordBlock(raw); err != nil {
+	v := &st.View
+	if err := v.parseBlockHalf(raw); err != nil {
 		return nil, nil, 0, fmt.Errorf("cometbft: block identity: %w", err)
 	}
-	if _, hash, err = st.appendHex(nil, st.hdr.hash, "block_id.hash"); err != nil {
-		return nil, nil, 0, fmt.Errorf("cometbft: block identity at height %d: %w", st.hdr.height, err)
+	x := hexes{v: v}
+	hash = x.of(v.hdr.hash, "block_id.hash")
+	if p := v.hdr.parent; !p.Null && p.Len() > 0 {
+		parentHash = x.of(p, "header.last_block_id.hash")
 	}
-	if p := st.hdr.parent; !p.Null && p.Len() > 0 {
-		if _, parentHash, err = st.appendHex(nil, p, "header.last_block_id.hash"); err != nil {
-			return nil, nil, 0, fmt.Errorf("cometbft: block identity at height %d: %w", st.hdr.height, err)
-		}
+	if x.err != nil {
+		return nil, nil, 0, fmt.Errorf("cometbft: block identity at height %d: %w", v.hdr.height, x.err)
 	}
-	return hash, parentHash, uint64(st.hdr.height), nil
+	return hash, parentHash, uint64(v.hdr.height), nil
 }
 
-// parseRecordBlock reads the block of a raw record (its "block" member)
-// into st and checks it: an error wraps ErrMalformedRecord when the record
-// is null or cannot be read, else it is checkBlock's. The caller prefixes
-// its operation.
-func (st *decodeState) parseRecordBlock(raw []byte) error {
-	s := &st.sc
-	s.Reset(raw)
-	if !s.OpenObject() && s.Err() == nil {
-		return fmt.Errorf("%w: record is null", ErrMalformedRecord)
-	}
-	n := 0
-	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
-		if string(k) == "block" {
-			st.sawBlock = true
-			st.parseBlockResult()
-			break
-		}
-		s.Skip()
-	}
-	if s.Err() != nil {
-		return fmt.Errorf("%w: %w", ErrMalformedRecord, s.Err())
-	}
-	return st.checkBlock()
-}
-
-// decodeState is the scratch of one Decode call: spans into the raw record
-// collected by parse, turned into rows by emit. Pooled, so that a warm
-// decoder allocates only what the rows keep.
+// decodeState is the scratch of one Decode call: the record's View, turned
+// into rows by emit. Pooled, so that a warm decoder allocates only what the
+// rows keep.
 type decodeState struct {
-	sc jsonscan.Scanner
-
-	sawBlock, sawResults     bool
-	sawLegacy, sawFinalize   bool // begin/end_block_events; finalize_block_events
-	hdr                      header
-	txs                      []jsonscan.Span
-	resHeight                int64
-	sawResHeight             bool
-	results                  []txResult
-	begin, end, finalize     []eventRef
-	txEvents                 []eventRef
-	attrs                    []attrRef
-	txHashes                 []any // per tx, its hash cell
-	commitHeight             int64 // block.last_commit.height: the height its signatures sign
-	sigs                     []sigRef
-	valUpdates               []valUpdateRef
-	paramsStart, paramsEnd   int  // block_results.consensus_param_updates, as a span of the record
-	paramsOK                 bool // consensus_param_updates is present and not null
-	sdk                      sdkTx
-	msgSigners               []string
-	msgs                     *protodec.Set // the message types; nil: the built-in set
-	prefix                   string        // the operator's bech32 prefix, or ""
-	b64                      bool          // the block's attributes are base64
-	signerAddrs              [][]byte      // per signer_infos entry of the tx, its key's address or nil
-	accSeq                   []string      // the tx's tx.acc_seq addresses when one per signer, else empty
-	accountPrefix            string        // blockAccountPrefix, once accountPrefixRead
-	accountPrefixRead        bool
-	scratch, scratch2, clean []byte
-}
-
-type header struct {
-	height    int64
-	sawHeight bool
-	hash      jsonscan.Span // block_id.hash
-	parent    jsonscan.Span // header.last_block_id.hash
-	// header.last_block_id.parts and header.version, for HeaderHash.
-	parentParts      jsonscan.Span
-	parentPartsTotal int64
-	verBlock, verApp int64
-	sawHeader        bool
-	time             jsonscan.Span
-	chainID          jsonscan.Span
-	proposer         jsonscan.Span
-	// Other header hashes, in blocks column order from app_hash on.
-	appHash, lastCommit, dataHash, vals, nextVals, consensus, lastResults, evidence jsonscan.Span
-}
-
-type txResult struct {
-	code, gasWanted, gasUsed   int64
-	codespace, log, info, data jsonscan.Span
-	ev0, ev1                   int // its events: txEvents[ev0:ev1]
-}
-
-type eventRef struct {
-	typ    jsonscan.Span
-	a0, a1 int // its attributes: attrs[a0:a1]
-}
-
-type attrRef struct {
-	key, value jsonscan.Span
-	index      bool
+	View
+	txHashes          []any // per tx, its hash cell
+	sdk               sdkTx
+	msgSigners        []string
+	msgs              *protodec.Set // the message types; nil: the built-in set
+	prefix            string        // the operator's bech32 prefix, or ""
+	b64               bool          // the block's attributes are base64
+	signerAddrs       [][]byte      // per signer_infos entry of the tx, its key's address or nil
+	accSeq            []string      // the tx's tx.acc_seq addresses when one per signer, else empty
+	accountPrefix     string        // blockAccountPrefix, once accountPrefixRead
+	accountPrefixRead bool
+	scratch2, clean   []byte
 }
 
 var statePool = sync.Pool{New: func() any { return new(decodeState) }}
@@ -247,7 +174,7 @@ var statePool = sync.Pool{New: func() any { return new(decodeState) }}
 const maxPooledScratch = 1 << 20
 
 func (st *decodeState) release() {
-	scratch, scratch2, clean := st.scratch[:0], st.scratch2[:0], st.clean[:0]
+	scratch2, clean := st.scratch2[:0], st.clean[:0]
 	hashes := st.txHashes[:cap(st.txHashes)]
 	clear(hashes) // they are the caller's rows' memory
 	// sdk points into the caller's rows: cleared, not kept.
@@ -259,467 +186,23 @@ func (st *decodeState) release() {
 	clear(addrs)
 	accSeq := st.accSeq[:cap(st.accSeq)]
 	clear(accSeq)
+	view := st.View
+	view.reset()
 	*st = decodeState{
+		View:        view,
 		sdk:         sdk,
 		signerAddrs: addrs[:0],
 		msgSigners:  signers[:0],
 		accSeq:      accSeq[:0],
 		txHashes:    hashes[:0],
-		txs:         st.txs[:0],
-		results:     st.results[:0],
-		begin:       st.begin[:0],
-		end:         st.end[:0],
-		finalize:    st.finalize[:0],
-		txEvents:    st.txEvents[:0],
-		attrs:       st.attrs[:0],
-		sigs:        st.sigs[:0],
-		valUpdates:  st.valUpdates[:0],
 	}
 
 	// The scratch buffers hold no references into caller memory: reuse them
 	// unless a huge record grew them.
-	if cap(scratch) <= maxPooledScratch && cap(scratch2) <= maxPooledScratch && cap(clean) <= maxPooledScratch {
-		st.scratch, st.scratch2, st.clean = scratch, scratch2, clean
+	if cap(scratch2) <= maxPooledScratch && cap(clean) <= maxPooledScratch {
+		st.scratch2, st.clean = scratch2, clean
 	}
 	statePool.Put(st)
-}
-
-func (st *decodeState) parse(raw []byte) error {
-	s := &st.sc
-	s.Reset(raw)
-	if !s.OpenObject() {
-		if s.Err() == nil {
-			return errors.New("record is null")
-		}
-		return s.Err()
-	}
-	n := 0
-	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
-		switch string(k) {
-		case "block":
-			st.sawBlock = true
-			st.parseBlockResult()
-		case "block_results":
-			st.sawResults = true
-			st.parseResults()
-		default:
-			s.Skip()
-		}
-	}
-	s.End()
-	return s.Err()
-}
-
-// parseBlockResult reads the result of /block.
-func (st *decodeState) parseBlockResult() {
-	s := &st.sc
-	if !s.OpenObject() {
-		return
-	}
-	n := 0
-	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
-		switch string(k) {
-		case "block_id":
-			st.hdr.hash = st.blockIDHash()
-		case "block":
-			st.parseBlock()
-		default:
-			s.Skip()
-		}
-	}
-}
-
-// blockIDHash reads a BlockID object and returns its hash.
-func (st *decodeState) blockIDHash() jsonscan.Span {
-	s := &st.sc
-	var h jsonscan.Span
-	if !s.OpenObject() {
-		return h
-	}
-	n := 0
-	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
-		if string(k) == "hash" {
-			h = s.Str()
-		} else {
-			s.Skip()
-		}
-	}
-	return h
-}
-
-func (st *decodeState) parseBlock() {
-	s := &st.sc
-	if !s.OpenObject() {
-		return
-	}
-	n := 0
-	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
-		switch string(k) {
-		case "header":
-			st.parseHeader()
-		case "data":
-			st.parseData()
-		case "last_commit":
-			st.parseLastCommit()
-		default: // evidence
-			s.Skip()
-		}
-	}
-}
-
-func (st *decodeState) parseHeader() {
-	s := &st.sc
-	h := &st.hdr
-	if !s.OpenObject() {
-		return
-	}
-	n := 0
-	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
-		switch string(k) {
-		case "height":
-			h.height = s.Integer()
-			h.sawHeight = true
-		case "chain_id":
-			h.chainID = s.Str()
-		case "time":
-			h.time = s.Str()
-		case "last_block_id":
-			h.parent, h.parentPartsTotal, h.parentParts = st.blockID()
-		case "version":
-			h.verBlock, h.verApp = st.version()
-		case "proposer_address":
-			h.proposer = s.Str()
-		case "app_hash":
-			h.appHash = s.Str()
-		case "last_commit_hash":
-			h.lastCommit = s.Str()
-		case "data_hash":
-			h.dataHash = s.Str()
-		case "validators_hash":
-			h.vals = s.Str()
-		case "next_validators_hash":
-			h.nextVals = s.Str()
-		case "consensus_hash":
-			h.consensus = s.Str()
-		case "last_results_hash":
-			h.lastResults = s.Str()
-		case "evidence_hash":
-			h.evidence = s.Str()
-		default:
-			s.Skip()
-		}
-	}
-	h.sawHeader = s.Err() == nil
-}
-
-// blockID reads a BlockID object: its hash and its part set header.
-func (st *decodeState) blockID() (hash jsonscan.Span, total int64, parts jsonscan.Span) {
-	s := &st.sc
-	if !s.OpenObject() {
-		return
-	}
-	n := 0
-	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
-		switch string(k) {
-		case "hash":
-			hash = s.Str()
-		case "parts", "part_set_header":
-			if !s.OpenObject() {
-				continue
-			}
-			m := 0
-			for k, ok := s.NextKey(&m); ok; k, ok = s.NextKey(&m) {
-				switch string(k) {
-				case "total":
-					total = s.Integer()
-				case "hash":
-					parts = s.Str()
-				default:
-					s.Skip()
-				}
-			}
-		default:
-			s.Skip()
-		}
-	}
-	return
-}
-
-// version reads a header's version object (consensus block and app
-// versions; 0.34 prints no app).
-func (st *decodeState) version() (block, app int64) {
-	s := &st.sc
-	if !s.OpenObject() {
-		return
-	}
-	n := 0
-	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
-		switch string(k) {
-		case "block":
-			block = s.Integer()
-		case "app":
-			app = s.Integer()
-		default:
-			s.Skip()
-		}
-	}
-	return
-}
-
-func (st *decodeState) parseData() {
-	s := &st.sc
-	if !s.OpenObject() {
-		return
-	}
-	n := 0
-	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
-		if string(k) != "txs" {
-			s.Skip()
-			continue
-		}
-		st.txs = st.txs[:0]
-		if !s.OpenArray() {
-			continue
-		}
-		m := 0
-		for s.NextElem(&m) {
-			st.txs = append(st.txs, s.Str())
-		}
-	}
-}
-
-// parseResults reads the result of /block_results.
-func (st *decodeState) parseResults() {
-	s := &st.sc
-	if !s.OpenObject() {
-		return
-	}
-	n := 0
-	for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
-		switch string(k) {
-		case "height":
-			st.resHeight = s.Integer()
-			st.sawResHeight = true
-		case "txs_results":
-			st.results = st.results[:0]
-			if !s.OpenArray() {
-				continue
-			}
-			m := 0
-			for s.NextElem(&m) {
-				st.parseTxResult()
-			}
-		case "begin_block_events":
-			st.sawLegacy = true
-			st.begin = st.parseEvents(st.begin[:0])
-		case "end_block_events":
-			st.sawLegacy = true
-			st.end = st.parseEvents(st.end[:0])
-		case "finalize_block_events":
-			st.sawFinalize = true
-			st.finalize = st.parseEvents(st.finalize[:0])
-		case "validator_updates":
-			st.parseValidatorUpdates()
-		case "consensus_param_updates":
-			st.paramsStart, st.paramsEnd, st.paramsOK = captureValue(s)
-		default: // app_hash
-			s.Skip()
-		}
-	}
-}
-
-func (st *decodeState) parseTxResult() {
-	s := &st.sc
-	r := txResult{ev0: len(st.txEvents), ev1: len(st.txEvents)}
-	if s.OpenObject() {
-		n := 0
-		for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
-			switch string(k) {
-			case "code":
-				r.code = s.Integer()
-			case "data":
-				r.data = s.Str()
-			case "log":
-				r.log = s.Str()
-			case "info":
-				r.info = s.Str()
-			case "gas_wanted", "gasWanted": // camelCase up to Tendermint 0.33
-				r.gasWanted = s.Integer()
-			case "gas_used", "gasUsed":
-				r.gasUsed = s.Integer()
-			case "events":
-				r.ev0 = len(st.txEvents)
-				st.txEvents = st.parseEvents(st.txEvents)
-				r.ev1 = len(st.txEvents)
-			case "codespace":
-				r.codespace = s.Str()
-			default:
-				s.Skip()
-			}
-		}
-	}
-	st.results = append(st.results, r)
-}
-
-// parseEvents appends the events of a JSON array of events to dst.
-func (st *decodeState) parseEvents(dst []eventRef) []eventRef {
-	s := &st.sc
-	if !s.OpenArray() {
-		return dst
-	}
-	m := 0
-	for s.NextElem(&m) {
-		ev := eventRef{a0: len(st.attrs), a1: len(st.attrs)}
-		if s.OpenObject() {
-			n := 0
-			for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
-				switch string(k) {
-				case "type":
-					ev.typ = s.Str()
-				case "attributes":
-					ev.a0 = len(st.attrs)
-					st.parseAttributes()
-					ev.a1 = len(st.attrs)
-				default:
-					s.Skip()
-				}
-			}
-		}
-		dst = append(dst, ev)
-	}
-	return dst
-}
-
-func (st *decodeState) parseAttributes() {
-	s := &st.sc
-	if !s.OpenArray() {
-		return
-	}
-	m := 0
-	for s.NextElem(&m) {
-		if a, ok := st.compactAttr(); ok {
-			st.attrs = append(st.attrs, a)
-			continue
-		}
-		var a attrRef
-		if s.OpenObject() {
-			n := 0
-			for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
-				switch string(k) {
-				case "key":
-					a.key = s.Str()
-				case "value":
-					a.value = s.Str()
-				case "index":
-					a.index = s.Boolean()
-				default:
-					s.Skip()
-				}
-			}
-		}
-		st.attrs = append(st.attrs, a)
-	}
-}
-
-// compactAttr reads an attribute written exactly as CometBFT writes it,
-// {"key":"…","value":"…","index":true}, without the generic object walk:
-// most of a record is attributes. Anything else (white space, other member
-// order, null values) reports false with the scanner unmoved, for the
-// generic path to read.
-func (st *decodeState) compactAttr() (attrRef, bool) {
-	s := &st.sc
-	start := s.Pos()
-	var a attrRef
-	if !s.Literal(`{"key":"`) {
-		return a, false
-	}
-	s.Seek(s.Pos() - 1) // at the opening quote
-	a.key = s.String()
-	if s.Err() != nil || !s.Literal(`,"value":"`) {
-		return st.compactMiss(start)
-	}
-	s.Seek(s.Pos() - 1)
-	a.value = s.String()
-	switch {
-	case s.Err() != nil:
-		return st.compactMiss(start)
-	case s.Literal(`,"index":true}`):
-		a.index = true
-	case s.Literal(`,"index":false}`), s.Literal(`}`):
-	default:
-		return st.compactMiss(start)
-	}
-	return a, true
-}
-
-func (st *decodeState) compactMiss(start int) (attrRef, bool) {
-	st.sc.Seek(start)
-	st.sc.ClearErr() // the generic path meets the same error again
-	return attrRef{}, false
-}
-
-// checkBlock checks what the /block half must have.
-func (st *decodeState) checkBlock() error {
-	if !st.sawBlock {
-		return malformed("no block in record")
-	}
-	if !st.hdr.sawHeight {
-		return malformed("block header has no height")
-	}
-	if st.hdr.hash.Null || st.hdr.hash.Len() == 0 {
-		return malformed("block_id.hash is empty")
-	}
-	if st.hdr.height <= 0 {
-		return malformed("block header height %d is not positive", st.hdr.height)
-	}
-	return nil
-}
-
-// check checks the parsed record against the height it was staged under.
-func (st *decodeState) check(height uint64) error {
-	if err := st.checkBlock(); err != nil {
-		return err
-	}
-	if uint64(st.hdr.height) != height {
-		return malformed("block header height is %d", st.hdr.height)
-	}
-	if !st.sawResults {
-		return malformed("no block_results in record")
-	}
-	if !st.sawResHeight {
-		return malformed("block_results has no height")
-	}
-	if st.resHeight != st.hdr.height {
-		return malformed("block_results height is %d", st.resHeight)
-	}
-	if len(st.txs) != len(st.results) {
-		return malformed("block has %d txs but block_results has %d txs_results", len(st.txs), len(st.results))
-	}
-	return nil
-}
-
-// bytesOf returns the bytes of a string value, unescaped (in scratch) when
-// needed; null is empty.
-func (st *decodeState) bytesOf(r jsonscan.Span) []byte {
-	if r.Null {
-		return nil
-	}
-	return st.sc.Text(r, &st.scratch)
-}
-
-// appendHex appends the bytes of a hex string value to arena and returns
-// the grown arena and the value as a capacity-capped slice of it: never nil,
-// so that an empty hash is an empty bytea, not NULL.
-func (st *decodeState) appendHex(arena []byte, r jsonscan.Span, field string) (grown, val []byte, err error) {
-	start := len(arena)
-	arena, err = hex.AppendDecode(arena, st.bytesOf(r))
-	if err != nil {
-		return arena, nil, malformed("%s: %v", field, err)
-	}
-	if arena == nil {
-		arena = []byte{}
-	}
-	return arena, arena[start:len(arena):len(arena)], nil
 }
 
 // text returns a string value as a Go string fit for a text column.

@@ -7,7 +7,10 @@
 // A raw record is one JSON object holding the result of /block and the
 // result of /block_results for the same height, exactly as the node sent
 // them (see MarshalRecord), so that a later schema can be re-exported from
-// staging without asking a node again.
+// staging without asking a node again. A record is read once into a View
+// (view.go): the spans of its members, which the decoder, the block
+// verification and a reader outside the package (the chain of trust: the
+// header and last commit) all take from it.
 //
 // The package implements the loader's Source (RPCSource) and the exporter's
 // Decoder (Decoder) structurally; it imports neither. Its synthetic chain

@@ -4,10 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
-	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
-	"github.com/blockhaul/blockhaul/chain/jsonscan"
 )
 
 // This file recomputes a block's hash from its header the way CometBFT does
@@ -209,65 +207,43 @@ func txsHash(txs [][]byte) [32]byte {
 func VerifyBlock(raw []byte) (hash []byte, err error) {
 	st := statePool.Get().(*decodeState)
 	defer st.release()
-	if err := st.parseRecordBlock(raw); err != nil {
+	v := &st.View
+	if err := v.parseBlockHalf(raw); err != nil {
 		return nil, fmt.Errorf("cometbft: verify block: %w", err)
 	}
-	h := &st.hdr
-	if !h.sawHeader {
-		return nil, fmt.Errorf("cometbft: verify block %d: %w: no header", h.height, ErrMalformedRecord)
-	}
-	var f HeaderFields
-	var arena []byte
-	field := func(r jsonscan.Span, name string) []byte {
-		if err != nil {
-			return nil
-		}
-		var v []byte
-		arena, v, err = st.appendHex(arena, r, name)
-		return v
-	}
-	arena = make([]byte, 0, 512)
-	claimed := field(h.hash, "block_id.hash")
-	f.LastHash = field(h.parent, "header.last_block_id.hash")
-	f.LastPartsHash = field(h.parentParts, "header.last_block_id.parts.hash")
-	f.LastCommit = field(h.lastCommit, "header.last_commit_hash")
-	f.Data = field(h.dataHash, "header.data_hash")
-	f.Vals = field(h.vals, "header.validators_hash")
-	f.NextVals = field(h.nextVals, "header.next_validators_hash")
-	f.Consensus = field(h.consensus, "header.consensus_hash")
-	f.App = field(h.appHash, "header.app_hash")
-	f.LastResults = field(h.lastResults, "header.last_results_hash")
-	f.Evid = field(h.evidence, "header.evidence_hash")
-	f.Proposer = field(h.proposer, "header.proposer_address")
+	h, err := v.verify()
 	if err != nil {
-		return nil, fmt.Errorf("cometbft: verify block %d: %w", h.height, err)
+		return nil, fmt.Errorf("cometbft: verify block %d: %w", v.hdr.height, err)
 	}
-	f.ChainID = append([]byte(nil), st.bytesOf(h.chainID)...)
-	f.Height = h.height
-	if h.verBlock < 0 || h.verApp < 0 || h.parentPartsTotal < 0 || h.parentPartsTotal > 1<<32-1 {
-		return nil, fmt.Errorf("cometbft: verify block %d: %w: negative version or part count", h.height, ErrMalformedRecord)
+	return h, nil
+}
+
+// verify recomputes the block's hash and data_hash (see VerifyBlock).
+func (v *View) verify() ([]byte, error) {
+	claimed, err := v.Hash()
+	if err != nil {
+		return nil, err
 	}
-	f.VerBlock, f.VerApp, f.LastPartsTotal = uint64(h.verBlock), uint64(h.verApp), uint32(h.parentPartsTotal)
-	t, terr := time.Parse(time.RFC3339Nano, string(st.bytesOf(h.time)))
-	if terr != nil {
-		return nil, fmt.Errorf("cometbft: verify block %d: %w: header.time: %v", h.height, ErrMalformedRecord, terr)
+	f, err := v.Header()
+	if err != nil {
+		return nil, err
 	}
-	f.Sec, f.Nsec = t.Unix(), int32(t.Nanosecond())
+	height := uint64(v.hdr.height)
 	sum := f.Hash()
 	if string(sum[:]) != string(claimed) {
-		return nil, &chain.HashMismatchError{Family: chain.FamilyCometBFT, Height: uint64(h.height), What: "block hash",
+		return nil, &chain.HashMismatchError{Family: chain.FamilyCometBFT, Height: height, What: "block hash",
 			Claimed: claimed, Computed: append([]byte(nil), sum[:]...)}
 	}
-	txs := make([][]byte, len(st.txs))
-	for i, r := range st.txs {
-		tx, derr := base64.StdEncoding.AppendDecode(nil, st.bytesOf(r))
+	txs := make([][]byte, len(v.txs))
+	for i, r := range v.txs {
+		tx, derr := base64.StdEncoding.AppendDecode(nil, v.bytesOf(r))
 		if derr != nil {
-			return nil, fmt.Errorf("cometbft: verify block %d: %w: tx %d: %v", h.height, ErrMalformedRecord, i, derr)
+			return nil, malformed("tx %d: %v", i, derr)
 		}
 		txs[i] = tx
 	}
 	if dh := txsHash(txs); string(dh[:]) != string(f.Data) {
-		return nil, &chain.HashMismatchError{Family: chain.FamilyCometBFT, Height: uint64(h.height), What: "data_hash",
+		return nil, &chain.HashMismatchError{Family: chain.FamilyCometBFT, Height: height, What: "data_hash",
 			Claimed: f.Data, Computed: append([]byte(nil), dh[:]...)}
 	}
 	return append([]byte(nil), sum[:]...), nil

@@ -15,6 +15,7 @@ package jsonscan
 import (
 	"bytes"
 	"encoding/binary"
+	"iter"
 	"math/bits"
 	"strconv"
 )
@@ -518,4 +519,40 @@ func (s *Scanner) Text(r Span, scratch *[]byte) []byte {
 	}
 	*scratch = AppendUnescaped((*scratch)[:0], s.b[r.Start:r.End])
 	return *scratch
+}
+
+// Members ranges over the members of the object at the cursor, yielding
+// each key (as NextKey returns it) with the cursor at the member's value,
+// which the loop body must consume. A null in place of the object yields
+// nothing; anything else sets Err, as OpenObject does. A loop that breaks
+// leaves the cursor inside the object.
+func (s *Scanner) Members() iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		if !s.OpenObject() {
+			return
+		}
+		n := 0
+		for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// Elems ranges over the elements of the array at the cursor, yielding each
+// one's index with the cursor at it; the loop body must consume it. null
+// yields nothing, as for Members.
+func (s *Scanner) Elems() iter.Seq[int] {
+	return func(yield func(int) bool) {
+		if !s.OpenArray() {
+			return
+		}
+		n := 0
+		for s.NextElem(&n) {
+			if !yield(n - 1) {
+				return
+			}
+		}
+	}
 }
