@@ -809,6 +809,9 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 	// chain than the target holds before the schema, the backfill row or
 	// an index is touched.
 	dec, src, db, err := openExportJobChecked(ctx, cfg, tip, log, c, func(db *export.Session, dec export.Decoder, src loader.Source) error {
+		if err := checkTargetFamily(ctx, cfg, db, store, src); err != nil {
+			return err
+		}
 		if err := db.Do(ctx, "check tables of "+cfg.Schema, func(ctx context.Context, conn *pgx.Conn) error {
 			return export.CheckShapes(ctx, conn, cfg.Schema, dec.Tables())
 		}); err != nil {

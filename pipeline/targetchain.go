@@ -74,6 +74,40 @@ func checkTargetChain(ctx context.Context, cfg *Config, db *export.Session, stor
 	})
 }
 
+// checkTargetFamily refuses, before the target tables' shape is compared
+// with the job's, a schema that records a chain of another family than the
+// job's: another family's tables differ in every column, and a list of
+// them would hide that the schema holds another chain (*export.WrongChainError,
+// as for another chain of the same family).
+func checkTargetFamily(ctx context.Context, cfg *Config, db *export.Session, store *staging.Store, src loader.Source) error {
+	claim, staged, err := export.StagedClaim(store)
+	if err != nil {
+		return err
+	}
+	if !staged {
+		if src == nil {
+			return nil
+		}
+		claim = export.Claim{Family: src.Family(), Where: sourceName(cfg)}
+	}
+	var rec export.ChainRecord
+	var ok bool
+	if err := db.Do(ctx, "read the chain of "+cfg.Schema, func(ctx context.Context, conn *pgx.Conn) (err error) {
+		rec, ok, err = export.ReadChainRecord(ctx, conn, cfg.Schema)
+		return err
+	}); err != nil || !ok || rec.Family == claim.Family.String() {
+		return err
+	}
+	if !staged {
+		// Named in the refusal; a source that cannot say still has a
+		// family that is not the schema's.
+		if id, err := src.ChainID(ctx); err == nil {
+			claim.ChainID = id
+		}
+	}
+	return &export.WrongChainError{Schema: cfg.Schema, Have: rec.String(), Given: claim.String()}
+}
+
 // sourceName names the job's source in errors, without an endpoint (whose
 // URL may hold a credential).
 func sourceName(cfg *Config) string {

@@ -416,3 +416,50 @@ func (g *gethReplay) handle(method string, params json.RawMessage) (any, *rpctes
 	}
 	return json.RawMessage("null"), nil
 }
+
+// A schema holding one family's chain refuses every writer of the other
+// family as it refuses another chain of its own: exit 4, "schema S holds
+// F chain …", before any DDL or comparison of the tables' columns (a
+// run's was a list of every missing column, exit 2), the schema as it was.
+func TestAnotherFamilyIntoASchemaIsRefusedAsAnotherChain(t *testing.T) {
+	for _, pair := range [][2]string{{"cometbft", "evm"}, {"evm", "cometbft"}} {
+		held, other := pair[0], pair[1]
+		t.Run(other+" into "+held, func(t *testing.T) {
+			dsn := pgtest.NewDatabase(t)
+			dir := t.TempDir()
+			mustRunCfg(t, synthConfig(CmdRun, held, dsn, filepath.Join(dir, "a"), familyFirst(held), 40))
+			rec := chainRecord(t, dsn, held)
+			otherStore := filepath.Join(dir, "b")
+			mustRunCfg(t, synthConfig(CmdFetch, other, "", otherStore, familyFirst(other), 40))
+			into := func(cmd, stg string) Config {
+				c := synthConfig(cmd, other, dsn, stg, familyFirst(other), 40)
+				c.Schema = held
+				return c
+			}
+			want := targetState(t, dsn, held)
+			for _, tc := range []struct {
+				name string
+				cfg  Config
+			}{
+				{"run into a new store", into(CmdRun, filepath.Join(dir, "new"))},
+				{"run on its own store", into(CmdRun, otherStore)},
+				{"export", into(CmdExport, otherStore)},
+				{"follow", into(CmdFollow, otherStore)},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					_, err := Run(context.Background(), tc.cfg, io.Discard, quiet)
+					var wc *export.WrongChainError
+					if !errors.As(err, &wc) || ExitCode(err) != ExitData {
+						t.Fatalf("got %v (exit %d), want the other family refused with exit %d", err, ExitCode(err), ExitData)
+					}
+					if msg := err.Error(); !strings.Contains(msg, "schema "+held+" holds "+rec.String()) || !strings.Contains(msg, "refusing "+other+" chain") {
+						t.Errorf("error does not name both chains: %s", msg)
+					}
+					if got := targetState(t, dsn, held); got != want {
+						t.Errorf("the target schema changed:\nbefore %s\nafter  %s", want, got)
+					}
+				})
+			}
+		})
+	}
+}
