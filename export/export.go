@@ -420,6 +420,28 @@ func readBatch(store *staging.Store, dec Decoder, from, to uint64, maxRows int, 
 	return batch{from: from, to: to, firstHash: first, lastHash: prev, rows: rows}, nil
 }
 
+// Decoded is a range of staged blocks ReadDecoded decoded.
+type Decoded struct {
+	From, To  uint64 // the heights read (To may be below the asked end: see ReadDecoded)
+	FirstHash []byte // block From's hash
+	LastHash  []byte // block To's hash
+}
+
+// ReadDecoded decodes the staged blocks [from, to] into rows, with the
+// checks an export makes: heights contiguous (a missing one is a
+// *GapError), each block's parent the block before it, the first's prev
+// when prev is not nil (a *ContinuityError; prevSrc says where prev came
+// from), a corrupt record removed from staging. It ends early, after a
+// whole block, once rows hold maxRows rows. Outputs other than PostgreSQL
+// read staging through it, so that their rows are the same.
+func ReadDecoded(store *staging.Store, dec Decoder, from, to uint64, maxRows int, prev []byte, prevSrc string, rows *chain.Rows) (Decoded, error) {
+	b, err := readBatch(store, dec, from, to, maxRows, prev, prevSrc, rows)
+	if err != nil {
+		return Decoded{}, err
+	}
+	return Decoded{From: b.from, To: b.to, FirstHash: b.firstHash, LastHash: b.lastHash}, nil
+}
+
 // TargetName identifies an export target without credentials: the
 // database cluster's system identifier, the database, the schema and the
 // stream. Checkpoint mirrors in staging are keyed by it.

@@ -49,10 +49,17 @@ const (
 	// error returned here is the commit's error (a full disk, a damaged
 	// store), met by the writer exactly where staging would return it.
 	StageCommit Point = "stage-commit"
+	// ParquetFile: a Parquet segment's file of one table is written whole
+	// (hit once per file); the segment's other files and its manifest
+	// entry may not be.
+	ParquetFile Point = "parquet-file"
+	// ParquetManifest: every file of a Parquet segment is written; the
+	// manifest that lists the segment is not.
+	ParquetManifest Point = "parquet-manifest"
 )
 
 // Points lists every point, for tests that walk them all.
-var Points = []Point{AfterCopy, BeforeCommit, AfterCommit, MidIndexBuild, StageCommit}
+var Points = []Point{AfterCopy, BeforeCommit, AfterCommit, MidIndexBuild, StageCommit, ParquetFile, ParquetManifest}
 
 // Hook acts at a point. A non-nil error is returned by the engine as if
 // the operation at that point had failed (the transaction, if any, is
