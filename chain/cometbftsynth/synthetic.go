@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -95,9 +94,11 @@ func (c SyntheticConfig) Validate() error {
 // The hashes a consumer can check are real: block h's hash is its header's
 // hash as CometBFT computes it (VerifyBlock reproduces it), its data_hash
 // the Merkle root of its txs, its last_block_id block h-1's block_id,
-// block_results' app_hash the next header's app_hash. The other header
-// hashes (validators, last commit, results) are not commitments to the
-// content. Since every hash names its parent's, a block's hash is known
+// block_results' app_hash the next header's app_hash, its
+// last_results_hash the hash of the previous block's results, its
+// validators, next validators and consensus hashes the sets and parameters
+// its updates made (synthetic_vals.go), and its last commit is signed by
+// the validators with ed25519: the chain proves itself from its Genesis. Since every hash names its parent's, a block's hash is known
 // only once its parent's is: the chain is produced in order, spans in
 // parallel (hashchain), and a height far above any produced yet costs
 // generating the blocks below it once per Synthetic.
@@ -115,13 +116,10 @@ type Synthetic struct {
 	accounts []string // cosmos1… addresses
 	// accountKeys are the accounts' secp256k1 public keys (compressed; not
 	// points of the curve): each address is the SDK's address of its key.
-	accountKeys [][33]byte
-	remote      [][]string
-	modules     moduleAddrs
-	// Header hashes that stay the same over the whole chain.
-	valsHash, consHash string
-	valsRaw, consRaw   [32]byte
-	chainIDBytes       []byte
+	accountKeys  [][33]byte
+	remote       [][]string
+	modules      moduleAddrs
+	chainIDBytes []byte
 
 	hashes *hashchain.Chain
 	// first is the lowest height (1, or a fork's At); base the hash its
@@ -129,14 +127,15 @@ type Synthetic struct {
 	first uint64
 	base  [32]byte
 
+	sets     setCache     // the validator sets of the heights being generated
+	results  resultsCache // the results hashes of the heights last generated
 	gens     sync.Pool    // *generator
 	sizeHint atomic.Int64 // size of the last record, to size the next one
 }
 
+// validator is a slot of the validator set as the application names it
+// (its consensus keys are the slot's generations: synthetic_vals.go).
 type validator struct {
-	pubKey   [32]byte // ed25519; addr is CometBFT's address of it
-	addr     [20]byte
-	hexAddr  string // consensus address, uppercase hex, as in commits
 	operator string // cosmosvaloper1…
 	cons     string // cosmosvalcons1…
 }
@@ -184,11 +183,7 @@ func NewSynthetic(cfg SyntheticConfig) *Synthetic {
 	s.vals = make([]validator, nv)
 	for i := range s.vals {
 		id := s.derive('v', uint64(i))
-		addr := cometbft.ValidatorAddress("ed25519", id[:])
 		s.vals[i] = validator{
-			pubKey:   id,
-			addr:     [20]byte(addr),
-			hexAddr:  strings.ToUpper(hex.EncodeToString(addr)),
 			operator: cometbft.Bech32Encode("cosmosvaloper", id[12:32]),
 			cons:     cometbft.Bech32Encode("cosmosvalcons", id[:20]),
 		}
@@ -218,11 +213,6 @@ func NewSynthetic(cfg SyntheticConfig) *Synthetic {
 		notBonded:    moduleAddress("not_bonded_tokens_pool"),
 		transfer:     moduleAddress("transfer"),
 	}
-	vh := s.derive('V', 0)
-	ch := s.derive('C', 0)
-	s.valsHash = strings.ToUpper(hex.EncodeToString(vh[:]))
-	s.consHash = strings.ToUpper(hex.EncodeToString(ch[:]))
-	s.valsRaw, s.consRaw = vh, ch
 	s.chainIDBytes = []byte(s.chainID)
 	s.hashes = hashchain.New()
 	s.first = 1
@@ -254,10 +244,9 @@ func (s *Synthetic) derive(tag byte, n uint64) [32]byte {
 
 // Tags of derive.
 const (
-	tagBlockHash   = 'b'
-	tagPartsHash   = 'p'
-	tagAppHash     = 'h'
-	tagResultsHash = 'r'
+	tagBlockHash = 'b'
+	tagPartsHash = 'p'
+	tagAppHash   = 'h'
 )
 
 // BlockHash returns the hash of block h (h ≥ 1).
@@ -318,7 +307,10 @@ func (s *Synthetic) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, 
 	defer release()
 	n := to - from + 1
 	out := make([]chain.Block, 0, min(n, 4096))
-	type pending struct{ offHash, offParent, offCommitParent int }
+	type pending struct {
+		offHash, offParent, offCommitParent, offLastCommit int
+		commit                                             pendingCommit
+	}
 	hdrs := make([]cometbft.HeaderFields, 0, min(n, 4096))
 	offs := make([]pending, 0, min(n, 4096))
 	g := s.gens.Get().(*generator)
@@ -332,8 +324,12 @@ func (s *Synthetic) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, 
 		raw := g.record(make([]byte, 0, s.sizeHint.Load()+4096), h)
 		s.sizeHint.Store(int64(len(raw)))
 		out = append(out, chain.Block{Height: h, Raw: raw})
-		hdrs = append(hdrs, g.hdr.Detach())
-		offs = append(offs, pending{g.offHash, g.offParent, g.offCommitParent})
+		hdr := g.hdr.Detach()
+		// Detach leaves what a header shares with its chain; these are the
+		// generator's scratch here.
+		hdr.Vals, hdr.NextVals, hdr.Consensus = append([]byte(nil), hdr.Vals...), append([]byte(nil), hdr.NextVals...), append([]byte(nil), hdr.Consensus...)
+		hdrs = append(hdrs, hdr)
+		offs = append(offs, pending{g.offHash, g.offParent, g.offCommitParent, g.offLastCommit, g.commit.clone()})
 		if h == to {
 			break
 		}
@@ -347,7 +343,8 @@ func (s *Synthetic) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, 
 	}
 	for i := range out {
 		g.hdr = hdrs[i]
-		g.offHash, g.offParent, g.offCommitParent = offs[i].offHash, offs[i].offParent, offs[i].offCommitParent
+		g.offHash, g.offParent, g.offCommitParent, g.offLastCommit = offs[i].offHash, offs[i].offParent, offs[i].offCommitParent, offs[i].offLastCommit
+		g.commit = offs[i].commit
 		b := &out[i]
 		if b.Height > 1 {
 			b.ParentHash = append([]byte(nil), parent[:]...)

@@ -1,10 +1,13 @@
 package cometbftsynth
 
 import (
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"strconv"
 	"time"
+
+	cmted25519 "github.com/cometbft/cometbft/crypto/ed25519"
 
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/jsonscan"
@@ -30,13 +33,18 @@ type generator struct {
 	// The header being rendered, and where finish writes the hashes.
 	hdr                                 cometbft.HeaderFields
 	offHash, offParent, offCommitParent int
-	parent, data                        [32]byte
-	partsPrev, appPrev, resPrev         [32]byte
-	lastCommit                          [32]byte
-	txs                                 []byte // the block's txs, encoded, end to end
-	txEnds                              []int
-	leaves, tmp                         [][32]byte
-	leafIn                              []byte // scratch of the txs' Merkle root
+	offLastCommit                       int
+	valsHash, nextHash, consHash        [32]byte
+	// commit is the last commit being rendered, signed by finish once
+	// its block's hash is known.
+	commit                      pendingCommit
+	parent, data                [32]byte
+	partsPrev, appPrev, resPrev [32]byte
+	lastCommit                  [32]byte
+	txs                         []byte // the block's txs, encoded, end to end
+	txEnds                      []int
+	leaves, tmp                 [][32]byte
+	leafIn                      []byte // scratch of the txs' Merkle root
 }
 
 // Genesis time of every synthetic chain, and its block interval.
@@ -105,6 +113,7 @@ func (g *generator) record(dst []byte, h uint64) []byte {
 	s.plan(h, &g.plan)
 	g.r = newRNG(s.seed, h, streamContent)
 	g.drawContent()
+	s.results.put(h, contentResultsHash(g.content))
 	g.b = dst
 	g.lit(`{"block":`)
 	g.block(h)
@@ -125,6 +134,9 @@ func (g *generator) finish(rec []byte, parent [32]byte) [32]byte {
 		g.hdr.LastHash = g.parent[:]
 		putHexUpper(rec[g.offParent:], parent[:])
 		putHexUpper(rec[g.offCommitParent:], parent[:])
+		g.lastCommit = g.s.sign(rec, &g.commit, parent)
+		g.hdr.LastCommit = g.lastCommit[:]
+		putHexUpper(rec[g.offLastCommit:], g.lastCommit[:])
 	}
 	sum := g.hdr.Hash()
 	putHexUpper(rec[g.offHash:], sum[:])
@@ -175,9 +187,12 @@ func (g *generator) block(h uint64) {
 	sec, nsec := s.blockTime(h)
 	f.Sec, f.Nsec = sec, int32(nsec)
 	f.Data = g.data[:]
-	f.Vals, f.NextVals, f.Consensus = s.valsRaw[:], s.valsRaw[:], s.consRaw[:]
+	vals, next := s.setOf(h), s.setOf(h+1)
+	g.valsHash, g.nextHash, g.consHash = vals.hash, next.hash, consensusHash(h)
+	f.Vals, f.NextVals, f.Consensus = g.valsHash[:], g.nextHash[:], g.consHash[:]
 	f.Evid = cometbft.EmptyHashRaw[:]
-	f.Proposer = s.vals[p.proposer].addr[:]
+	proposer := &vals.members[vals.bySlot[p.proposer]]
+	f.Proposer = proposer.addr
 
 	g.lit(`{"block_id":{"hash":"`)
 	g.offHash = g.placeholder()
@@ -200,23 +215,25 @@ func (g *generator) block(h uint64) {
 		g.partsPrev = s.derive(tagPartsHash, h-1)
 		g.hexBytes(g.partsPrev[:])
 		g.lit(`"}},"last_commit_hash":"`)
+		// Drawn as when the hash was random, so that the rest of the
+		// content stream is as it was; finish writes the commit's hash.
 		g.fill(g.lastCommit[:])
-		g.hexBytes(g.lastCommit[:])
+		g.offLastCommit = g.placeholder()
 		f.LastHash, f.LastPartsTotal, f.LastPartsHash = nil, 1, g.partsPrev[:]
-		f.LastCommit = g.lastCommit[:]
+		f.LastCommit = nil
 	}
 	g.lit(`","data_hash":"`)
 	g.hexBytes(g.data[:])
 	g.lit(`","validators_hash":"`)
-	g.lit(s.valsHash)
+	g.lit(vals.hexHash)
 	g.lit(`","next_validators_hash":"`)
-	g.lit(s.valsHash)
+	g.lit(next.hexHash)
 	g.lit(`","consensus_hash":"`)
-	g.lit(s.consHash)
+	g.hexBytes(g.consHash[:])
 	g.lit(`","app_hash":"`)
 	if h > 1 {
 		g.appPrev = s.derive(tagAppHash, h-1)
-		g.resPrev = s.derive(tagResultsHash, h-1)
+		g.resPrev = s.resultsHash(h - 1)
 		g.hexBytes(g.appPrev[:])
 		g.lit(`","last_results_hash":"`)
 		g.hexBytes(g.resPrev[:])
@@ -226,7 +243,7 @@ func (g *generator) block(h uint64) {
 		f.App, f.LastResults = nil, cometbft.EmptyHashRaw[:]
 	}
 	g.lit(`","evidence_hash":"` + emptyHash + `","proposer_address":"`)
-	g.lit(s.vals[p.proposer].hexAddr)
+	g.lit(proposer.hexAddr)
 	g.lit(`"},"data":{"txs":[`)
 	prev := 0
 	for i, end := range g.txEnds {
@@ -261,22 +278,29 @@ func (g *generator) lastCommitJSON(h uint64) {
 	sec, nsec := g.s.blockTime(h)
 	base := sec*1e9 + nsec
 	var sig [64]byte
-	for i, v := range g.s.vals {
-		if i > 0 {
+	set := g.s.setOf(h - 1)
+	c := &g.commit
+	c.height, c.round, c.parts = int64(h-1), int32(p.round), g.partsPrev
+	c.sigs = c.sigs[:0]
+	for j := range set.members {
+		m := &set.members[j]
+		if j > 0 {
 			g.lit(`,`)
 		}
-		if p.absent[i] {
+		if p.absent[m.slot] {
 			g.lit(`{"block_id_flag":1,"validator_address":"","timestamp":"0001-01-01T00:00:00Z","signature":null}`)
+			c.sigs = append(c.sigs, pendingSig{off: -1})
 			continue
 		}
 		g.lit(`{"block_id_flag":2,"validator_address":"`)
-		g.lit(v.hexAddr)
+		g.lit(m.hexAddr)
 		g.lit(`","timestamp":"`)
 		ts := base - 300_000_000 + int64(g.r.next()%600_000_000)
 		g.timestamp(ts/1e9, ts%1e9)
 		g.lit(`","signature":"`)
-		g.fill(sig[:])
-		g.b = base64.StdEncoding.AppendEncode(g.b, sig[:])
+		g.fill(sig[:]) // drawn to keep the content stream as it was
+		c.sigs = append(c.sigs, pendingSig{off: len(g.b), ts: ts, m: m})
+		g.lit(sigPlaceholder)
 		g.lit(`"}`)
 	}
 	g.lit(`]}`)
@@ -303,7 +327,9 @@ func (g *generator) results(h uint64) {
 	g.blockEvents(h)
 	g.lit(`],"validator_updates":`)
 	g.validatorUpdates(h)
-	g.lit(`,"consensus_param_updates":{"block":{"max_bytes":"200000","max_gas":"75000000"},"evidence":{"max_age_num_blocks":"1000000","max_age_duration":"172800000000000","max_bytes":"50000"},"validator":{"pub_key_types":["ed25519"]}},"app_hash":"`)
+	g.lit(`,"consensus_param_updates":{"block":{"max_bytes":`)
+	g.quotedUint(uint64(maxBytes(h)))
+	g.lit(`,"max_gas":"75000000"},"evidence":{"max_age_num_blocks":"1000000","max_age_duration":"172800000000000","max_bytes":"50000"},"validator":{"pub_key_types":["ed25519"]}},"app_hash":"`)
 	sum := g.s.derive(tagAppHash, h)
 	g.b = base64.StdEncoding.AppendEncode(g.b, sum[:])
 	g.lit(`"}`)
@@ -561,31 +587,51 @@ func (g *generator) blockEvents(h uint64) {
 // ValidatorUpdatesEvery is how often the synthetic chain's application
 // changes a validator's power (as staking does at the end of a block where
 // a delegation moved it; on a busy chain, most blocks): every that many
-// heights, one validator in turn.
+// heights, one slot in turn.
 const ValidatorUpdatesEvery = 100
 
-// updatedValidator is the validator whose power the update at height h (a
-// multiple of ValidatorUpdatesEvery) changes.
-func (s *Synthetic) updatedValidator(h uint64) *validator {
-	return &s.vals[(h/ValidatorUpdatesEvery)%uint64(len(s.vals))]
+// occupant returns slot i's validator as the updates of height h see it
+// (the set after the updates below h): its key.
+func (s *Synthetic) occupant(i int, h uint64) ed25519.PrivateKey {
+	gen, _ := s.slotState(i, lastUpdate(h-1))
+	return s.slotKey(i, gen)
 }
 
 // UpdatedValidator returns the consensus address of the validator whose
 // power the update at height h (a multiple of ValidatorUpdatesEvery)
 // changes.
-func (s *Synthetic) UpdatedValidator(h uint64) [20]byte { return s.updatedValidator(h).addr }
+func (s *Synthetic) UpdatedValidator(h uint64) [20]byte {
+	k := s.occupant(int(h/ValidatorUpdatesEvery%uint64(len(s.vals))), h)
+	return [20]byte(cmted25519.PubKey(k.Public().(ed25519.PublicKey)).Address())
+}
 
 // validatorUpdates renders block_results.validator_updates of height h as
 // a 0.38 node prints it; null at most heights.
 func (g *generator) validatorUpdates(h uint64) {
-	if h%ValidatorUpdatesEvery != 0 {
+	s := g.s
+	n := uint64(len(s.vals))
+	rotate := h >= RotateAt && (h-RotateAt)%RotateEvery == 0
+	if h%ValidatorUpdatesEvery != 0 && !rotate {
 		g.lit(`null`)
 		return
 	}
-	v := g.s.updatedValidator(h)
-	g.lit(`[{"pub_key":{"Sum":{"type":"tendermint.crypto.PublicKey_Ed25519","value":{"ed25519":"`)
-	g.b = base64.StdEncoding.AppendEncode(g.b, v.pubKey[:])
-	g.lit(`"}}},"power":`)
-	g.quotedUint(1_000_000 + h%997)
-	g.lit(`}]`)
+	g.lit(`[`)
+	update := func(k ed25519.PrivateKey, power uint64) {
+		g.lit(`{"pub_key":{"Sum":{"type":"tendermint.crypto.PublicKey_Ed25519","value":{"ed25519":"`)
+		g.b = base64.StdEncoding.AppendEncode(g.b, k.Public().(ed25519.PublicKey))
+		g.lit(`"}}},"power":`)
+		g.quotedUint(power)
+		g.lit(`}`)
+	}
+	if h%ValidatorUpdatesEvery == 0 {
+		update(s.occupant(int(h/ValidatorUpdatesEvery%n), h), basePower+h%997)
+	} else {
+		// One slot's validator leaves, the next generation joins.
+		slot := int((h - RotateAt) / RotateEvery % n)
+		gen, _ := s.slotState(slot, lastUpdate(h-1))
+		update(s.slotKey(slot, gen), 0)
+		g.lit(`,`)
+		update(s.slotKey(slot, gen+1), basePower+h%997)
+	}
+	g.lit(`]`)
 }
