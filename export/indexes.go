@@ -24,8 +24,8 @@ import (
 // and filler_alias, its stream's alias).
 const deferredTable = "blockhaul_deferred_indexes"
 
-func deferredSQL(qs string) []string {
-	return []string{fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
+func deferredSQL(qs string) string {
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
 	index_name   text PRIMARY KEY,
 	table_name   text NOT NULL,
 	definition   text NOT NULL,
@@ -33,11 +33,31 @@ func deferredSQL(qs string) []string {
 	primary_key  boolean NOT NULL DEFAULT false,
 	filler       text,
 	filler_alias text
-)`, qs, deferredTable),
-		// The columns a schema of an older blockhaul lacks.
-		fmt.Sprintf(`ALTER TABLE %s.%s ADD COLUMN IF NOT EXISTS primary_key boolean NOT NULL DEFAULT false,
-	ADD COLUMN IF NOT EXISTS filler text, ADD COLUMN IF NOT EXISTS filler_alias text`, qs, deferredTable),
+)`, qs, deferredTable)
+}
+
+// ensureDeferredTable creates the deferred table, and adds the columns a
+// schema of an older blockhaul lacks only when one is missing: ALTER TABLE
+// takes the table in ACCESS EXCLUSIVE mode even when it adds nothing, and
+// every batch reads the table (keysDeferredByOther) while it holds the
+// chain's tables, so a DDL transaction that held it and then waited for a
+// chain's table deadlocked with any batch in flight.
+func ensureDeferredTable(ctx context.Context, tx pgx.Tx, schema string) error {
+	qs := chain.QuoteIdent(schema)
+	if _, err := tx.Exec(ctx, deferredSQL(qs)); err != nil {
+		return err
 	}
+	var have int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1)
+	AND attname IN ('primary_key', 'filler', 'filler_alias') AND NOT attisdropped`, qs+"."+deferredTable).Scan(&have); err != nil {
+		return err
+	}
+	if have == 3 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s.%s ADD COLUMN IF NOT EXISTS primary_key boolean NOT NULL DEFAULT false,
+	ADD COLUMN IF NOT EXISTS filler text, ADD COLUMN IF NOT EXISTS filler_alias text`, qs, deferredTable))
+	return err
 }
 
 // DeferIndexes drops the secondary indexes (never primary keys) of tables,
@@ -49,10 +69,8 @@ func DeferIndexes(ctx context.Context, conn *pgx.Conn, schema string, tables []c
 		if err := lockSchema(ctx, tx, schema); err != nil {
 			return err
 		}
-		for _, s := range deferredSQL(qs) {
-			if _, err := tx.Exec(ctx, s); err != nil {
-				return fmt.Errorf("export: defer indexes: %w", err)
-			}
+		if err := ensureDeferredTable(ctx, tx, schema); err != nil {
+			return fmt.Errorf("export: defer indexes: %w", err)
 		}
 		for _, t := range tables {
 			for _, ix := range t.Indexes {

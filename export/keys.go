@@ -72,19 +72,20 @@ func DeferKeys(ctx context.Context, conn *pgx.Conn, schema string, tables []chai
 		if err := lockSchema(ctx, tx, schema); err != nil {
 			return err
 		}
-		for _, s := range deferredSQL(qs) {
-			if _, err := tx.Exec(ctx, s); err != nil {
-				return fmt.Errorf("export: defer keys: %w", err)
-			}
-		}
 		names := make([]string, len(tables))
 		for i, t := range tables {
 			names[i] = qs + "." + chain.QuoteIdent(t.Name)
 		}
 		// No batch of any writer in flight from here on; the rows seen
-		// below are every committed row.
+		// below are every committed row. The chain's tables are taken
+		// before the bookkeeping table, the order of every batch (its
+		// COPYs, then its read of the deferred keys), so a fill and a
+		// batch wait for each other in one order and never deadlock.
 		if _, err := tx.Exec(ctx, "LOCK TABLE "+strings.Join(names, ", ")+" IN ACCESS EXCLUSIVE MODE"); err != nil {
 			return fmt.Errorf("export: defer keys: lock tables: %w", err)
+		}
+		if err := ensureDeferredTable(ctx, tx, schema); err != nil {
+			return fmt.Errorf("export: defer keys: %w", err)
 		}
 		empty, err := tablesEmpty(ctx, tx, schema, tables)
 		if err != nil {

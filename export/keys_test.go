@@ -245,3 +245,47 @@ func keylessItems(t *testing.T, e *env, rows string) {
 		t.Fatal(err)
 	}
 }
+
+// A batch in flight reads the deferred keys after its COPY (as every batch
+// does before it commits) while a fill waits for its tables: the two wait
+// in one order and neither deadlocks. The fill once took the bookkeeping
+// table exclusively (ALTER TABLE … ADD COLUMN IF NOT EXISTS) before the
+// chain's tables, so the batch's read waited on the fill that waited on
+// the batch: PostgreSQL aborted one (40P01, `defer keys: lock tables`).
+func TestDeferKeysBesideABatchReadingDeferredKeys(t *testing.T) {
+	e := newEnv(t)
+	tables := testDecoder{}.Tables()
+	if err := EnsureSchema(e.ctx, e.conn, "chain x", tables, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.conn.Exec(e.ctx, "SET deadlock_timeout = '100ms'"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := e.conn.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(e.ctx)
+	if _, err := tx.Exec(e.ctx, `INSERT INTO "chain x".blocks VALUES (1, '\x01')`); err != nil {
+		t.Fatal(err)
+	}
+	other := e.secondConn()
+	done := make(chan error, 1)
+	go func() {
+		token, err := DeferKeys(e.ctx, other, "chain x", tables, "a", quietLog)
+		if err == nil && token != "" {
+			err = errors.New("keys deferred over a committed row")
+		}
+		done <- err
+	}()
+	waitFor(t, e, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted AND mode = 'AccessExclusiveLock' AND relation = '"chain x".blocks'::regclass)`)
+	if _, err := keysDeferredByOther(e.ctx, tx, "chain x", ""); err != nil {
+		t.Fatalf("the batch reading the deferred keys beside a waiting fill: %v", err)
+	}
+	if err := tx.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the fill: %v", err)
+	}
+}

@@ -137,12 +137,15 @@ func EnsureSchema(ctx context.Context, conn *pgx.Conn, schema string, tables []c
 			}
 		}
 		stmts = append(stmts, ownTablesSQL(qs)...)
-		stmts = append(stmts, deferredSQL(qs)...)
+		stmts = append(stmts, deferredSQL(qs))
 		stmts = append(stmts, versionSQL(qs), replaySQL(qs))
 		for _, s := range stmts {
 			if _, err := tx.Exec(ctx, s); err != nil {
 				return fmt.Errorf("export: create schema %s: %w\n%s", schema, err, s)
 			}
+		}
+		if err := ensureDeferredTable(ctx, tx, schema); err != nil {
+			return fmt.Errorf("export: create schema %s: %w", schema, err)
 		}
 		for _, t := range tables {
 			if _, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %[1]s.%[2]s AS v (table_name, version) VALUES ($1, $2)
