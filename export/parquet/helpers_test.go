@@ -11,10 +11,10 @@ import (
 	"github.com/blockhaul/blockhaul/chain/evm"
 	"github.com/blockhaul/blockhaul/chain/evmsynth"
 	"github.com/blockhaul/blockhaul/export"
+	"github.com/blockhaul/blockhaul/export/parquet"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/blockhaul/blockhaul/staging/stagingtest"
 	"gocloud.dev/blob"
-	"gocloud.dev/blob/fileblob"
 )
 
 // synthChain is a family's decoder and a synthetic chain of it.
@@ -69,7 +69,7 @@ func stage(t testing.TB, dir string, c synthChain, from, to uint64) *staging.Sto
 // dirBucket opens a directory as a bucket, closed when the test ends.
 func dirBucket(t testing.TB, dir string) *blob.Bucket {
 	t.Helper()
-	b, err := fileblob.OpenBucket(dir, &fileblob.Options{CreateDir: true})
+	b, err := parquet.OpenDir(dir, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -190,6 +190,9 @@ func Check(ctx context.Context, bucket *blob.Bucket, id staging.Identity, tables
 // ours tells whether key is a segment file name of one of the tables, or of
 // a table the manifest lists (another selection of the decoder's tables).
 func ours(key string, names map[string]bool, m *Manifest) bool {
+	if i := strings.Index(key, ".parquet."); i > 0 && strings.HasSuffix(key, ".tmp") {
+		key = key[:i+len(".parquet")] // a file a killed run was writing (OpenDir)
+	}
 	table, file, ok := strings.Cut(key, "/")
 	if !ok || !strings.HasSuffix(file, ".parquet") {
 		return false
@@ -257,7 +260,7 @@ func Write(ctx context.Context, store *staging.Store, dec export.Decoder, bucket
 	}
 	m.Decoder, m.Version = shape, cfg.Version
 
-	w := &writer{store: store, dec: dec, bucket: bucket, cfg: &cfg, schemas: schemas, shape: shape.Shape, res: &res}
+	w := &writer{open: upload(bucket), store: store, dec: dec, bucket: bucket, cfg: &cfg, schemas: schemas, shape: shape.Shape, res: &res}
 	for _, seg := range Segments(cfg.From, cfg.To, cfg.SegmentBlocks) {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -341,6 +344,13 @@ func (m *Manifest) put(s Segment) (stale []string) {
 
 // writer writes the segments of one Write.
 type writer struct {
+	// open opens a file of a segment: the upload to the bucket, or (verify)
+	// a sink that keeps only its digest. Cancelling ctx before Close
+	// aborts the upload.
+	open func(ctx context.Context, path string) (io.WriteCloser, error)
+	// remake: the segment is made again to compare (verify), not
+	// written: no crash point is hit.
+	remake  bool
 	store   *staging.Store
 	dec     export.Decoder
 	bucket  *blob.Bucket
@@ -377,10 +387,18 @@ func (w *writer) written(ctx context.Context, m *Manifest, from, to uint64) (Seg
 	return s, true
 }
 
+// upload opens files as uploads to bucket: an object appears whole when
+// its writer is closed, or not at all.
+func upload(bucket *blob.Bucket) func(ctx context.Context, path string) (io.WriteCloser, error) {
+	return func(ctx context.Context, path string) (io.WriteCloser, error) {
+		return bucket.NewWriter(ctx, path, &blob.WriterOptions{ContentType: "application/vnd.apache.parquet"})
+	}
+}
+
 // tableFile is one table's file of the segment being written.
 type tableFile struct {
 	path string
-	blob *blob.Writer
+	blob io.WriteCloser
 	sum  hash.Hash
 	n    int64 // bytes
 	pw   *pq.Writer
@@ -411,7 +429,7 @@ func (w *writer) segment(ctx context.Context, from, to uint64, prev []byte) (Seg
 	files := make([]*tableFile, len(w.schemas))
 	for i, ts := range w.schemas {
 		f := &tableFile{path: FileName(ts.table.Name, from, to), sum: sha256.New()}
-		f.blob, err = w.bucket.NewWriter(sctx, f.path, &blob.WriterOptions{ContentType: "application/vnd.apache.parquet"})
+		f.blob, err = w.open(sctx, f.path)
 		if err != nil {
 			return Segment{}, fmt.Errorf("parquet: write %s: %w", f.path, err)
 		}
@@ -487,6 +505,9 @@ func (w *writer) segment(ctx context.Context, from, to uint64, prev []byte) (Seg
 		}
 		closed = i + 1
 		seg.Files = append(seg.Files, File{Table: w.schemas[i].table.Name, Path: f.path, Rows: f.rows, Bytes: f.n, SHA256: hex.EncodeToString(f.sum.Sum(nil))})
+		if w.remake {
+			continue
+		}
 		if err := crashpoint.Hit(ctx, crashpoint.ParquetFile); err != nil {
 			return Segment{}, err
 		}
