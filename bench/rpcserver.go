@@ -57,8 +57,8 @@ const maxRequestBytes = 4 << 20
 // 127.0.0.1.
 func NewRPCServer(ctx context.Context, src loader.Source, from, to uint64) (*RPCServer, error) {
 	fam := family.Of(src.Family())
-	if fam == nil {
-		return nil, fmt.Errorf("bench: rpc server: unsupported chain family %s", src.Family())
+	if fam == nil || fam.Node.Info == nil {
+		return nil, fmt.Errorf("bench: rpc server: unsupported chain family %s (its nodes do not speak JSON-RPC)", src.Family())
 	}
 	if to < from {
 		return nil, fmt.Errorf("bench: rpc server: empty range %d-%d", from, to)

@@ -20,6 +20,7 @@ const (
 	FamilyUnknown  Family = 0
 	FamilyCometBFT Family = 1
 	FamilyEVM      Family = 2
+	FamilyAptos    Family = 3
 )
 
 func (f Family) String() string {
@@ -28,6 +29,8 @@ func (f Family) String() string {
 		return "cometbft"
 	case FamilyEVM:
 		return "evm"
+	case FamilyAptos:
+		return "aptos"
 	}
 	return fmt.Sprintf("family(%d)", uint8(f))
 }

@@ -86,7 +86,9 @@ type Family struct {
 	RecordIdentity func(raw []byte) (hash, parent []byte, height uint64, err error)
 	// Sources builds the family's sources, by kind.
 	Sources map[SourceKind]func(SourceOptions) (loader.Source, error)
-	// Node is how the family's nodes serve its records over JSON-RPC.
+	// Node is how the family's nodes serve its records over JSON-RPC; the
+	// zero value (Info nil) for a family whose nodes do not speak it
+	// (Aptos's REST API), which bench's JSON-RPC node cannot imitate.
 	Node Node
 }
 

@@ -245,7 +245,7 @@ func (c *Client) single(ctx context.Context, r request) {
 		var body bytes.Buffer
 		body.Grow(len(r.method) + len(r.params) + 48)
 		appendRequest(&body, r, id)
-		oc := c.exchange(ctx, ep, probe, call.Method, body.Bytes(), 0, func(b []byte) outcome {
+		oc := c.exchange(ctx, ep, probe, call.Method, nil, body.Bytes(), 0, func(b []byte) outcome {
 			return parseSingle(ep, b, call, id)
 		})
 		switch oc.kind {
@@ -374,7 +374,7 @@ func (c *Client) batchAttempt(ctx context.Context, ep *endpoint, probe bool, par
 	body.WriteByte(']')
 
 	rest := part
-	oc := c.exchange(ctx, ep, probe, "batch", body.Bytes(), len(part), func(b []byte) outcome {
+	oc := c.exchange(ctx, ep, probe, "batch", nil, body.Bytes(), len(part), func(b []byte) outcome {
 		var oc outcome
 		rest, oc = parseBatch(ep, b, part, base)
 		return oc

@@ -35,13 +35,15 @@ type outcome struct {
 	retryAfter time.Duration // pause asked for by the endpoint
 	size       int           // kindTooLarge: the batch size that was too large
 	sent       bool          // a request went out
+	header     http.Header   // a GET's response headers (kindOK)
 }
 
 // exchange makes one attempt on ep: waits for a slot, the end of any
 // throttling pause and the rate limiter; posts body (a batch of batchLen
-// calls, or a single call when batchLen is 0); hands a complete 2xx body to
-// parse; and records the outcome.
-func (c *Client) exchange(ctx context.Context, ep *endpoint, probe bool, method string, body []byte, batchLen int, parse func([]byte) outcome) outcome {
+// calls, or a single call when batchLen is 0), or GETs get (a REST path
+// below the endpoint's URL, see Get) when it is set; hands a complete 2xx
+// body to parse; and records the outcome.
+func (c *Client) exchange(ctx context.Context, ep *endpoint, probe bool, method string, get *restGet, body []byte, batchLen int, parse func([]byte) outcome) outcome {
 	var oc outcome
 	var dur time.Duration
 	if err := c.acquire(ctx, ep); err != nil {
@@ -49,15 +51,16 @@ func (c *Client) exchange(ctx context.Context, ep *endpoint, probe bool, method 
 	} else {
 		start := time.Now()
 		var buf *bytes.Buffer
-		buf, oc = c.post(ctx, ep, body, batchLen > 0)
+		buf, oc = c.post(ctx, ep, get, body, batchLen > 0)
 		dur = time.Since(start)
 		<-ep.sem
 		if oc.kind == kindOK {
-			retryAfter := oc.retryAfter
+			retryAfter, header := oc.retryAfter, oc.header
 			oc = parse(buf.Bytes())
 			if oc.retryAfter == 0 {
 				oc.retryAfter = retryAfter
 			}
+			oc.header = header
 		}
 		putBuffer(buf)
 		oc.sent = true
@@ -102,18 +105,16 @@ func (c *Client) acquire(ctx context.Context, ep *endpoint) error {
 	return nil
 }
 
-// post sends body and reads a 2xx response whole into a pooled buffer, or
-// says why not.
-func (c *Client) post(ctx context.Context, ep *endpoint, body []byte, batch bool) (*bytes.Buffer, outcome) {
+// post sends body (or, with get set, a GET of its path) and reads a 2xx
+// response whole into a pooled buffer, or says why not.
+func (c *Client) post(ctx context.Context, ep *endpoint, get *restGet, body []byte, batch bool) (*bytes.Buffer, outcome) {
 	actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, ep.url, bytes.NewReader(body))
+	req, err := c.newHTTPRequest(actx, ep, get, body)
 	if err != nil {
 		return nil, outcome{kind: kindPermanent, label: OutcomeHTTPError,
 			err: &TransportError{Endpoint: ep.name, Op: "post", Err: errors.New("cannot build request")}}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
 	c.mu.Lock()
 	ep.requests++
 	c.mu.Unlock()
@@ -123,6 +124,9 @@ func (c *Client) post(ctx context.Context, ep *endpoint, body []byte, batch bool
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		if get != nil {
+			return nil, restStatusFailure(ep, resp, get.bearer)
+		}
 		return nil, statusFailure(ep, resp, batch)
 	}
 	buf := getBuffer()
@@ -138,7 +142,11 @@ func (c *Client) post(ctx context.Context, ep *endpoint, body []byte, batch bool
 		return nil, outcome{kind: kindTooLarge, label: OutcomeTooLarge, err: &TransportError{
 			Endpoint: ep.name, Op: "read response", Err: fmt.Errorf("response exceeds %d bytes", c.cfg.MaxResponseBytes)}}
 	}
-	return buf, outcome{kind: kindOK, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
+	oc := outcome{kind: kindOK, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
+	if get != nil {
+		oc.header = resp.Header
+	}
+	return buf, oc
 }
 
 // transportFailure classifies an error of the HTTP exchange itself.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/internal/testbin"
 	"github.com/blockhaul/blockhaul/pipeline"
 	"github.com/spf13/pflag"
@@ -264,7 +265,7 @@ func TestCompletion(t *testing.T) {
 	}{
 		{[]string{"fe"}, []string{"fetch"}},
 		{[]string{"st"}, []string{"status"}},
-		{[]string{"fetch", "--chain", ""}, []string{"cometbft", "evm"}},
+		{[]string{"fetch", "--chain", ""}, family.Names()},
 		{[]string{"export", "--event-encoding", ""}, []string{"auto", "base64", "text"}},
 		{[]string{"run", "--defer-indexes="}, []string{"auto", "always", "never"}},
 		{[]string{"status", "--log-level", ""}, []string{"debug", "info", "warn", "error"}},
@@ -315,7 +316,7 @@ func TestBashCompletion(t *testing.T) {
 		line string
 		want []string
 	}{
-		{binary + " export --chain ", []string{"cometbft", "evm"}},
+		{binary + " export --chain ", family.Names()},
 		{binary + " export --event-encoding b", []string{"base64"}},
 		{binary + " exp", []string{"export"}},
 	} {
