@@ -74,7 +74,7 @@ type jobCommand struct {
 func (j *jobCommand) chosenChain() string {
 	fs := j.cmd.Flags()
 	if fs.Lookup("chain").Hidden {
-		return fs.Lookup("chain").DefValue
+		return "" // the command reads the family of the store it is given
 	}
 	if fs.Changed("chain") {
 		return j.cfg.Chain
@@ -85,7 +85,7 @@ func (j *jobCommand) chosenChain() string {
 			return v
 		}
 	}
-	return fs.Lookup("chain").DefValue
+	return "" // the default: cometbft, or the family of the chain --staging holds
 }
 
 // lenientValue is a flag's value that, while its command collects, records
@@ -215,6 +215,7 @@ func newRoot(environ []string, run func(j *jobCommand, args []string) error) (*c
 		for _, sc := range c.Commands() {
 			shells = append(shells, sc.Name())
 		}
+		c.Use = "completion SHELL"
 		c.Args = cobra.ArbitraryArgs
 		c.RunE = func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -234,9 +235,8 @@ func newRoot(environ []string, run func(j *jobCommand, args []string) error) (*c
 			writeRootHelp(out)
 		case j != nil:
 			writeCommandHelp(out, j)
-		default: // version, completion, help
-			width := helpWidth(out)
-			fmt.Fprintf(out, "%s\n\n%s", wrapParagraphs(strings.TrimSpace(cmp(c.Long, c.Short)), width), wrapLines(c.UsageString(), width))
+		default: // version, completion and its shells, help
+			writeOtherHelp(out, c)
 		}
 	})
 	return root, jobs
@@ -302,6 +302,49 @@ func writeRootHelp(w io.Writer) {
 	fmt.Fprintf(w, "\n%s\n%s\n", wrap(exitStatusText, width), wrap("The flags of a command: blockhaul help COMMAND (or blockhaul COMMAND --help).", width))
 }
 
+// writeOtherHelp is the help of a command that is not a job (version,
+// help, completion and its shells) in the shape of a job's: its line, what
+// it does, its usage, its subcommands, -h and the exit statuses.
+func writeOtherHelp(w io.Writer, c *cobra.Command) {
+	width := helpWidth(w)
+	path := c.CommandPath()
+	fmt.Fprintf(w, "%s\n", wrap(path+": "+c.Short, width))
+	if long := strings.TrimSpace(c.Long); long != "" && long != c.Short {
+		fmt.Fprintf(w, "\n%s", wrapParagraphs(long, width))
+	}
+	use := path
+	if _, args, ok := strings.Cut(c.Use, " "); ok {
+		use += " " + args
+	}
+	fmt.Fprintf(w, "\nUsage:\n%s\n", synopsis(strings.TrimPrefix(use, "blockhaul "), width))
+	var subs [][2]string
+	head := 0
+	for _, sc := range c.Commands() {
+		if sc.IsAvailableCommand() {
+			subs = append(subs, [2]string{path + " " + sc.Name(), sc.Short})
+			head = max(head, len(path+" "+sc.Name()))
+		}
+	}
+	if len(subs) > 0 {
+		fmt.Fprint(w, "\nCommands:\n")
+		for _, r := range subs {
+			fmt.Fprint(w, twoColumns(r[0], head, r[1], width))
+		}
+	}
+	if c.HasAvailableLocalFlags() {
+		var lines []string
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if !f.Hidden && f.Name != "help" {
+				lines = append(lines, "  --"+f.Name+"\n"+indent(wrap(f.Usage, width-flagIndent), flagIndent)+"\n")
+			}
+		})
+		if len(lines) > 0 {
+			fmt.Fprintf(w, "\nFlags:\n%s", strings.Join(lines, ""))
+		}
+	}
+	fmt.Fprintf(w, "\n  -h, --help  this help\n\n%s\n", wrap(exitStatusText, width))
+}
+
 // writeCommandHelp shows a command's synopsis and only the flags it uses,
 // by group: each flag's name, environment variable and default on a line,
 // and below it what this command does with the flag, wrapped to the
@@ -328,18 +371,22 @@ func writeCommandHelp(w io.Writer, j *jobCommand) {
 }
 
 // shownDefault is what the help of j says of f's default: the flag's
-// default when it says something (not an empty string, false or a 0 the
-// text explains); for --from, that of the family --chain names, on the
-// command line or in its variable (run --chain evm --help, or
-// BLOCKHAUL_CHAIN=evm: 0, an EVM chain's genesis), as the job would start.
+// default when it says something (not an empty string, false, a 0 the text
+// explains, or a value named "default" that the text describes); for
+// --from, that of the family --chain names, on the command line or in its
+// variable (run --chain evm --help, or BLOCKHAUL_CHAIN=evm: 0, an EVM
+// chain's genesis), as the job would start, and no number when no chain is
+// named: the job's family is then that of the store --staging holds, else
+// cometbft, which the help cannot know (the text says both first blocks).
 func shownDefault(j *jobCommand, f *pflag.Flag) string {
-	if f.Name == "from" && f.DefValue != "" {
+	if f.Name == "from" && f.DefValue != "" && j.cmd.Name() != cmdRestore { // restore's slices start at 1 whatever the chain
 		if fam, err := family.Lookup(j.chosenChain()); err == nil {
 			return fmt.Sprintf(" (default %d)", fam.Genesis)
 		}
+		return ""
 	}
 	switch f.DefValue {
-	case "", "false", "0", "[]":
+	case "", "false", "0", "[]", "default":
 		return ""
 	}
 	return " (default " + f.DefValue + ")"

@@ -271,7 +271,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	di := defValue(d, &cfg.DeferIndexes, "defer-indexes", "drop secondary indexes for the fill and build them when the range completes: auto (when the tables are empty), always (the flag alone) or never",
 		in(groupDatabase, exporting).oneOf(string(pipeline.IndexesAuto), string(pipeline.IndexesAlways), string(pipeline.IndexesNever)))
 	di.NoOptDefVal = string(pipeline.IndexesAlways)
-	defValue(d, &cfg.Indexes, "indexes", "secondary indexes to create: default (the set in docs/querying.md), minimal (lookups by hash), none, or index names separated by commas",
+	defValue(d, &cfg.Indexes, "indexes", "secondary indexes to create: default (the default: the set in docs/querying.md), minimal (lookups by hash), none, or index names separated by commas",
 		in(groupDatabase, exporting).oneOf("default", "minimal", "none"))
 	cfg.IndexWorkers = dc.IndexWorkers
 	defValue(d, autoCount{&cfg.IndexWorkers, pipeline.MaxIndexWorkers}, "index-workers", "deferred indexes built at once when a fill completes, each on a connection of its own (1: one after another); auto: one a CPU when PostgreSQL is on this machine, at most 4, else 4 (the job logs the count and why)", in(groupDatabase, exporting).oneOf("auto", "1", "2", "4"))

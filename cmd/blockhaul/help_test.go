@@ -133,9 +133,15 @@ func TestHelpSaysWhatThatCommandDoes(t *testing.T) {
 			if strings.Contains(from, "(default") || !strings.Contains(from, "default: the lowest") {
 				t.Errorf("help %s: --from reads %q, want its default in words (the lowest …), no (default 1)", cmd, from)
 			}
+		case pipeline.CmdRestore:
+			if !strings.Contains(from, "(default 1)") {
+				t.Errorf("help %s: --from reads %q, want (default 1): the shards' slices start there whatever the chain", cmd, from)
+			}
 		default:
-			if !strings.Contains(from, "(default 1)") || !strings.Contains(from, "evm 0") {
-				t.Errorf("help %s: --from reads %q, want (default 1) and evm's 0", cmd, from)
+			// No chain named: the job's is the store's, else cometbft; the
+			// help names both first blocks and claims no number.
+			if strings.Contains(from, "(default") || !strings.Contains(from, "cometbft 1") || !strings.Contains(from, "evm 0") {
+				t.Errorf("help %s: --from reads %q, want cometbft's 1 and evm's 0 and no (default N)", cmd, from)
 			}
 		}
 	}
@@ -147,7 +153,7 @@ func TestHelpSaysWhatThatCommandDoes(t *testing.T) {
 		{[]string{"run", "--chain", "evm", "--help"}, "(default 0)"},
 		{[]string{"fetch", "--chain=evm", "--help"}, "(default 0)"},
 		{[]string{"run", "--chain", "cometbft", "--help"}, "(default 1)"},
-		{[]string{"run", "--help"}, "(default 1)"},
+		{[]string{"run", "--help"}, "cometbft 1, evm 0"},
 	} {
 		if from := flagText(help(c.args...), "from"); !strings.Contains(from, c.want) {
 			t.Errorf("%v: --from reads %q, want %s", c.args, from, c.want)
@@ -178,5 +184,29 @@ func TestHelpSaysWhatThatCommandDoes(t *testing.T) {
 	vb := flagText(help("help", "fetch"), "verify-blocks")
 	if !strings.Contains(vb, "evm: the block hash alone") || !strings.Contains(vb, "cometbft: the same as full, data_hash included") {
 		t.Errorf("--verify-blocks reads %q, want header's meaning for each family", vb)
+	}
+}
+
+// TestHelpOneShape: every command's help, jobs and version, help and
+// completion alike, starts with "blockhaul NAME: what it does", has a
+// Usage, -h and the exit statuses (before: help help printed cobra's own
+// "Usage: … Flags: -h, --help[=true|false] help for help" and no more);
+// no flag shows "(default default)" (--indexes did).
+func TestHelpOneShape(t *testing.T) {
+	for _, cmd := range slices.Concat(pipeline.Commands, []string{"version", "help", "completion", "completion bash"}) {
+		var b bytes.Buffer
+		helpOf(t, &b, append([]string{"help"}, strings.Fields(cmd)...)...)
+		h := b.String()
+		if !strings.HasPrefix(h, "blockhaul "+cmd+": ") {
+			t.Errorf("help %s starts %q, want %q", cmd, strings.SplitN(h, "\n", 2)[0], "blockhaul "+cmd+": …")
+		}
+		for _, want := range []string{"\nUsage:\n  blockhaul " + cmd, "\n  -h, --help  this help\n", "\nExit status: 0 "} {
+			if !strings.Contains(h, want) {
+				t.Errorf("help %s lacks %q:\n%s", cmd, want, h)
+			}
+		}
+		if strings.Contains(h, "[=true|false]") || strings.Contains(h, "(default default)") {
+			t.Errorf("help %s:\n%s", cmd, h)
+		}
 	}
 }

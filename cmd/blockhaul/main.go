@@ -7,7 +7,7 @@
 // (BLOCKHAUL_<FLAG>); flags win over the environment.
 package main
 
-//go:generate go test -run ^TestCLIReferenceIsCurrent$ -update-cli-reference .
+//go:generate go test -run ^(TestCLIReferenceIsCurrent|TestFlagsReferenceIsCurrent)$ -update-cli-reference .
 
 import (
 	"context"
