@@ -96,68 +96,14 @@ func (v *verifier) record(raw []byte) ([]byte, error) {
 func (v *verifier) read(raw []byte) (claimed []byte, height uint64, err error) {
 	v.reset()
 	s := newScanner(raw)
-	if err := s.beginObject(); err != nil {
-		return nil, 0, err
-	}
-	var (
-		n           int
-		haveBlock   bool
-		haveRcpts   bool
-		receiptsPos = -1
-	)
-	for {
-		key, done, err := s.nextKey(&n)
-		if err != nil {
-			return nil, 0, err
-		}
-		if done {
-			break
-		}
-		switch string(key) {
-		case "block":
-			if haveBlock {
-				return nil, 0, &fieldError{path: "block", err: errors.New("duplicate field")}
-			}
-			haveBlock = true
-			if claimed, height, err = v.hdr.read(s, v); err != nil {
-				return nil, 0, inField("block", err)
-			}
+	_, err = walkRecord(s, func() (err error) {
+		if claimed, height, err = v.hdr.read(s, v); err == nil {
 			v.height = int64(height)
-		case "receipts":
-			if haveRcpts {
-				return nil, 0, &fieldError{path: "receipts", err: errors.New("duplicate field")}
-			}
-			haveRcpts = true
-			if haveBlock {
-				// The usual order (MarshalRecord's): read them in place.
-				if err := v.readReceipts(s); err != nil {
-					return nil, 0, err
-				}
-				continue
-			}
-			receiptsPos = s.Pos()
-			if err := s.skip(); err != nil {
-				return nil, 0, inField("receipts", err)
-			}
-		default:
-			if err := s.skip(); err != nil {
-				return nil, 0, inField(string(key), err)
-			}
 		}
-	}
-	if err := s.end(); err != nil {
+		return err
+	}, func() error { return v.readReceipts(s) })
+	if err != nil {
 		return nil, 0, err
-	}
-	if !haveBlock {
-		return nil, 0, &fieldError{path: "block", err: errMissing}
-	}
-	if receiptsPos >= 0 {
-		// The receipts came before the block: back to them, now that the
-		// block's transaction types are known.
-		s.Seek(receiptsPos)
-		if err := v.readReceipts(s); err != nil {
-			return nil, 0, err
-		}
 	}
 	return claimed, height, nil
 }
@@ -167,10 +113,10 @@ func (v *verifier) read(raw []byte) (claimed []byte, height uint64, err error) {
 // against, skipped otherwise.
 func (v *verifier) readReceipts(s *scanner) error {
 	if !v.haveTxs || v.unknown >= 0 {
-		return inFieldIf("receipts", s.skip())
+		return s.skip()
 	}
 	v.haveRcpts = true
-	return inFieldIf("receipts", v.receipts(s))
+	return v.receipts(s)
 }
 
 // headerRoot is one root of the header and the items it commits to.
@@ -235,12 +181,7 @@ func (v *verifier) transactions(s *scanner) error {
 		return nil
 	}
 	v.haveTxs = true
-	_, err := s.eachElem(func(i int) error {
-		if err := v.transaction(s, i); err != nil {
-			return inElem("", i, err)
-		}
-		return nil
-	})
+	_, err := s.eachIn(func(i int) error { return v.transaction(s, i) })
 	return err
 }
 
@@ -248,19 +189,8 @@ func (v *verifier) transaction(s *scanner, i int) error {
 	if s.Peek() != '{' {
 		return errors.New("want a transaction object (fetch blocks with full transactions)")
 	}
-	if err := s.beginObject(); err != nil {
-		return err
-	}
 	var f txFields
-	n := 0
-	for {
-		key, done, err := s.nextKey(&n)
-		if err != nil {
-			return err
-		}
-		if done {
-			break
-		}
+	for key := range s.object() {
 		if s.Null() {
 			continue
 		}
@@ -317,15 +247,12 @@ func (v *verifier) transaction(s *scanner, i int) error {
 		case "yParity":
 			dst = &f.yParity
 		}
-		if dst == nil {
-			if err := s.skip(); err != nil {
-				return inField(string(key), err)
-			}
-			continue
+		if err := s.memberInto(key, dst); err != nil {
+			return err
 		}
-		if *dst, err = s.str(); err != nil {
-			return inField(string(key), err)
-		}
+	}
+	if err := s.Err(); err != nil {
+		return err
 	}
 	if f.hash == nil {
 		return &fieldError{path: "hash", err: errMissing}
@@ -457,18 +384,8 @@ func (v *verifier) accessList(list []byte) error {
 		s := newScanner(list)
 		_, err := s.eachElem(func(i int) error {
 			var addr, keys []byte
-			if err := s.beginObject(); err != nil {
-				return inElem("", i, err)
-			}
-			n := 0
-			for {
-				key, done, err := s.nextKey(&n)
-				if err != nil {
-					return inElem("", i, err)
-				}
-				if done {
-					break
-				}
+			for key := range s.object() {
+				var err error
 				switch string(key) {
 				case "address":
 					if addr, err = s.str(); err != nil {
@@ -485,6 +402,9 @@ func (v *verifier) accessList(list []byte) error {
 						return inElem("", i, err)
 					}
 				}
+			}
+			if err := s.Err(); err != nil {
+				return inElem("", i, err)
 			}
 			if addr == nil {
 				return inElem("", i, &fieldError{path: "address", err: errMissing})
@@ -542,12 +462,7 @@ func (v *verifier) authList(list []byte) error {
 	w.open()
 	if list != nil {
 		s := newScanner(list)
-		_, err := s.eachElem(func(i int) error {
-			if err := v.authorization(s); err != nil {
-				return inElem("", i, err)
-			}
-			return nil
-		})
+		_, err := s.eachIn(func(i int) error { return v.authorization(s) })
 		if err != nil {
 			return err
 		}
@@ -557,19 +472,8 @@ func (v *verifier) authList(list []byte) error {
 }
 
 func (v *verifier) authorization(s *scanner) error {
-	if err := s.beginObject(); err != nil {
-		return err
-	}
 	var chainID, addr, nonce, parity, vv, r, sig []byte
-	n := 0
-	for {
-		key, done, err := s.nextKey(&n)
-		if err != nil {
-			return err
-		}
-		if done {
-			break
-		}
+	for key := range s.object() {
 		var dst *[]byte
 		switch string(key) {
 		case "chainId":
@@ -590,15 +494,12 @@ func (v *verifier) authorization(s *scanner) error {
 		if s.Null() {
 			continue
 		}
-		if dst == nil {
-			if err := s.skip(); err != nil {
-				return inField(string(key), err)
-			}
-			continue
+		if err := s.memberInto(key, dst); err != nil {
+			return err
 		}
-		if *dst, err = s.str(); err != nil {
-			return inField(string(key), err)
-		}
+	}
+	if err := s.Err(); err != nil {
+		return err
 	}
 	if parity == nil {
 		parity = vv
@@ -634,29 +535,14 @@ func (v *verifier) withdrawals(s *scanner) error {
 		return nil
 	}
 	v.haveWds = true
-	_, err := s.eachElem(func(i int) error {
-		if err := v.withdrawal(s); err != nil {
-			return inElem("", i, err)
-		}
-		return nil
-	})
+	_, err := s.eachIn(func(i int) error { return v.withdrawal(s) })
 	return err
 }
 
 func (v *verifier) withdrawal(s *scanner) error {
-	if err := s.beginObject(); err != nil {
-		return err
-	}
 	var vals [4][]byte // index, validatorIndex, address, amount
-	n := 0
-	for {
-		key, done, err := s.nextKey(&n)
-		if err != nil {
-			return err
-		}
-		if done {
-			break
-		}
+	for key := range s.object() {
+		var err error
 		j := -1
 		switch string(key) {
 		case "index":
@@ -677,6 +563,9 @@ func (v *verifier) withdrawal(s *scanner) error {
 		if vals[j], err = s.str(); err != nil {
 			return inField(string(key), err)
 		}
+	}
+	if err := s.Err(); err != nil {
+		return err
 	}
 	w := &v.w
 	w.reset()
@@ -707,30 +596,14 @@ func (v *verifier) receipts(s *scanner) error {
 	if s.Null() {
 		return nil
 	}
-	_, err := s.eachElem(func(i int) error {
-		if err := v.receipt(s, i); err != nil {
-			return inElem("", i, err)
-		}
-		return nil
-	})
+	_, err := s.eachIn(func(i int) error { return v.receipt(s, i) })
 	return err
 }
 
 func (v *verifier) receipt(s *scanner, i int) error {
-	if err := s.beginObject(); err != nil {
-		return err
-	}
 	var typ, status, root, cum, bloom []byte
 	haveLogs := false
-	n := 0
-	for {
-		key, done, err := s.nextKey(&n)
-		if err != nil {
-			return err
-		}
-		if done {
-			break
-		}
+	for key := range s.object() {
 		if s.Null() {
 			continue
 		}
@@ -764,15 +637,12 @@ func (v *verifier) receipt(s *scanner, i int) error {
 		case "logsBloom":
 			dst = &bloom
 		}
-		if dst == nil {
-			if err := s.skip(); err != nil {
-				return inField(string(key), err)
-			}
-			continue
+		if err := s.memberInto(key, dst); err != nil {
+			return err
 		}
-		if *dst, err = s.str(); err != nil {
-			return inField(string(key), err)
-		}
+	}
+	if err := s.Err(); err != nil {
+		return err
 	}
 	// The receipt's own type, as the record has it; the transaction's when
 	// the node leaves it out.
@@ -839,19 +709,9 @@ func (v *verifier) receipt(s *scanner, i int) error {
 }
 
 func (v *verifier) log(s *scanner) error {
-	if err := s.beginObject(); err != nil {
-		return err
-	}
 	var addr, topics, data []byte
-	n := 0
-	for {
-		key, done, err := s.nextKey(&n)
-		if err != nil {
-			return err
-		}
-		if done {
-			break
-		}
+	for key := range s.object() {
+		var err error
 		switch string(key) {
 		case "address":
 			if addr, err = s.str(); err != nil {
@@ -872,6 +732,9 @@ func (v *verifier) log(s *scanner) error {
 				return inField(string(key), err)
 			}
 		}
+	}
+	if err := s.Err(); err != nil {
+		return err
 	}
 	w := &v.lw
 	w.open()

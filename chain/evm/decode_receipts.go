@@ -47,21 +47,11 @@ var rcptRequired = []string{"transactionHash", "gasUsed", "cumulativeGasUsed"}
 
 func (st *decodeState) receipt(i int) error {
 	s := &st.sc
-	if err := s.beginObject(); err != nil {
-		return err
-	}
 	t := &st.txs[i]
 	row := t.row
-	var have, n int
+	var have int
 	var h [32]byte
-	for {
-		key, done, err := s.nextKey(&n)
-		if err != nil {
-			return err
-		}
-		if done {
-			break
-		}
+	for key := range s.object() {
 		if s.Null() {
 			continue
 		}
@@ -71,15 +61,12 @@ func (st *decodeState) receipt(i int) error {
 			}
 			continue
 		}
-		if s.Peek() != '"' {
-			if err := s.skip(); err != nil {
-				return inField(string(key), err)
-			}
-			continue
-		}
-		v, err := s.str()
+		v, ok, err := s.member(key)
 		if err != nil {
-			return inField(string(key), err)
+			return err
+		}
+		if !ok {
+			continue
 		}
 		switch string(key) {
 		case "transactionHash":
@@ -131,10 +118,7 @@ func (st *decodeState) receipt(i int) error {
 			return inField(string(key), err)
 		}
 	}
-	if have != reqAllRcpt {
-		return missingField(rcptRequired, have, reqAllRcpt)
-	}
-	return nil
+	return s.closed(rcptRequired, have, reqAllRcpt)
 }
 
 func (st *decodeState) checkBlockHash(v []byte) error {
@@ -174,12 +158,7 @@ func checkIndex(v []byte, i int) error {
 }
 
 func (st *decodeState) logs(t *txState, txIndex int) error {
-	_, err := st.sc.eachElem(func(i int) error {
-		if err := st.log(t, txIndex); err != nil {
-			return inElem("", i, err)
-		}
-		return nil
-	})
+	_, err := st.sc.eachIn(func(i int) error { return st.log(t, txIndex) })
 	return err
 }
 
@@ -196,23 +175,13 @@ var logRequired = []string{"address", "topics", "data", "logIndex"}
 
 func (st *decodeState) log(t *txState, txIndex int) error {
 	s := &st.sc
-	if err := s.beginObject(); err != nil {
-		return err
-	}
 	row := st.rows.Row(TableLogs)
 	row[colLogBlockNumber] = st.heightVal
 	row[colLogBlockTime] = st.timeVal
 	row[colLogTxIndex] = t.indexVal
 	row[colLogTxHash] = t.hashVal
-	var have, n int
-	for {
-		key, done, err := s.nextKey(&n)
-		if err != nil {
-			return err
-		}
-		if done {
-			break
-		}
+	var have int
+	for key := range s.object() {
 		if string(key) == "topics" {
 			if err := st.topics(row); err != nil {
 				return inField("topics", err)
@@ -220,15 +189,12 @@ func (st *decodeState) log(t *txState, txIndex int) error {
 			have |= reqLogTopics
 			continue
 		}
-		if s.Peek() != '"' {
-			if err := s.skip(); err != nil { // removed, and anything new
-				return inField(string(key), err)
-			}
-			continue
-		}
-		v, err := s.str()
+		v, ok, err := s.member(key) // removed, and anything new
 		if err != nil {
-			return inField(string(key), err)
+			return err
+		}
+		if !ok {
+			continue
 		}
 		switch string(key) {
 		case "address":
@@ -265,10 +231,7 @@ func (st *decodeState) log(t *txState, txIndex int) error {
 			return inField(string(key), err)
 		}
 	}
-	if have != reqAllLog {
-		return missingField(logRequired, have, reqAllLog)
-	}
-	return nil
+	return s.closed(logRequired, have, reqAllLog)
 }
 
 func (st *decodeState) topics(row []any) error {

@@ -170,71 +170,11 @@ func (st *decodeState) release() {
 }
 
 func (st *decodeState) record() error {
-	s := &st.sc
-	if err := s.beginObject(); err != nil {
-		return err
+	sawReceipts, err := walkRecord(&st.sc, st.block, st.receipts)
+	if err == nil && !sawReceipts {
+		err = &fieldError{path: "receipts", err: errMissing}
 	}
-	var (
-		n           int
-		haveBlock   bool
-		haveRcpts   bool
-		receiptsPos = -1
-	)
-	for {
-		key, done, err := s.nextKey(&n)
-		if err != nil {
-			return err
-		}
-		if done {
-			break
-		}
-		switch string(key) {
-		case "block":
-			if haveBlock {
-				return &fieldError{path: "block", err: errors.New("duplicate field")}
-			}
-			haveBlock = true
-			if err := st.block(); err != nil {
-				return inField("block", err)
-			}
-			if receiptsPos >= 0 {
-				// The receipts came first; go back for them now that the
-				// block they are checked against is known.
-				resume := s.Pos()
-				s.Seek(receiptsPos)
-				if err := st.receipts(); err != nil {
-					return inField("receipts", err)
-				}
-				s.Seek(resume)
-			}
-		case "receipts":
-			if haveRcpts {
-				return &fieldError{path: "receipts", err: errors.New("duplicate field")}
-			}
-			haveRcpts = true
-			if haveBlock {
-				if err := st.receipts(); err != nil {
-					return inField("receipts", err)
-				}
-			} else {
-				receiptsPos = s.Pos()
-				if err := s.skip(); err != nil {
-					return inField("receipts", err)
-				}
-			}
-		default:
-			if err := s.skip(); err != nil {
-				return inField(string(key), err)
-			}
-		}
-	}
-	if !haveBlock {
-		return &fieldError{path: "block", err: errMissing}
-	}
-	if !haveRcpts {
-		return &fieldError{path: "receipts", err: errMissing}
-	}
-	return s.end()
+	return err
 }
 
 var errMissing = errors.New("missing")
@@ -268,21 +208,11 @@ func (st *decodeState) block() error {
 	if s.Null() {
 		return errors.New("block is null (not found on the node?)")
 	}
-	if err := s.beginObject(); err != nil {
-		return err
-	}
 	row := st.rows.Row(TableBlocks)
 	st.blockRow = row
 	row[colBlockNumber] = st.heightVal
-	var have, n int
-	for {
-		key, done, err := s.nextKey(&n)
-		if err != nil {
-			return err
-		}
-		if done {
-			break
-		}
+	var have int
+	for key := range s.object() {
 		if string(key) == "transactions" {
 			if err := st.transactions(); err != nil {
 				return inField("transactions", err)
@@ -309,6 +239,9 @@ func (st *decodeState) block() error {
 		if err := st.blockField(key, row, &have); err != nil {
 			return inField(string(key), err)
 		}
+	}
+	if err := s.Err(); err != nil {
+		return err
 	}
 	if have != reqAllBlock {
 		return missingField(blockRequired, have, reqAllBlock)
@@ -417,33 +350,29 @@ func (st *decodeState) blockField(key []byte, row []any, have *int) error {
 
 func (st *decodeState) putFixed(row []any, col int, v []byte, n int, have *int, bit int) error {
 	b, err := st.slab.fixed(v, n)
-	if err != nil {
-		return err
-	}
-	row[col] = st.rows.BoxBytes(b)
-	if have != nil {
-		*have |= bit
-	}
-	return nil
+	return st.putSlab(row, col, b, err, have, bit)
 }
 
 // putWord stores a quantity of up to 256 bits (a signature's r or s) as
 // 32 big-endian bytes.
 func (st *decodeState) putWord(row []any, col int, v []byte) error {
 	b, err := st.slab.word(v)
-	if err != nil {
-		return err
-	}
-	row[col] = st.rows.BoxBytes(b)
-	return nil
+	return st.putSlab(row, col, b, err, nil, 0)
 }
 
 func (st *decodeState) putBytes(row []any, col int, v []byte) error {
 	b, err := st.slab.bytes(v)
+	return st.putSlab(row, col, b, err, nil, 0)
+}
+
+// putSlab stores b, carved from the slab, in row[col] and sets bit in have
+// (when have is not nil) — or returns err, the carving's.
+func (st *decodeState) putSlab(row []any, col int, b []byte, err error, have *int, bit int) error {
 	if err != nil {
 		return err
 	}
 	row[col] = st.rows.BoxBytes(b)
+	mark(have, bit)
 	return nil
 }
 
@@ -453,10 +382,15 @@ func (st *decodeState) putInt64(row []any, col int, v []byte, have *int, bit int
 		return err
 	}
 	row[col] = st.rows.BoxInt64(x)
+	mark(have, bit)
+	return nil
+}
+
+// mark sets bit in the required members seen, when they are counted.
+func mark(have *int, bit int) {
 	if have != nil {
 		*have |= bit
 	}
-	return nil
 }
 
 func (st *decodeState) putNumeric(row []any, col int, v []byte) error {
@@ -508,9 +442,6 @@ func (st *decodeState) transaction(i int) error {
 	if s.Peek() != '{' {
 		return errors.New("want a transaction object (fetch blocks with full transactions)")
 	}
-	if err := s.beginObject(); err != nil {
-		return err
-	}
 	st.txs = append(st.txs, txState{})
 	t := &st.txs[i]
 	row := st.rows.Row(TableTransactions)
@@ -519,15 +450,8 @@ func (st *decodeState) transaction(i int) error {
 	row[colTxBlockNumber] = st.heightVal
 	row[colTxIndex] = t.indexVal
 	row[colTxType] = int16(0)
-	var have, n int
-	for {
-		key, done, err := s.nextKey(&n)
-		if err != nil {
-			return err
-		}
-		if done {
-			break
-		}
+	var have int
+	for key := range s.object() {
 		if s.Null() {
 			continue // to of a creation, fields a client sends as null
 		}
@@ -562,6 +486,9 @@ func (st *decodeState) transaction(i int) error {
 		if err := st.txField(t, key, row, &have); err != nil {
 			return inField(string(key), err)
 		}
+	}
+	if err := s.Err(); err != nil {
+		return err
 	}
 	if have != reqAllTx {
 		return missingField(txRequired, have, reqAllTx)
@@ -672,40 +599,22 @@ var wdRequired = []string{"index", "validatorIndex", "address", "amount"}
 // block_time is set once the block's timestamp is known.
 func (st *decodeState) withdrawals() error {
 	s := &st.sc
-	_, err := s.eachElem(func(i int) error {
-		if err := st.withdrawal(); err != nil {
-			return inElem("", i, err)
-		}
-		return nil
-	})
+	_, err := s.eachIn(func(i int) error { return st.withdrawal() })
 	return err
 }
 
 func (st *decodeState) withdrawal() error {
 	s := &st.sc
-	if err := s.beginObject(); err != nil {
-		return err
-	}
 	row := st.rows.Row(TableWithdrawals)
 	row[colWdBlockNumber] = st.heightVal
-	var have, n int
-	for {
-		key, done, err := s.nextKey(&n)
+	var have int
+	for key := range s.object() {
+		v, ok, err := s.member(key)
 		if err != nil {
 			return err
 		}
-		if done {
-			break
-		}
-		if s.Peek() != '"' {
-			if err := s.skip(); err != nil {
-				return inField(string(key), err)
-			}
+		if !ok {
 			continue
-		}
-		v, err := s.str()
-		if err != nil {
-			return inField(string(key), err)
 		}
 		switch string(key) {
 		case "index":
@@ -721,10 +630,7 @@ func (st *decodeState) withdrawal() error {
 			return inField(string(key), err)
 		}
 	}
-	if have != reqAllWd {
-		return missingField(wdRequired, have, reqAllWd)
-	}
-	return nil
+	return s.closed(wdRequired, have, reqAllWd)
 }
 
 // compactJSON copies the JSON text src (well-formed: the scanner has read

@@ -263,22 +263,11 @@ func (r *headerRLP) read(s *scanner, c *verifier) (claimed []byte, height uint64
 	if s.Null() {
 		return nil, 0, errors.New("block is null (not found on the node?)")
 	}
-	if err := s.beginObject(); err != nil {
-		return nil, 0, err
-	}
 	r.unknown = r.unknown[:0]
 	arena := make([]byte, 0, 1024)
 	claimed = make([]byte, 32)
 	sawHash := false
-	m := 0
-	for {
-		key, done, err := s.nextKey(&m)
-		if err != nil {
-			return nil, 0, err
-		}
-		if done {
-			break
-		}
+	for key := range s.object() {
 		if string(key) == "hash" {
 			v, err := s.str()
 			if err != nil {
@@ -323,6 +312,9 @@ func (r *headerRLP) read(s *scanner, c *verifier) (claimed []byte, height uint64
 		if arena, err = r.set(i, v, arena); err != nil {
 			return nil, 0, inField(headerFields[i].key, err)
 		}
+	}
+	if err := s.Err(); err != nil {
+		return nil, 0, err
 	}
 	if !sawHash {
 		return nil, 0, &fieldError{path: "hash", err: errMissing}

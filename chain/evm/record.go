@@ -81,40 +81,79 @@ func BlockIdentity(raw []byte) (hash, parentHash []byte, height uint64, err erro
 
 func blockIdentity(raw []byte) (hash, parentHash []byte, height uint64, err error) {
 	s := newScanner(raw)
-	if err := s.beginObject(); err != nil {
-		return nil, nil, 0, err
-	}
-	n := 0
-	sawBlock := false
-	for {
-		key, done, err := s.nextKey(&n)
-		if err != nil {
-			return nil, nil, 0, err
-		}
-		if done {
-			break
-		}
-		if string(key) == "block" && sawBlock {
-			return nil, nil, 0, &fieldError{path: "block", err: errors.New("duplicate field")}
-		}
-		if string(key) != "block" {
-			if err := s.skip(); err != nil {
-				return nil, nil, 0, err
-			}
-			continue
-		}
-		sawBlock = true
-		if hash, parentHash, height, err = s.identityFields(); err != nil {
-			return nil, nil, 0, err
-		}
-	}
-	if !sawBlock {
-		return nil, nil, 0, errors.New("record has no block")
-	}
-	if err := s.end(); err != nil {
+	_, err = walkRecord(s, func() (err error) {
+		hash, parentHash, height, err = s.identityFields()
+		return err
+	}, nil)
+	if err != nil {
 		return nil, nil, 0, err
 	}
 	return hash, parentHash, height, nil
+}
+
+// walkRecord is the one walk of a raw record's members, for every reader
+// of it (the decoder, the block verification, BlockIdentity): with the
+// scanner at the record's start, it calls block at the block object, which
+// must be there once, then receipts at the receipts (once, if there; nil
+// skips them) — after the block even where the record writes them first,
+// since they are read against it — and checks that nothing follows the
+// record. Its errors, and the callbacks', name the member
+// ("block.transactions[3].value"); sawReceipts says whether there were
+// receipts.
+func walkRecord(s *scanner, block, receipts func() error) (sawReceipts bool, err error) {
+	sawBlock, receiptsAt := false, -1
+	readReceipts := func() error {
+		if receipts == nil {
+			return inFieldIf("receipts", s.skip())
+		}
+		return inFieldIf("receipts", receipts())
+	}
+	for key := range s.object() {
+		switch string(key) {
+		case "block":
+			if sawBlock {
+				return false, &fieldError{path: "block", err: errors.New("duplicate field")}
+			}
+			sawBlock = true
+			if err := block(); err != nil {
+				return false, inField("block", err)
+			}
+			if receiptsAt >= 0 {
+				resume := s.Pos()
+				s.Seek(receiptsAt)
+				if err := readReceipts(); err != nil {
+					return false, err
+				}
+				s.Seek(resume)
+			}
+		case "receipts":
+			if sawReceipts {
+				return false, &fieldError{path: "receipts", err: errors.New("duplicate field")}
+			}
+			sawReceipts = true
+			if sawBlock {
+				if err := readReceipts(); err != nil {
+					return false, err
+				}
+				continue
+			}
+			receiptsAt = s.Pos()
+			if err := s.skip(); err != nil {
+				return false, inField("receipts", err)
+			}
+		default:
+			if err := s.skip(); err != nil {
+				return false, inField(string(key), err)
+			}
+		}
+	}
+	if err := s.Err(); err != nil {
+		return false, err
+	}
+	if !sawBlock {
+		return false, &fieldError{path: "block", err: errMissing}
+	}
+	return sawReceipts, s.end()
 }
 
 // identityFields reads the block object at the cursor, to its end, and

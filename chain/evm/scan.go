@@ -1,6 +1,10 @@
 package evm
 
-import "github.com/blockhaul/blockhaul/chain/jsonscan"
+import (
+	"iter"
+
+	"github.com/blockhaul/blockhaul/chain/jsonscan"
+)
 
 // scanner is the shared JSON cursor (chain/jsonscan) as this package's
 // code reads it: each step returns its error. The decoder walks the few
@@ -87,4 +91,72 @@ func (s *scanner) skip() error {
 func (s *scanner) end() error {
 	s.End()
 	return s.Err()
+}
+
+// object ranges over the members of the object at the cursor, yielding
+// each key with the cursor at its value, which the loop body reads. Unlike
+// jsonscan's Members, null is an error here (as for beginObject). An error
+// ends the range and stays in s.Err(), for the caller to return after the
+// loop.
+func (s *scanner) object() iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		if s.beginObject() != nil {
+			return
+		}
+		n := 0
+		for k, ok := s.NextKey(&n); ok; k, ok = s.NextKey(&n) {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// member reads the value of the object member key at the cursor: a string
+// into v (ok), or, of another kind, skipped. Errors name the key.
+func (s *scanner) member(key []byte) (v []byte, ok bool, err error) {
+	if s.Peek() != '"' {
+		return nil, false, inFieldIf(string(key), s.skip())
+	}
+	if v, err = s.str(); err != nil {
+		return nil, false, inField(string(key), err)
+	}
+	return v, true, nil
+}
+
+// memberInto reads the string value of member key into *dst, or skips the
+// value when dst is nil. Errors name the key.
+func (s *scanner) memberInto(key []byte, dst *[]byte) error {
+	if dst == nil {
+		return inFieldIf(string(key), s.skip())
+	}
+	v, err := s.str()
+	if err != nil {
+		return inField(string(key), err)
+	}
+	*dst = v
+	return nil
+}
+
+// closed is the error of an object walk once its loop is over: the
+// scanner's, else the first of the required members (names, one bit each
+// in all) that have lacks.
+func (s *scanner) closed(names []string, have, all int) error {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	if have != all {
+		return missingField(names, have, all)
+	}
+	return nil
+}
+
+// eachIn is eachElem with fn's error named as the element's ("[3].…").
+func (s *scanner) eachIn(fn func(i int) error) (int, error) {
+	return s.eachElem(func(i int) error {
+		if err := fn(i); err != nil {
+			return inElem("", i, err)
+		}
+		return nil
+	})
 }
