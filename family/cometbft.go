@@ -28,6 +28,9 @@ var CometBFT = register(&Family{
 	Rates:            archive.Rates{StagingBytesPerBlock: 5.6e3, DBBytesPerBlock: 23.9e3, FetchBlocksPerSec: 1500, ExportBlocksPerSec: 1480},
 	SyntheticDensity: fmt.Sprintf("≈%g tx/block", cometbftsynth.DefaultTxPerBlock),
 	RPCMaxBatch:      cometbft.RPCMaxBatch,
+	// Parquet segments of 100,000 heights (docs/parquet.md, "Segment
+	// size"): at mainnet density the events files come to a few hundred MB.
+	SegmentBlocks: 100_000,
 	FlagValues: map[string][]string{"event-encoding": {
 		cometbft.EventEncodingAuto.String(), cometbft.EventEncodingBase64.String(), cometbft.EventEncodingText.String()}},
 

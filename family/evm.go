@@ -26,6 +26,10 @@ var EVM = register(&Family{
 	// CometBFT's, and a limit below it makes the collector run continuously
 	// (measured: 20% slower export at 192 MiB).
 	MemoryLimitMiB: 448,
+	// Parquet segments of 10,000 heights (docs/parquet.md, "Segment
+	// size"): at Ethereum mainnet's density the logs files come to a few
+	// hundred MB.
+	SegmentBlocks: 10_000,
 	// bench/results/latest.md on a 2-core machine with a local PostgreSQL,
 	// at ≈150 transactions and 400 logs a block: export 155 blocks/s, 92 kB
 	// staged, about 135 kB in PostgreSQL.

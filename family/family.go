@@ -65,6 +65,10 @@ type Family struct {
 	// SyntheticDensity says how dense the family's synthetic chain is by
 	// default ("≈4.5 tx/block"), for reports of its workloads.
 	SyntheticDensity string
+	// SegmentBlocks is the default --segment-blocks: heights per Parquet
+	// segment, so that a mainnet's busiest table comes to files of a few
+	// hundred MB (docs/parquet.md); 0 takes pipeline's default.
+	SegmentBlocks uint64
 	// RPCMaxBatch is the largest JSON-RPC batch the family's nodes accept
 	// by default; 0 leaves the client's default.
 	RPCMaxBatch int

@@ -178,6 +178,19 @@ type Config struct {
 
 	HTTPAddr string // --http: serve /healthz, /readyz and /metrics
 
+	// Parquet is --parquet: run, export and follow write the tables as
+	// Parquet segments there (a directory or a gocloud.dev/blob URL) in
+	// place of PostgreSQL; verify checks the segments there
+	// (pipeline/parquet.go, docs/parquet.md).
+	Parquet string
+	// SegmentBlocks is --segment-blocks: heights per Parquet segment
+	// (SegmentBlocksSet: given; else the family's default).
+	SegmentBlocks    uint64
+	SegmentBlocksSet bool
+	// Version is blockhaul's version, recorded in what it writes (the
+	// Parquet manifest and files); cmd/blockhaul sets it.
+	Version string
+
 	MergeFrom string // --merge-from: the staging directory merge copies from
 
 	// Shards of a fetch run as a Kubernetes Indexed Job (pipeline/shard.go).
@@ -445,7 +458,8 @@ func (c *Config) Validate() error {
 			bad("alias", "%v", err)
 		}
 	}
-	needPG := c.Command == CmdRun || c.Command == CmdExport || c.Command == CmdFollow
+	fs = append(fs, c.validateParquet()...)
+	needPG := (c.Command == CmdRun || c.Command == CmdExport || c.Command == CmdFollow) && c.Parquet == ""
 	if needPG && c.PG == "" {
 		bad("pg", "a PostgreSQL DSN is required for %s", c.Command)
 	}

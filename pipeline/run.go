@@ -73,7 +73,9 @@ type Summary struct {
 	// AfterFill is what a fill did once its range was complete: the
 	// deferred indexes it built and the tables it analyzed.
 	AfterFill AfterFill
-	Duration  time.Duration
+	// Parquet is what a job with --parquet wrote (nil without).
+	Parquet  *ParquetSummary
+	Duration time.Duration
 }
 
 // AfterFill is the work of a fill after its rows: the deferred indexes and
@@ -124,6 +126,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	case CmdChecksum:
 		return Summary{Command: cfg.Command}, Checksum(ctx, cfg, out)
 	case CmdVerify:
+		if cfg.Parquet != "" {
+			return Summary{Command: cfg.Command}, VerifyParquet(ctx, cfg, out)
+		}
 		return Summary{Command: cfg.Command}, Verify(ctx, cfg, out)
 	case CmdPrune:
 		return Summary{Command: cfg.Command}, Prune(ctx, cfg, out, log)
@@ -243,7 +248,11 @@ func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (S
 	}
 	c := &counters{m: m}
 
-	switch cfg.Command {
+	cmd := cfg.Command
+	if cfg.Parquet != "" {
+		cmd, err = "", runParquetJob(ctx, &cfg, store, tip, log, &sum, c)
+	}
+	switch cmd {
 	case CmdFetch:
 		err = runFetch(ctx, &cfg, store, tip, log, &sum, c)
 	case CmdExport:
@@ -278,6 +287,7 @@ func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (S
 		fmt.Fprintf(out, "  primary keys: %d dropped for the fill, rebuilt after it failed\n", sum.KeysRebuilt)
 	}
 	sum.AfterFill.write(out)
+	sum.Parquet.write(out)
 	if sum.Streams > 0 {
 		fmt.Fprintf(out, "  export streams: %d (%s)\n", sum.Streams, sum.StreamsWhy)
 	}

@@ -163,6 +163,8 @@ func (cl *commandLine) bind(j *jobCommand, rest, words []string, environ []strin
 	jp := shardIndexFromJob(fs, environ)
 	cl.problems = append(cl.problems, jp...)
 	cl.cfg.ShardIndexSet = given(fs, "shard-index") || len(jp) > 0 // a bad index is reported once
+	cl.cfg.SegmentBlocksSet = given(fs, "segment-blocks")
+	cl.cfg.Version = moduleVersion()
 	if pgOnCommandLine && dsnHasPassword(cl.cfg.PG) {
 		cl.warnings = append(cl.warnings, "--pg holds a password, which every local user can read in the process list: "+
 			"set the DSN in BLOCKHAUL_PG, or the password in PGPASSWORD or a PGPASSFILE")

@@ -289,6 +289,10 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.StringVar, &cfg.Tables, "tables", "", "the tables to write, comma separated (blocks,transactions), or all but those given with a leading - (-logs); default all", in(groupExport, exporting).tableList())
 	def(d, fs.StringSliceVar, &cfg.Replay, "replay", nil, "export: write these tables again in place from staging, over the heights the checkpoints cover (or --from/--to within them), beside a running follow", in(groupExport, []string{cmdExport}).tableList())
 
+	def(d, fs.StringVar, &cfg.Parquet, "parquet", "", "write the tables as Parquet files in place of PostgreSQL, to this directory or URL (file://, s3://, gs://, azblob://): one file per table per segment of --segment-blocks heights, and a manifest (docs/parquet.md)",
+		in(groupExport, exporting, []string{cmdVerify}).
+			saying("verify the Parquet segments at this directory or URL against their manifest, and against --staging when it holds a store", cmdVerify))
+	def(d, fs.Uint64Var, &cfg.SegmentBlocks, "segment-blocks", 0, "with --parquet: heights per segment; segment k holds heights k×N to k×N+N-1 (default by chain: cometbft 100000, evm 10000)", in(groupExport, exporting))
 	def(d, fs.IntVar, &cfg.FetchWorkers, "fetch-workers", dc.FetchWorkers, "concurrent fetches", in(groupFetch, sourcing))
 	def(d, fs.IntVar, &cfg.FetchSpan, "fetch-span", dc.FetchSpan, "heights per fetch request", in(groupFetch, sourcing))
 	def(d, fs.Uint64Var, &cfg.FetchLead, "fetch-lead", 0, "run: how many heights fetch may stage ahead of export (0: four export batches)", in(groupFetch, []string{cmdRun}))
