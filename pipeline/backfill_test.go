@@ -210,6 +210,9 @@ func plainLoad(t *testing.T, to uint64) string {
 func TestFollowBackfillOverExportStreamsResumesAfterKill(t *testing.T) {
 	dsn, cfg := followWithBackfill(t)
 	cfg.ExportStreams = 0
+	if err := cfg.Indexes.Set("minimal"); err != nil { // no BRIN index: auto splits by the CPUs
+		t.Fatal(err)
+	}
 	withCPUs(t, 4)
 	kills, restore := killAfterCommits(3, 6)
 	defer restore()

@@ -27,7 +27,14 @@ func TestAutoStreams(t *testing.T) {
 		want int
 		why  []string
 	}{
-		// The measured machine: 2 CPUs, the server local: 2.
+		// The measured machine: 2 CPUs, the server local, the default
+		// indexes (BRIN on block time): one stream, height order kept.
+		{streamFacts{CPUs: 2, Local: true, FreeConns: 90, Blocks: 10_000, BatchBlocks: 500, BRIN: []string{"events_block_time_idx"}}, 1, []string{"height order", "events_block_time_idx", "--export-streams N"}},
+		{streamFacts{CPUs: 16, Local: true, FreeConns: 90, Blocks: 1e6, BatchBlocks: 500, BRIN: []string{"events_block_time_idx"}}, 1, []string{"16 CPUs shared"}},
+		// The server elsewhere: its cores are its own; the split is kept.
+		{streamFacts{CPUs: 2, FreeConns: 90, Blocks: 10_000, BatchBlocks: 500, BRIN: []string{"events_block_time_idx"}}, 4, []string{"another machine"}},
+		// No BRIN index (--indexes minimal or none): 2 CPUs, the server
+		// local: 2.
 		{streamFacts{CPUs: 2, Local: true, FreeConns: 90, Blocks: 10_000, BatchBlocks: 500}, 2, []string{"2 CPUs shared", "3/4"}},
 		{streamFacts{CPUs: 1, Local: true, FreeConns: 90, Blocks: 10_000, BatchBlocks: 500}, 1, nil},
 		{streamFacts{CPUs: 4, Local: true, FreeConns: 90, Blocks: 10_000, BatchBlocks: 500}, 3, nil},
@@ -76,9 +83,26 @@ func TestAutoStreamsOnThisServer(t *testing.T) {
 	if err := run(t, testConfig(CmdFetch, dsn, stg, nil, 1, 300)); err != nil {
 		t.Fatal(err)
 	}
-	withCPUs(t, 4) // local: 3 streams
+	// The default indexes (BRIN on block time), the server local: one
+	// stream, whatever the CPUs, and the summary says why.
+	withCPUs(t, 4)
 	cfg := testConfig(CmdExport, dsn, stg, nil, 1, 300)
 	cfg.ExportStreams = 0
+	if sum, err := Run(context.Background(), cfg, io.Discard, quiet); err != nil || !sum.Complete || sum.Streams != 1 || !strings.Contains(sum.StreamsWhy, "BRIN indexes") {
+		t.Fatalf("auto export with the default indexes: err %v, %d streams (%s); want 1, for the BRIN indexes", err, sum.Streams, sum.StreamsWhy)
+	}
+	if c := heightCorrelation(t, dsn, "cometbft.events"); c < 0.999 {
+		t.Errorf("after one stream the events heap's correlation with height is %v, want 1", c)
+	}
+
+	// Without BRIN indexes (--indexes minimal) the CPUs decide. local: 3
+	// streams.
+	dsn = pgtest.NewDatabase(t)
+	cfg = testConfig(CmdExport, dsn, stg, nil, 1, 300)
+	cfg.ExportStreams = 0
+	if err := cfg.Indexes.Set("minimal"); err != nil {
+		t.Fatal(err)
+	}
 	cfg.MemoryLimitPerStream = 96 << 20 // as cmd/blockhaul sets it with the default limit
 	prevLimit := debug.SetMemoryLimit(-1)
 	defer debug.SetMemoryLimit(prevLimit)
@@ -104,6 +128,9 @@ func TestAutoStreamsOnThisServer(t *testing.T) {
 	withCPUs(t, 64)
 	cfg = testConfig(CmdExport, dsn2, stg, nil, 1, 120)
 	cfg.ExportStreams = 0
+	if err := cfg.Indexes.Set("none"); err != nil {
+		t.Fatal(err)
+	}
 	// In a container of 256 MiB, two streams' 2 × 128 MiB is held at 3/4
 	// of it.
 	cfg.MemoryLimitPerStream = 128 << 20
@@ -345,4 +372,22 @@ func TestSplitExportSaysWhatItCostsBRIN(t *testing.T) {
 			t.Errorf("%d streams, --indexes %s: says the BRIN cost %v, want %v:\n%s", c.streams, c.indexes, got, c.says, logs.String())
 		}
 	}
+}
+
+// heightCorrelation is pg_stats.correlation of table's height column after
+// an ANALYZE: 1 when the heap is in height order.
+func heightCorrelation(t *testing.T, dsn, table string) float64 {
+	t.Helper()
+	conn := pgtest.ConnectTo(t, dsn)
+	ctx := context.Background()
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "ANALYZE "+table); err != nil {
+		t.Fatal(err)
+	}
+	schema, name, _ := strings.Cut(table, ".")
+	var c float64
+	if err := conn.QueryRow(ctx, "SELECT correlation FROM pg_stats WHERE schemaname = $1 AND tablename = $2 AND attname = 'height'", schema, name).Scan(&c); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -311,7 +311,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 
 	def(d, fs.IntVar, &cfg.BatchBlocks, "batch-blocks", dc.BatchBlocks, "blocks per export transaction", in(groupExport, exporting))
 	cfg.ExportStreams = dc.ExportStreams
-	defValue(d, autoCount{&cfg.ExportStreams, pipeline.MaxExportStreams}, "export-streams", "export, run, follow --backfill-from: split the range into this many contiguous sub-ranges exported at once over as many connections; auto: 3/4 of the CPUs (rounded up) when PostgreSQL is on this machine, else 2 a CPU up to 16, at most half the server's free connections and one stream per --batch-blocks of the range (the job logs the count and why); a range an earlier run split resumes with its count",
+	defValue(d, autoCount{&cfg.ExportStreams, pipeline.MaxExportStreams}, "export-streams", "export, run, follow --backfill-from: split the range into this many contiguous sub-ranges exported at once over as many connections; auto: 1 when PostgreSQL is on this machine and the tables have BRIN indexes (a split leaves the rows out of the height order they need, for a small gain: docs/querying.md#indexes), 3/4 of the CPUs (rounded up) when it is on this machine without them, else 2 a CPU up to 16, at most half the server's free connections and one stream per --batch-blocks of the range (the job logs the count and why); a range an earlier run split resumes with its count",
 		in(groupExport, []string{cmdExport, cmdRun, cmdFollow}).oneOf("auto", "1", "2", "4"))
 
 	def(d, fs.Uint64Var, &cfg.Confirmations, "confirmations", 0, "follow: export only blocks at least this many below the tip", in(groupFollow, []string{cmdFollow}))
