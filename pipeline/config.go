@@ -104,7 +104,10 @@ type Config struct {
 	RPS          float64       // --rps per endpoint
 	RPCTimeout   time.Duration // --rpc-timeout
 	RPCDownAfter time.Duration // --rpc-down-after: how long a fetch waits out a source that serves nothing
-	SyncCommit   bool          // --sync-commit
+	// rpcSilentAfter and rpcWaitReport are jsonrpc.Config's SilentAfter
+	// and WaitReport (0: its defaults, a minute and 10 s), shorter in tests.
+	rpcSilentAfter, rpcWaitReport time.Duration
+	SyncCommit                    bool // --sync-commit
 
 	// ExportStreams: export and run split the range, and follow its
 	// --backfill-from range, into this many sub-ranges exported at once over

@@ -111,6 +111,8 @@ func newRPCSource(fam *family.Family, cfg *Config, log *slog.Logger) (loader.Sou
 		Endpoints:   cfg.RPC,
 		RPS:         cfg.RPS,
 		Timeout:     cfg.RPCTimeout,
+		SilentAfter: cfg.rpcSilentAfter,
+		WaitReport:  cfg.rpcWaitReport,
 		Concurrency: cfg.FetchWorkers,
 		Logger:      log,
 		// CometBFT nodes, say, refuse larger batches by default; the

@@ -32,6 +32,10 @@ type Client struct {
 
 	mu sync.Mutex // guards the endpoints' mutable state and rr
 	rr int
+
+	firstAt  atomic.Int64 // unix ns of the first request, 0 before it
+	heard    atomic.Bool  // some endpoint sent a response (any status)
+	lastWait atomic.Int64 // unix ns of the last "waiting" report
 }
 
 // Call is one call of a Batch.
@@ -245,7 +249,7 @@ func (c *Client) single(ctx context.Context, r request) {
 		var body bytes.Buffer
 		body.Grow(len(r.method) + len(r.params) + 48)
 		appendRequest(&body, r, id)
-		oc := c.exchange(ctx, ep, probe, call.Method, nil, body.Bytes(), 0, func(b []byte) outcome {
+		oc := c.exchange(ctx, ep, probe, call.Method, asked(r), nil, body.Bytes(), 0, func(b []byte) outcome {
 			return parseSingle(ep, b, call, id)
 		})
 		switch oc.kind {
@@ -374,7 +378,8 @@ func (c *Client) batchAttempt(ctx context.Context, ep *endpoint, probe bool, par
 	body.WriteByte(']')
 
 	rest := part
-	oc := c.exchange(ctx, ep, probe, "batch", nil, body.Bytes(), len(part), func(b []byte) outcome {
+	what := fmt.Sprintf("a batch of %d calls from %s", len(part), asked(part[0]))
+	oc := c.exchange(ctx, ep, probe, "batch", what, nil, body.Bytes(), len(part), func(b []byte) outcome {
 		var oc outcome
 		rest, oc = parseBatch(ep, b, part, base)
 		return oc

@@ -52,6 +52,17 @@ type Config struct {
 	// MaxResponseBytes caps one response body; a batch whose response is
 	// larger is shrunk. Default 512 MiB.
 	MaxResponseBytes int64
+	// SilentAfter bounds how long the client waits for its endpoints'
+	// first answer of any kind (a response, whatever its status): when
+	// none has answered anything this long after the first request, every
+	// call fails at once with a *SilentError naming the endpoints and what
+	// was asked, which no caller retries. Default 1m.
+	SilentAfter time.Duration
+	// WaitReport is how often a request still waiting for its response
+	// says so in the log (Warn), naming the endpoint and what it asked;
+	// the client as a whole reports at most once in each such period.
+	// Default 10s.
+	WaitReport time.Duration
 	// HTTPClient sends the requests. Default: a client with one shared
 	// transport sized for Concurrency, gzip accepted, redirects refused.
 	HTTPClient *http.Client
@@ -104,6 +115,8 @@ const (
 	defaultProbeInterval    = time.Second
 	defaultMaxProbeInterval = time.Minute
 	defaultMaxResponseBytes = 512 << 20
+	defaultSilentAfter      = time.Minute
+	defaultWaitReport       = 10 * time.Second
 )
 
 // EnsureDefaults returns a copy of c with every zero field set to its
@@ -121,6 +134,8 @@ func (c Config) EnsureDefaults() Config {
 	c.ProbeInterval = cmp.Or(c.ProbeInterval, defaultProbeInterval)
 	c.MaxProbeInterval = cmp.Or(c.MaxProbeInterval, max(defaultMaxProbeInterval, c.ProbeInterval))
 	c.MaxResponseBytes = cmp.Or(c.MaxResponseBytes, defaultMaxResponseBytes)
+	c.SilentAfter = cmp.Or(c.SilentAfter, defaultSilentAfter)
+	c.WaitReport = cmp.Or(c.WaitReport, defaultWaitReport)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -170,6 +185,8 @@ func (c Config) Validate() error {
 		{"max backoff", c.MaxBackoff},
 		{"probe interval", c.ProbeInterval},
 		{"max probe interval", c.MaxProbeInterval},
+		{"silent after", c.SilentAfter},
+		{"wait report", c.WaitReport},
 	} {
 		if d.v < 0 {
 			add("%s %s: must be >= 0", d.name, d.v)

@@ -29,6 +29,7 @@ type endpoint struct {
 	rate           float64   // current limiter rate (lowered when throttled)
 	noBatch        bool      // refused a batch once: single calls only
 	batchSize      int       // largest batch it is sent (shrinks on "too large")
+	named          bool      // its first failure was logged (Warn)
 
 	requests, failures, throttled uint64
 }

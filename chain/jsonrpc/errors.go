@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/blockhaul/blockhaul/internal/fault"
@@ -126,6 +127,24 @@ func (e *HTTPError) Fault() fault.Class {
 func (e *HTTPError) transient() bool {
 	return e.Status == http.StatusRequestTimeout || e.Status == http.StatusTooManyRequests || e.Status >= 500
 }
+
+// SilentError ends the calls of a client none of whose endpoints answered
+// anything (Config.SilentAfter) since its first request: a node that
+// accepts connections and never responds. It is not retried: waiting
+// longer on such a node only delays the job's end.
+type SilentError struct {
+	Endpoints []string // redacted
+	For       time.Duration
+	Asked     string // the request that was waiting, as "method params"
+}
+
+func (e *SilentError) Error() string {
+	return fmt.Sprintf("jsonrpc: %s answered nothing in %s (asked: %s): the node accepts connections but sends no response; check that it is up and serving RPC, or give another --rpc",
+		strings.Join(e.Endpoints, ", "), e.For.Round(100*time.Millisecond), e.Asked)
+}
+
+// Fault marks it a failure no retry is expected to cure (exit status 1).
+func (e *SilentError) Fault() fault.Class { return fault.Failed }
 
 // TransportError is a failure to get a well-formed response at all: the
 // connection failed or was reset, no response came within the timeout, or

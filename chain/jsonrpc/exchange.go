@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/blockhaul/blockhaul/internal/backoff"
@@ -36,6 +37,7 @@ type outcome struct {
 	size       int           // kindTooLarge: the batch size that was too large
 	sent       bool          // a request went out
 	header     http.Header   // a GET's response headers (kindOK)
+	silent     bool          // no endpoint answered within SilentAfter (a *SilentError)
 }
 
 // exchange makes one attempt on ep: waits for a slot, the end of any
@@ -43,15 +45,18 @@ type outcome struct {
 // calls, or a single call when batchLen is 0), or GETs get (a REST path
 // below the endpoint's URL, see Get) when it is set; hands a complete 2xx
 // body to parse; and records the outcome.
-func (c *Client) exchange(ctx context.Context, ep *endpoint, probe bool, method string, get *restGet, body []byte, batchLen int, parse func([]byte) outcome) outcome {
+func (c *Client) exchange(ctx context.Context, ep *endpoint, probe bool, method, what string, get *restGet, body []byte, batchLen int, parse func([]byte) outcome) outcome {
 	var oc outcome
 	var dur time.Duration
-	if err := c.acquire(ctx, ep); err != nil {
+	c.firstAt.CompareAndSwap(0, time.Now().UnixNano())
+	if c.silent() {
+		oc = c.silentOutcome(what)
+	} else if err := c.acquire(ctx, ep); err != nil {
 		oc = outcome{kind: kindCanceled, label: OutcomeCanceled, err: err}
 	} else {
 		start := time.Now()
 		var buf *bytes.Buffer
-		buf, oc = c.post(ctx, ep, get, body, batchLen > 0)
+		buf, oc = c.post(ctx, ep, get, body, batchLen > 0, what)
 		dur = time.Since(start)
 		<-ep.sem
 		if oc.kind == kindOK {
@@ -68,7 +73,7 @@ func (c *Client) exchange(ctx context.Context, ep *endpoint, probe bool, method 
 			oc.size = batchLen
 		}
 	}
-	c.finish(ep, probe, method, oc, dur)
+	c.finish(ep, probe, method, what, oc, dur)
 	return oc
 }
 
@@ -107,9 +112,22 @@ func (c *Client) acquire(ctx context.Context, ep *endpoint) error {
 
 // post sends body (or, with get set, a GET of its path) and reads a 2xx
 // response whole into a pooled buffer, or says why not.
-func (c *Client) post(ctx context.Context, ep *endpoint, get *restGet, body []byte, batch bool) (*bytes.Buffer, outcome) {
-	actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+func (c *Client) post(ctx context.Context, ep *endpoint, get *restGet, body []byte, batch bool, what string) (*bytes.Buffer, outcome) {
+	// Before any endpoint has answered, an attempt ends with the client's
+	// bound on silence (SilentAfter) if that comes before its timeout.
+	timeout, cut := c.cfg.Timeout, false
+	if !c.heard.Load() {
+		left := time.Until(time.Unix(0, c.firstAt.Load()).Add(c.cfg.SilentAfter))
+		if left <= 0 {
+			return nil, c.silentOutcome(what)
+		}
+		if left < timeout {
+			timeout, cut = left, true
+		}
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	defer c.reportWaiting(ep, what, time.Now())()
 	req, err := c.newHTTPRequest(actx, ep, get, body)
 	if err != nil {
 		return nil, outcome{kind: kindPermanent, label: OutcomeHTTPError,
@@ -120,8 +138,13 @@ func (c *Client) post(ctx context.Context, ep *endpoint, get *restGet, body []by
 	c.mu.Unlock()
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, c.transportFailure(ctx, actx, ep, "post", err)
+		oc := c.transportFailure(ctx, actx, ep, "post", err)
+		if cut && oc.label == OutcomeTimeout && c.silent() {
+			return nil, c.silentOutcome(what)
+		}
+		return nil, oc
 	}
+	c.heard.Store(true)
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		if get != nil {
@@ -147,6 +170,66 @@ func (c *Client) post(ctx context.Context, ep *endpoint, get *restGet, body []by
 		oc.header = resp.Header
 	}
 	return buf, oc
+}
+
+// silent reports whether no endpoint has answered anything within
+// SilentAfter of the client's first request.
+func (c *Client) silent() bool {
+	first := c.firstAt.Load()
+	return !c.heard.Load() && first != 0 && time.Since(time.Unix(0, first)) >= c.cfg.SilentAfter
+}
+
+// silentOutcome ends a call on a client whose endpoints never answered.
+func (c *Client) silentOutcome(what string) outcome {
+	return outcome{kind: kindPermanent, label: OutcomeTimeout, silent: true, err: &SilentError{
+		Endpoints: c.Endpoints(), For: time.Since(time.Unix(0, c.firstAt.Load())), Asked: what}}
+}
+
+// reportWaiting logs, each WaitReport while a request started at start is
+// waiting for its response, that it is waiting and on what; the client as
+// a whole reports at most once a WaitReport. The returned stop ends the
+// reports, waiting for one being written.
+func (c *Client) reportWaiting(ep *endpoint, what string, start time.Time) (stop func()) {
+	every := c.cfg.WaitReport
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	fire := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		now := time.Now()
+		last := c.lastWait.Load()
+		if next := time.Unix(0, last).Add(every * 9 / 10); last != 0 && now.Before(next) {
+			// Another request reported a moment ago: report when the
+			// client may again, not a whole period later.
+			t.Reset(time.Unix(0, last).Add(every).Sub(now))
+			return
+		}
+		if c.lastWait.CompareAndSwap(last, now.UnixNano()) {
+			if c.heard.Load() {
+				c.log.Warn("jsonrpc: waiting for the node's answer", "endpoint", ep.name, "asked", what,
+					"waiting", now.Sub(start).Round(time.Second), "timeout", c.cfg.Timeout)
+			} else {
+				first := time.Unix(0, c.firstAt.Load())
+				c.log.Warn("jsonrpc: waiting for the node's first answer", "endpoint", ep.name, "asked", what,
+					"waiting", now.Sub(start).Round(time.Second), "timeout", c.cfg.Timeout,
+					"nothing_answered_for", now.Sub(first).Round(time.Second), "gives_up_after", c.cfg.SilentAfter)
+			}
+		}
+		t.Reset(every)
+	}
+	mu.Lock()
+	t = time.AfterFunc(every, fire)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+	}
 }
 
 // transportFailure classifies an error of the HTTP exchange itself.
@@ -218,9 +301,9 @@ func peekRPCError(body io.Reader) (int, string) {
 
 // finish records an attempt's outcome against ep: health, throttling,
 // batch capability, counters; then tells the logger and observer.
-func (c *Client) finish(ep *endpoint, probe bool, method string, oc outcome, dur time.Duration) {
+func (c *Client) finish(ep *endpoint, probe bool, method, what string, oc outcome, dur time.Duration) {
 	now := time.Now()
-	var recovered, unhealthy, paused, refused bool
+	var recovered, unhealthy, paused, refused, first bool
 	var shrunk int
 	var retryIn time.Duration
 	var pause time.Duration
@@ -229,8 +312,18 @@ func (c *Client) finish(ep *endpoint, probe bool, method string, oc outcome, dur
 	if probe {
 		ep.probing = false
 	}
+	switch {
+	case oc.silent:
+	case oc.kind == kindTransient && !ep.named:
+		// The first failure of an endpoint is named at once (later ones
+		// are Debug until it turns unhealthy).
+		ep.named, first = true, true
+	}
 	switch oc.kind {
 	case kindOK, kindPermanent, kindRefused, kindTooLarge:
+		if oc.silent {
+			break
+		}
 		recovered = ep.answered()
 		if oc.kind == kindOK {
 			ep.throttleStreak = 0
@@ -261,6 +354,9 @@ func (c *Client) finish(ep *endpoint, probe bool, method string, oc outcome, dur
 			label = OutcomeOK
 		}
 		c.obs.Request(ep.name, method, label, dur)
+	}
+	if first {
+		c.log.Warn("jsonrpc: request failed; retrying", "endpoint", ep.name, "asked", what, "reason", oc.label, "err", oc.err)
 	}
 	switch {
 	case recovered:

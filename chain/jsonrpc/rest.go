@@ -84,7 +84,7 @@ func (c *Client) Get(ctx context.Context, path, bearer string) (*Response, error
 			}
 		}
 		var body []byte
-		oc := c.exchange(ctx, ep, probe, method, get, nil, 0, func(b []byte) outcome {
+		oc := c.exchange(ctx, ep, probe, method, method, get, nil, 0, func(b []byte) outcome {
 			body = bytes.Clone(b)
 			return outcome{kind: kindOK}
 		})

@@ -35,6 +35,19 @@ func newRequest(call *Call) (request, error) {
 	return r, nil
 }
 
+// asked names what r asks for in a log line or an error: the method and
+// its params, cut at 80 bytes.
+func asked(r request) string {
+	p := string(r.params)
+	if len(p) > 80 {
+		p = p[:80] + "…"
+	}
+	if p == "" {
+		return r.call.Method
+	}
+	return r.call.Method + " " + p
+}
+
 // appendRequest writes r as a JSON-RPC 2.0 request object with id.
 func appendRequest(b *bytes.Buffer, r request, id uint64) {
 	b.WriteString(`{"jsonrpc":"2.0","id":`)
