@@ -212,11 +212,25 @@ func Checksum(ctx context.Context, conn *pgx.Conn, cfg ChecksumConfig) (Digest, 
 
 // MissingTableError is a digest asked of a schema that lacks one of the
 // chain family's tables: the wrong schema or family was named.
-type MissingTableError struct{ Schema, Table string }
+type MissingTableError struct {
+	Schema, Table string
+	// SchemaFlag is the flag that named Schema ("" : --schema), and
+	// SchemaDefaulted whether it was left out, so that Schema is
+	// --schema's.
+	SchemaFlag      string
+	SchemaDefaulted bool
+}
 
 func (e *MissingTableError) Error() string {
-	return fmt.Sprintf("archive: checksum: table %s.%s does not exist (wrong --schema or --chain?)",
-		chain.QuoteIdent(e.Schema), chain.QuoteIdent(e.Table))
+	hint := "wrong --schema or --chain?"
+	switch {
+	case e.SchemaFlag != "" && e.SchemaDefaulted:
+		hint = fmt.Sprintf("without %s that database is read in --schema's schema %s: name its own with %s, or is --chain wrong?", e.SchemaFlag, e.Schema, e.SchemaFlag)
+	case e.SchemaFlag != "":
+		hint = fmt.Sprintf("wrong %s or --chain?", e.SchemaFlag)
+	}
+	return fmt.Sprintf("archive: checksum: table %s.%s does not exist (%s)",
+		chain.QuoteIdent(e.Schema), chain.QuoteIdent(e.Table), hint)
 }
 
 // Fault marks the error as a configuration error (exit 2).

@@ -239,6 +239,15 @@ func (r VerifyReport) WriteText(w io.Writer) {
 	}
 }
 
+// RangeList is gs as a reader writes heights: "1-6000, 7001-8000"; "none"
+// when empty.
+func RangeList(gs []Gap) string {
+	if len(gs) == 0 {
+		return "none"
+	}
+	return gapList(gs, 20)
+}
+
 func gapList(gs []Gap, max int) string {
 	s := ""
 	for i, g := range gs {

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/blockhaul/blockhaul/internal/fault"
@@ -72,8 +73,15 @@ func (e *DecodeError) Error() string {
 func (e *DecodeError) Unwrap() error { return e.Err }
 
 // Fault marks the error as data that is wrong (exit 4): a record that does
-// not decode.
-func (e *DecodeError) Fault() fault.Class { return fault.Data }
+// not decode; unless the decoder marked it otherwise (a decoder option
+// the record shows to be wrong is a configuration error).
+func (e *DecodeError) Fault() fault.Class {
+	var m fault.Marker
+	if errors.As(e.Err, &m) {
+		return m.Fault()
+	}
+	return fault.Data
+}
 
 // AliasRangeError reports a backfill alias reused with another range.
 type AliasRangeError struct {

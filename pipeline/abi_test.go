@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -140,6 +141,16 @@ func TestABIConfig(t *testing.T) {
 	err := cfg.Validate()
 	if err == nil || !strings.Contains(err.Error(), "--abi") || !strings.Contains(err.Error(), "/nonexistent/abi.json") {
 		t.Fatalf("missing file: %v", err)
+	}
+	// A type go-ethereum parses but the ABI does not have: refused (exit
+	// 2), naming the event and the type, before any table is made.
+	u999 := filepath.Join(t.TempDir(), "u999.json")
+	if err := os.WriteFile(u999, []byte(`[{"type":"event","name":"X","inputs":[{"name":"v","type":"uint999"}]}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.ABI = []string{"erc20=" + u999}
+	if err := cfg.Validate(); ExitCode(err) != ExitConfig || !strings.Contains(err.Error(), "--abi") || !strings.Contains(err.Error(), "event X(uint999) argument v: type uint999 is not an ABI type") {
+		t.Fatalf("uint999: exit %d, %v", ExitCode(err), err)
 	}
 	cfg.Chain = "cometbft"
 	cfg.ABI = []string{gethABI}

@@ -117,13 +117,13 @@ func Checksum(ctx context.Context, cfg Config, out io.Writer) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		var err error
-		connA, a, err = checksumOf(gctx, cfg.PG, "--pg", ccfg)
+		connA, a, err = checksumOf(gctx, cfg.PG, "--pg", ccfg, false)
 		return err
 	})
 	if cfg.Against != "" {
 		g.Go(func() error {
 			var err error
-			connB, b, err = checksumOf(gctx, cfg.Against, "--against", bcfg)
+			connB, b, err = checksumOf(gctx, cfg.Against, "--against", bcfg, cfg.AgainstSchema == "")
 			return err
 		})
 	}
@@ -154,12 +154,20 @@ func Checksum(ctx context.Context, cfg Config, out io.Writer) error {
 	return nil
 }
 
-func checksumOf(ctx context.Context, dsn, flag string, ccfg archive.ChecksumConfig) (*pgx.Conn, archive.Digest, error) {
+// checksumOf digests ccfg.Schema in the database dsn (given as flag);
+// defaulted says that the --against schema is --schema's, no
+// --against-schema given.
+func checksumOf(ctx context.Context, dsn, flag string, ccfg archive.ChecksumConfig, defaulted bool) (*pgx.Conn, archive.Digest, error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return nil, archive.Digest{}, fmt.Errorf("%s: connect to PostgreSQL: %s", flag, redactPGError(err, dsn))
 	}
 	d, err := archive.Checksum(ctx, conn, ccfg)
+	var mt *archive.MissingTableError
+	if flag == "--against" && errors.As(err, &mt) {
+		// The schema read in --against is --against-schema's.
+		mt.SchemaFlag, mt.SchemaDefaulted = "--against-schema", defaulted
+	}
 	if err != nil {
 		return conn, d, fmt.Errorf("%s: %w", flag, err)
 	}
@@ -341,7 +349,7 @@ func Snapshot(ctx context.Context, cfg Config, out io.Writer) error {
 	if r.TakenBy != 0 {
 		by = fmt.Sprintf(" (checkpoint taken by the running job, pid %d)", r.TakenBy)
 	}
-	fmt.Fprintf(out, "snapshot of %s to %s%s: %s, %.1f MB, staged %v, in %.1fs\n", cfg.Staging, r.Dest, by, archive.Quantity(r.Files, "file"), float64(r.Bytes)/1e6, r.Staged, r.Duration.Seconds())
+	fmt.Fprintf(out, "snapshot of %s to %s%s: %s, %.1f MB, heights staged %s, in %.1fs\n", cfg.Staging, r.Dest, by, archive.Quantity(r.Files, "file"), float64(r.Bytes)/1e6, archive.RangeList(r.Staged), r.Duration.Seconds())
 	if r.Replaced || r.Removed > 0 {
 		what := "files an interrupted snapshot left"
 		if r.Replaced {

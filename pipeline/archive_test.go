@@ -700,7 +700,7 @@ func TestSnapshotAndRestoreCommands(t *testing.T) {
 		_, err := Run(context.Background(), cfg, &out, quiet)
 		return out.String(), err
 	}
-	if out, err := cmd(CmdSnapshot, stg, dest); err != nil {
+	if out, err := cmd(CmdSnapshot, stg, dest); err != nil || !strings.Contains(out, "heights staged 1-120, in") {
 		t.Fatalf("snapshot to %s, a directory not there yet: %v\n%s", dest, err, out)
 	}
 	missing := filepath.Join(base, "no-such-snapshot")
@@ -770,6 +770,24 @@ func TestChecksumOfAWrongSchemaIsAConfigurationError(t *testing.T) {
 	var missing *archive.MissingTableError
 	if ExitCode(err) != ExitConfig || !errorsAs(err, &missing) || missing.Schema != "evm" || !strings.Contains(err.Error(), `"evm"."blocks" does not exist`) {
 		t.Fatalf("checksum of an empty database: exit %d, %v", ExitCode(err), err)
+	}
+	// --schema alt with --against a database that holds the default
+	// schema: the fix is --against-schema, and the error says so.
+	stg := archiveFixture(t, "evm", 20)
+	alt := synthConfig(CmdExport, "evm", dsn, stg, 1, 20)
+	alt.Schema = "alt"
+	mustRunCfg(t, alt)
+	other := exportInto(t, "evm", stg, 20)
+	cfg = checksumCmd("evm", dsn, other, 500)
+	cfg.Schema, cfg.JSON = "alt", false
+	_, err = Run(context.Background(), cfg, &bytes.Buffer{}, quiet)
+	if ExitCode(err) != ExitConfig || !errorsAs(err, &missing) || !strings.Contains(err.Error(), "--against: ") ||
+		!strings.Contains(err.Error(), "name its own with --against-schema") {
+		t.Fatalf("checksum --schema alt --against a database of schema evm: exit %d, %v", ExitCode(err), err)
+	}
+	cfg.AgainstSchema = "evm"
+	if _, err := Run(context.Background(), cfg, &bytes.Buffer{}, quiet); err != nil {
+		t.Fatalf("with --against-schema evm: %v", err)
 	}
 }
 

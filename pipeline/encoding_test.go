@@ -98,8 +98,11 @@ func TestEventEncodingOfSeiBlocks(t *testing.T) {
 	// The operator chooses: export from staging as base64.
 	cfg = testConfig(CmdExport, dsn, stg, nil, h, h)
 	cfg.EventEncoding = cometbft.EventEncodingBase64
-	if _, err := Run(ctx, cfg, io.Discard, quiet); err == nil || ExitCode(err) != ExitData {
-		t.Fatalf("forced base64 over a plain value: %v, want exit 4", err)
+	// The record is what the node sent: the flag is wrong (exit 2), not
+	// the record (it was exit 4, "malformed record").
+	if _, err := Run(ctx, cfg, io.Discard, quiet); ExitCode(err) != ExitConfig || errors.Is(err, cometbft.ErrMalformedRecord) ||
+		!strings.Contains(err.Error(), "--event-encoding base64 does not fit this block's attributes: \"5000 uatom\" is not base64") || !strings.Contains(err.Error(), "9000123") {
+		t.Fatalf("forced base64 over a plain value: exit %d, %v, want exit 2 naming the flag, the value and the height", ExitCode(err), err)
 	}
 	cfg.EventEncoding = cometbft.EventEncodingText
 	if _, err := Run(ctx, cfg, io.Discard, quiet); err != nil {

@@ -95,7 +95,7 @@ var ErrMalformedRecord = errors.New("malformed record")
 // DecodeError is a raw record that could not be decoded.
 type DecodeError struct {
 	Height uint64
-	Err    error // wraps ErrMalformedRecord or ErrEncodingUndecided
+	Err    error // wraps ErrMalformedRecord or ErrEncodingUndecided, or is marked fault.Config (--event-encoding base64 on attributes that are not)
 }
 
 func (e *DecodeError) Error() string {

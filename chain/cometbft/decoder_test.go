@@ -413,7 +413,7 @@ func TestDecodeAttributeEncoding(t *testing.T) {
 		{"forced text", "finalize_block_events", EventEncodingText, []kv{{b("fee"), b("0usei")}}, []kv{{b("fee"), b("0usei")}}, ""},
 		{"forced text undecided", "begin_block_events", EventEncodingText, []kv{{b("sender"), "cosmos1 x"}}, []kv{{b("sender"), "cosmos1 x"}}, ""},
 		{"forced base64", "begin_block_events", EventEncodingBase64, []kv{{b("a b"), b("x")}}, []kv{{"a b", "x"}}, ""},
-		{"forced base64 plain", "begin_block_events", EventEncodingBase64, []kv{{"spender", "x"}}, nil, `--event-encoding base64: attribute "spender" is not base64`},
+		{"forced base64 plain", "begin_block_events", EventEncodingBase64, []kv{{"spender", "x"}}, nil, `--event-encoding base64 does not fit this block's attributes: "spender" is not base64`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var attrs []string

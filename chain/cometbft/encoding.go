@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/blockhaul/blockhaul/chain/jsonscan"
+	"github.com/blockhaul/blockhaul/internal/fault"
 )
 
 // EventEncoding is how a block's event attribute keys and values are
@@ -146,7 +147,7 @@ func (st *decodeState) classifyKey(k []byte) keyClass {
 // attrsAreBase64 decides how the block's attributes are written (see
 // Decoder). A block the rule cannot decide is an error wrapping
 // ErrEncodingUndecided; with EventEncodingBase64, a key or value that is
-// not base64 is an error.
+// not base64 is a configuration error (the flag does not fit the data).
 func (st *decodeState) attrsAreBase64(mode EventEncoding) (bool, error) {
 	switch mode {
 	case EventEncodingText:
@@ -156,7 +157,9 @@ func (st *decodeState) attrsAreBase64(mode EventEncoding) (bool, error) {
 			for _, r := range [2]jsonscan.Span{a.key, a.value} {
 				var err error
 				if st.scratch2, err = base64.StdEncoding.AppendDecode(st.scratch2[:0], st.bytesOf(r)); err != nil {
-					return false, malformed("--event-encoding base64: attribute %q is not base64: %v", clip(st.bytesOf(r)), err)
+					// The record is what the node sent; the flag is wrong
+					// for it (exit 2), not the record (exit 4).
+					return false, fault.Errorf(fault.Config, "--event-encoding base64 does not fit this block's attributes: %q is not base64 (%v): use --event-encoding auto (the default, decided per block) or text", clip(st.bytesOf(r)), err)
 				}
 			}
 		}

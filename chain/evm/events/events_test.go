@@ -130,6 +130,10 @@ func TestCompileRefusals(t *testing.T) {
 		{[]string{"a_b=testdata/erc20.json", "a=" + write("bt.json", `[{"type":"event","name":"BTransfer","inputs":[]}]`)}, "table a_b_transfer would be made by both"},
 		{[]string{"x=" + write("undec.json", `[{"type":"event","name":"Undecoded","inputs":[]}]`)}, "the ABI's table of logs that do not decode"},
 		{[]string{strings.Repeat("n", 50) + "=testdata/erc20.json"}, "longer than"},
+		// go-ethereum parses these; the ABI has no such types.
+		{[]string{"x=" + write("u999.json", `[{"type":"event","name":"X","inputs":[{"name":"v","type":"uint999"}]}]`)}, "event X(uint999) argument v: type uint999 is not an ABI type"},
+		{[]string{"x=" + write("i12.json", `[{"type":"event","name":"Y","inputs":[{"name":"v","type":"int12","indexed":true}]}]`)}, "event Y(int12) argument v: type int12 is not an ABI type"},
+		{[]string{"x=" + write("u999s.json", `[{"type":"event","name":"Z","inputs":[{"name":"v","type":"uint999[]"}]}]`)}, "type uint999 is not an ABI type"},
 	} {
 		_, err := Compile(c.values)
 		if !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), c.want) {

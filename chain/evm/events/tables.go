@@ -256,8 +256,34 @@ func addressNote(addrs [][20]byte) string {
 	return "from " + strings.Join(s, ",")
 }
 
+// validType refuses a type go-ethereum parses but the ABI specification
+// does not have (uint999, int12), in t or any type within it: no
+// contract emits it, and its values would not decode as any real type's.
+func validType(t abi.Type) error {
+	switch t.T {
+	case abi.UintTy, abi.IntTy:
+		if t.Size < 8 || t.Size > 256 || t.Size%8 != 0 {
+			return fmt.Errorf("type %s is not an ABI type: int and uint sizes are 8 to 256 bits in steps of 8", t)
+		}
+	case abi.SliceTy, abi.ArrayTy:
+		if t.Elem != nil {
+			return validType(*t.Elem)
+		}
+	case abi.TupleTy:
+		for _, e := range t.TupleElems {
+			if err := validType(*e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // columnType is the PostgreSQL type of an argument of type t.
 func columnType(t abi.Type) (string, kind, error) {
+	if err := validType(t); err != nil {
+		return "", 0, err
+	}
 	switch t.T {
 	case abi.AddressTy, abi.FixedBytesTy, abi.BytesTy, abi.FunctionTy, abi.HashTy:
 		return "bytea", kindBytes, nil
