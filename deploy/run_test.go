@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/internal/syncbuf"
 	"github.com/blockhaul/blockhaul/internal/testbin"
+	"github.com/blockhaul/blockhaul/internal/testseed"
 	"github.com/blockhaul/blockhaul/internal/testserver"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -81,7 +81,7 @@ func TestManifestsRunAsKubernetesWould(t *testing.T) {
 	second := startPod(t, m, "Job blockhaul-export", export, -1)
 	restore := second.start(t, second.spec.InitContainers[0])
 	restore.waitFor(t, "waiting for the fetch's snapshots")
-	order := rand.Perm(shards)
+	order := testseed.New(t).Perm(shards) // BLOCKHAUL_TEST_SEED replays it
 	t.Logf("shards run in the order %v", order)
 	for _, i := range order {
 		p := startPod(t, m, "Job blockhaul-fetch", fetch, i)

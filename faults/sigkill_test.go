@@ -2,10 +2,11 @@ package faults
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/blockhaul/blockhaul/internal/testseed"
 )
 
 // killPlan is how many SIGKILLs each kind of job gets.
@@ -22,7 +23,7 @@ func TestSIGKILLResumesToIdenticalTables(t *testing.T) {
 	if campaign {
 		plan, to = killPlan{run: 8, fetch: 5, export: 4, follow: 3, index: 2}, 4000
 	}
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
+	rng := testseed.New(t) // the kill moments; BLOCKHAUL_TEST_SEED replays them
 	const from = 1
 
 	// References: fetch then export; run; follow.

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/internal/testbin"
+	"github.com/blockhaul/blockhaul/internal/testseed"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -142,7 +142,7 @@ func TestKilledRunsResumeToIdenticalContents(t *testing.T) {
 
 	dsn := pgtest.NewDatabase(t)
 	stg := filepath.Join(t.TempDir(), "staging")
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	rng := testseed.New(t) // the kill moments; BLOCKHAUL_TEST_SEED replays them
 	kills := 0
 	for attempt := 0; attempt < 5; attempt++ {
 		cmd := exec.Command(binary, append(runArgs("run", dsn, stg, from, to), "--fetch-workers", "2", "--batch-blocks", "100")...)
