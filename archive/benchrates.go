@@ -1,12 +1,25 @@
 package archive
 
 import (
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"os"
 	"runtime"
 	"time"
 )
+
+// MeasuredRates is rates.json as it was when the binary was built: the
+// rates of the newest whole benchmark run (bench/results/latest.json, as
+// MeasuredRun reads it), which bench.WriteRates writes beside this file.
+// Embedded, so that estimate reads the rates the benchmark measured
+// wherever the binary runs, not only in a checkout.
+//
+//go:embed rates.json
+var MeasuredRates []byte
+
+// MeasuredRatesName names MeasuredRates in an estimate's report.
+const MeasuredRatesName = "archive/rates.json, the benchmark's rates embedded in this binary"
 
 // TimeRates are the rates an estimate's times come from, and where those
 // come from.
@@ -16,9 +29,10 @@ type TimeRates struct {
 	Source             string // for the report: what measured them, or why they are defaults
 }
 
-// benchResult is the part of a bench result (bench.Result, as written to
-// bench/results/*.json) an estimate reads.
-type benchResult struct {
+// MeasuredRun is the part of a bench result (bench.Result, as written to
+// bench/results/*.json) an estimate reads, and all that rates.json keeps of
+// the newest (bench.WriteRates writes it).
+type MeasuredRun struct {
 	Date    string `json:"date"`
 	Machine struct {
 		Host string `json:"host"`
@@ -55,7 +69,7 @@ func BenchTimeRates(result []byte, where, fam string, defaults Rates) TimeRates 
 	if len(result) == 0 {
 		return def("no benchmark result in " + where)
 	}
-	var r benchResult
+	var r MeasuredRun
 	if err := json.Unmarshal(result, &r); err != nil {
 		return def(fmt.Sprintf("the benchmark result %s is unreadable: %v", where, err))
 	}

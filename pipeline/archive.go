@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/archive"
-	"github.com/blockhaul/blockhaul/bench/results"
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/loader"
@@ -418,10 +417,10 @@ func VerifyReportText(out io.Writer, s *archive.StagingReport) {
 }
 
 // benchResult is the bench result estimate reads its rates from: the
-// newest the benchmark wrote when the binary was built (bench/results,
+// newest whole run's rates when the binary was built (archive/rates.json,
 // embedded), so that the estimate does not depend on the directory the
 // binary runs in.
-var benchResult, benchResultName = results.Latest, "bench/results/latest.json, embedded in this binary"
+var benchResult, benchResultName = archive.MeasuredRates, archive.MeasuredRatesName
 
 // Estimate prints what a job over --from..--to would fetch, export, store
 // and take, before anything is fetched or written; no room on the staging

@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/blockhaul/blockhaul/archive"
-	"github.com/blockhaul/blockhaul/bench/results"
 	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/internal/rpctest"
@@ -666,7 +665,7 @@ func TestEstimateOfAMainnetRangeInHumanUnits(t *testing.T) {
 	if big := regexp.MustCompile(`[0-9]{4,}(\.[0-9])? [kMGT]?B\b`).FindString(text); big != "" {
 		t.Errorf("a size of more than 999 of its unit: %q in\n%s", big, text)
 	}
-	want := archive.BenchTimeRates(results.Latest, benchResultName, "evm", family.EVM.Rates)
+	want := archive.BenchTimeRates(archive.MeasuredRates, benchResultName, "evm", family.EVM.Rates)
 	if !strings.Contains(text, "  times:   "+want.Source+"\n") || strings.Contains(text, "no benchmark result") || !strings.Contains(text, "embedded in this binary") {
 		t.Errorf("times not from the embedded benchmark result (%s):\n%s", want.Source, text)
 	}

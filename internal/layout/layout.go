@@ -8,21 +8,20 @@ package layout
 // the module) that is a key here is its room. A folder that is not placed
 // fails the test, so a new room is given a floor when it is added.
 var Floors = map[string]int{
-	"internal":      0, // test helpers and the few leaf packages the engines share
-	"bench/results": 0, // the measured results, embedded; imports nothing
-	"chain":         1, // vocabulary and the families, their synthetic chains
-	"monitor":       1,
-	"staging":       2,
-	"loader":        3,
-	"export":        3,
-	"archive":       4,
-	"family":        5,
-	"pipeline":      6,
-	"bench":         7,
-	"cmd":           7,
-	"deploy":        8, // tests of the built binary and its surroundings
-	"faults":        8,
-	"scripts":       8,
+	"internal": 0, // test helpers and the few leaf packages the engines share
+	"chain":    1, // vocabulary and the families, their synthetic chains
+	"monitor":  1,
+	"staging":  2,
+	"loader":   3,
+	"export":   3,
+	"archive":  4,
+	"family":   5,
+	"pipeline": 6,
+	"bench":    7,
+	"cmd":      7,
+	"deploy":   8, // tests of the built binary and its surroundings
+	"faults":   8,
+	"scripts":  8,
 }
 
 // Room is the room of a package path below the module ("" for one that no

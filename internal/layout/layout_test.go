@@ -86,7 +86,7 @@ func TestRoom(t *testing.T) {
 		"chain":               "chain",
 		"chain/cometbft":      "chain",
 		"bench":               "bench",
-		"bench/results":       "bench/results",
+		"bench/results":       "bench",
 		"bench/cmd/bench":     "bench",
 		"internal/pgtest":     "internal",
 		"chainx":              "",

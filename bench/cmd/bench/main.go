@@ -69,20 +69,29 @@ func run() error {
 			fmt.Fprintln(os.Stderr, "wrote", p)
 		}
 	}
+	if c.out != "" && c.latest && c.rates != "" {
+		// The estimate's rates follow latest.*: a run of some sections
+		// does not replace them.
+		if err := bench.WriteRates(c.rates, res); err != nil {
+			return err
+		}
+		fmt.Fprintln(os.Stderr, "wrote", c.rates)
+	}
 	return nil
 }
 
 // cliFlags are the command's flags: the bench's Config and the values that
 // become parts of it.
 type cliFlags struct {
-	cfg                                                                  bench.Config
-	out, sections, sizes, fetchChain, fetchSource, streamsChain, streams string
-	latest                                                               bool
+	cfg                                                                         bench.Config
+	out, rates, sections, sizes, fetchChain, fetchSource, streamsChain, streams string
+	latest                                                                      bool
 }
 
 func defineFlags(fs *flag.FlagSet) *cliFlags {
 	c := &cliFlags{}
 	fs.StringVar(&c.out, "out", "bench/results", "directory for the result files (empty: print only)")
+	fs.StringVar(&c.rates, "rates", bench.RatesFile, "file for the estimate's rates, with latest.* (empty: none); estimate embeds archive/rates.json")
 	fs.BoolVar(&c.latest, "latest", true, "also write the results as latest.* (false: only the dated files, for a run of some sections)")
 	fs.StringVar(&c.cfg.DatabaseURL, "db", os.Getenv("DATABASE_URL"), "PostgreSQL server URL (default $DATABASE_URL)")
 	fs.StringVar(&c.sections, "sections", strings.Join(bench.AllSections, ","), "sections to run, comma separated")
