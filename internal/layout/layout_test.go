@@ -98,3 +98,56 @@ func TestRoom(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsAreTheFloors: docs/layout.md's floor table is Floors, and every
+// package under internal/ is named on that page, so the page stays true to
+// the tree the import test enforces.
+func TestDocsAreTheFloors(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "layout.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(doc)
+	_, table, ok := strings.Cut(page, "| floor | rooms |")
+	if !ok {
+		t.Fatal("docs/layout.md has no floor table")
+	}
+	documented := map[string]int{}
+	for _, line := range strings.Split(table, "\n")[2:] {
+		cells := strings.Split(line, "|")
+		if !strings.HasPrefix(line, "| ") || len(cells) < 3 {
+			break
+		}
+		floor, err := strconv.Atoi(strings.TrimSpace(cells[1]))
+		if err != nil {
+			t.Fatalf("floor table row %q: %v", line, err)
+		}
+		rooms := strings.Split(cells[2], "`")
+		for i := 1; i < len(rooms); i += 2 {
+			documented[strings.TrimSuffix(rooms[i], "/")] = floor
+		}
+	}
+	for room, floor := range Floors {
+		if got, ok := documented[room]; !ok || got != floor {
+			t.Errorf("room %s: floor %d in Floors, %d (documented %v) in docs/layout.md", room, floor, got, ok)
+		}
+	}
+	for room := range documented {
+		if _, ok := Floors[room]; !ok {
+			t.Errorf("docs/layout.md places room %s, which Floors does not", room)
+		}
+	}
+	dirs, err := os.ReadDir(filepath.Join(root, "internal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if d.IsDir() && !strings.Contains(page, "`"+d.Name()+"`") {
+			t.Errorf("internal/%s is not named in docs/layout.md", d.Name())
+		}
+	}
+}
