@@ -27,6 +27,12 @@ type TimeRates struct {
 	FetchBlocksPerSec  float64
 	ExportBlocksPerSec float64
 	Source             string // for the report: what measured them, or why they are defaults
+	// Fetch, when set, is the fetch rate measured from the job's own
+	// source (estimate --rpc), which replaces FetchBlocksPerSec.
+	Fetch *FetchProbe
+	// Deferred, when set, is what a fill into empty tables defers, for
+	// the estimate's after-the-fill time.
+	Deferred *Deferred
 }
 
 // MeasuredRun is the part of a bench result (bench.Result, as written to

@@ -24,27 +24,50 @@ type Rates struct {
 	DBBytesPerBlock      float64 // rows and indexes of every table
 	FetchBlocksPerSec    float64 // from a local node or the synthetic chain
 	ExportBlocksPerSec   float64
+	// AfterFillPerFill is the time of the builds a fill defers (keys and
+	// indexes) and of the ANALYZE of its tables, as a share of the fill's
+	// own time (docs/benchmarks.md's limit section: the index phase beside
+	// the fill's COPY).
+	AfterFillPerFill float64
 }
 
 // EstimateReport is what a job over a range would do and need.
 type EstimateReport struct {
-	Family         string  `json:"family"`
-	From           uint64  `json:"from"`
-	To             uint64  `json:"to"`
-	ToFetch        uint64  `json:"to_fetch"`  // heights not staged
-	ToExport       uint64  `json:"to_export"` // heights not in PostgreSQL (all, without --pg)
-	StagingBytes   float64 `json:"staging_bytes"`
-	DBBytes        float64 `json:"db_bytes"`
-	FetchSeconds   float64 `json:"fetch_seconds"`
-	ExportSeconds  float64 `json:"export_seconds"`
-	Rates          Rates   `json:"rates"`
-	StagingSource  string  `json:"staging_source"` // "measured" or "default"
-	TimeSource     string  `json:"time_source"`    // where the fetch and export rates come from
-	DBSource       string  `json:"db_source"`
-	StagingFree    uint64  `json:"staging_free"`
-	StagingHasRoom bool    `json:"staging_has_room"`
+	Family        string  `json:"family"`
+	From          uint64  `json:"from"`
+	To            uint64  `json:"to"`
+	ToFetch       uint64  `json:"to_fetch"`  // heights not staged
+	ToExport      uint64  `json:"to_export"` // heights not in PostgreSQL (all, without --pg)
+	StagingBytes  float64 `json:"staging_bytes"`
+	DBBytes       float64 `json:"db_bytes"`
+	FetchSeconds  float64 `json:"fetch_seconds"`
+	ExportSeconds float64 `json:"export_seconds"`
+	Rates         Rates   `json:"rates"`
+	StagingSource string  `json:"staging_source"` // "measured" or "default"
+	TimeSource    string  `json:"time_source"`    // where the export rate (and the fetch rate, unless FetchSource says) comes from
+	// FetchSource says where the fetch rate comes from when it is not
+	// TimeSource: "measured: …" from a probe of the --rpc node.
+	FetchSource   string `json:"fetch_source,omitempty"`
+	FetchMeasured bool   `json:"fetch_measured"`
+	// AfterFill is what follows the fill when it defers the keys and
+	// indexes (into empty tables): the builds and the ANALYZEs, counted,
+	// and their time at Rates.AfterFillPerFill of the fill's.
+	AfterFill      AfterFill `json:"after_fill"`
+	TotalSeconds   float64   `json:"total_seconds"` // fetch, export and after the fill, one after another (run overlaps the first two)
+	DBSource       string    `json:"db_source"`
+	DBBlocks       int64     `json:"db_blocks"` // blocks the --pg database holds, of any height
+	StagingFree    uint64    `json:"staging_free"`
+	StagingHasRoom bool      `json:"staging_has_room"`
 	// DBDisk is the database's own disk, where it can be seen from here.
 	DBDisk DBDisk `json:"db_disk"`
+}
+
+// AfterFill is the work after a fill that deferred its keys and indexes.
+type AfterFill struct {
+	Builds   int     `json:"builds"`   // keys and indexes built after the fill
+	Analyzes int     `json:"analyzes"` // tables analyzed
+	Seconds  float64 `json:"seconds"`
+	Why      string  `json:"why"` // what the time rests on, or why there is none
 }
 
 // DBDisk is the filesystem of the directory the database's tables are
@@ -133,6 +156,7 @@ func Estimate(ctx context.Context, fam string, defaults Rates, store *staging.St
 				return nil, fmt.Errorf("archive: estimate: %w", err)
 			}
 			r.ToExport = n - uint64(have)
+			r.DBBlocks = total
 			var bytes int64
 			for _, t := range tables {
 				var b int64
@@ -150,11 +174,16 @@ func Estimate(ctx context.Context, fam string, defaults Rates, store *staging.St
 		times = &TimeRates{FetchBlocksPerSec: rates.FetchBlocksPerSec, ExportBlocksPerSec: rates.ExportBlocksPerSec, Source: "default rates"}
 	}
 	rates.FetchBlocksPerSec, rates.ExportBlocksPerSec, r.TimeSource = times.FetchBlocksPerSec, times.ExportBlocksPerSec, times.Source
+	if times.Fetch != nil {
+		rates.FetchBlocksPerSec, r.FetchSource, r.FetchMeasured = times.Fetch.BlocksPerSec, times.Fetch.Source, true
+	}
 	r.Rates = rates
 	r.StagingBytes = float64(r.ToFetch) * rates.StagingBytesPerBlock
 	r.DBBytes = float64(r.ToExport) * rates.DBBytesPerBlock
 	r.FetchSeconds = float64(r.ToFetch) / rates.FetchBlocksPerSec
 	r.ExportSeconds = float64(r.ToExport) / rates.ExportBlocksPerSec
+	r.AfterFill = afterFill(times.Deferred, r.DBBlocks, r.ToExport, r.ExportSeconds, rates.AfterFillPerFill)
+	r.TotalSeconds = r.FetchSeconds + r.ExportSeconds + r.AfterFill.Seconds
 	free, dev, err := statFree(dir)
 	if err != nil {
 		return nil, fmt.Errorf("archive: estimate: free space of %s: %w", dir, err)
@@ -185,6 +214,37 @@ func Estimate(ctx context.Context, fam string, defaults Rates, store *staging.St
 		return r, &NoRoomError{What: "staging", Dir: dir, Need: uint64(r.StagingBytes), Free: free}
 	}
 	return r, nil
+}
+
+// afterFill is the work after a fill of toExport heights taking fill
+// seconds into tables holding dbBlocks blocks: the deferred builds and
+// ANALYZEs of d when the fill defers them (d given, tables empty, or d.Always).
+func afterFill(d *Deferred, dbBlocks int64, toExport uint64, fill, perFill float64) AfterFill {
+	switch {
+	case d == nil:
+		return AfterFill{Why: "not counted"}
+	case toExport == 0:
+		return AfterFill{Why: "nothing to export"}
+	case d.Never:
+		return AfterFill{Why: "--defer-indexes never: the indexes are kept up during the fill"}
+	case dbBlocks > 0 && !d.Always:
+		return AfterFill{Why: "the tables hold rows: --defer-indexes auto keeps their indexes up during the fill"}
+	}
+	return AfterFill{Builds: d.Builds, Analyzes: d.Analyzes, Seconds: fill * perFill,
+		Why: fmt.Sprintf("assumed: %.2f of the fill's time, the index phase against the fill in docs/benchmarks.md's limit section", perFill)}
+}
+
+// Deferred is what a fill into empty tables defers: its keys' and indexes'
+// builds and its tables' ANALYZEs; Always and Never are --defer-indexes'.
+type Deferred struct {
+	Builds, Analyzes int
+	Always, Never    bool
+}
+
+// FetchProbe is a fetch rate measured from the source itself.
+type FetchProbe struct {
+	BlocksPerSec float64
+	Source       string // what was measured, how, and what capped it
 }
 
 // dbDisk finds the filesystem the database on conn writes its tables to,
@@ -264,11 +324,26 @@ var statFree = func(dir string) (free, dev uint64, err error) {
 // WriteText writes the estimate for a terminal.
 func (r *EstimateReport) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "estimate %s heights %d-%d\n", r.Family, r.From, r.To)
-	fmt.Fprintf(w, "  fetch:   %d heights, ~%s staged (%s/block, %s), ~%s at %.0f blocks/s\n",
-		r.ToFetch, bytesText(r.StagingBytes), bytesText(r.Rates.StagingBytesPerBlock), r.StagingSource, durationText(r.FetchSeconds), r.Rates.FetchBlocksPerSec)
-	fmt.Fprintf(w, "  export:  %d heights, ~%s in PostgreSQL (%s/block, %s), ~%s at %.0f blocks/s\n",
+	fetchHow := "assumed"
+	if r.FetchMeasured {
+		fetchHow = "measured"
+	}
+	fmt.Fprintf(w, "  fetch:   %d heights, ~%s staged (%s/block, %s), ~%s at %.0f blocks/s (%s)\n",
+		r.ToFetch, bytesText(r.StagingBytes), bytesText(r.Rates.StagingBytesPerBlock), r.StagingSource, durationText(r.FetchSeconds), r.Rates.FetchBlocksPerSec, fetchHow)
+	fmt.Fprintf(w, "  export:  %d heights, ~%s in PostgreSQL (%s/block, %s), ~%s at %.0f blocks/s (assumed)\n",
 		r.ToExport, bytesText(r.DBBytes), bytesText(r.Rates.DBBytesPerBlock), r.DBSource, durationText(r.ExportSeconds), r.Rates.ExportBlocksPerSec)
-	fmt.Fprintf(w, "  times:   %s\n", r.TimeSource)
+	if a := r.AfterFill; a.Builds > 0 || a.Analyzes > 0 {
+		fmt.Fprintf(w, "  after:   %d deferred key and index builds, %d tables analyzed, ~%s (%s)\n", a.Builds, a.Analyzes, durationText(a.Seconds), a.Why)
+	} else {
+		fmt.Fprintf(w, "  after:   no deferred builds (%s)\n", a.Why)
+	}
+	fmt.Fprintf(w, "  total:   ~%s (fetch, export and after, one after another; run overlaps fetch and export)\n", durationText(r.TotalSeconds))
+	if r.FetchMeasured {
+		fmt.Fprintf(w, "  fetch rate: %s\n", r.FetchSource)
+		fmt.Fprintf(w, "  export rate: %s\n", r.TimeSource)
+	} else {
+		fmt.Fprintf(w, "  times:   %s\n", r.TimeSource)
+	}
 	room := "room enough"
 	if !r.StagingHasRoom {
 		room = "NOT ENOUGH ROOM"

@@ -25,7 +25,9 @@ var CometBFT = register(&Family{
 	// bench/results/latest.md on a 2-core machine with a local PostgreSQL,
 	// at ≈4.5 transactions a block: 5.6 kB staged, 23.9 kB in PostgreSQL,
 	// export 1,480 blocks/s.
-	Rates:            archive.Rates{StagingBytesPerBlock: 5.6e3, DBBytesPerBlock: 23.9e3, FetchBlocksPerSec: 1500, ExportBlocksPerSec: 1480},
+	Rates: archive.Rates{StagingBytesPerBlock: 5.6e3, DBBytesPerBlock: 23.9e3, FetchBlocksPerSec: 1500, ExportBlocksPerSec: 1480,
+		// The index phase 16.4 s after a 21.3 s fill (docs/benchmarks.md, the limit section of 2026-12-04 01:25).
+		AfterFillPerFill: 0.77},
 	SyntheticDensity: fmt.Sprintf("≈%g tx/block", cometbftsynth.DefaultTxPerBlock),
 	RPCMaxBatch:      cometbft.RPCMaxBatch,
 	// Parquet segments of 100,000 heights (docs/parquet.md, "Segment

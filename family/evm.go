@@ -34,7 +34,9 @@ var EVM = register(&Family{
 	// at ≈150 transactions and 400 logs a block: export 155 blocks/s, 92 kB
 	// staged, about 135 kB in PostgreSQL.
 	SyntheticDensity: fmt.Sprintf("≈%d tx, ≈%d logs/block", evmsynth.DefaultSyntheticTxPerBlock, evmsynth.DefaultSyntheticLogsPerBlock),
-	Rates:            archive.Rates{StagingBytesPerBlock: 92e3, DBBytesPerBlock: 135e3, FetchBlocksPerSec: 700, ExportBlocksPerSec: 155},
+	Rates: archive.Rates{StagingBytesPerBlock: 92e3, DBBytesPerBlock: 135e3, FetchBlocksPerSec: 700, ExportBlocksPerSec: 155,
+		// The index phase 13.7 s after a 12.8 s fill (docs/benchmarks.md, the limit section of 2026-12-04 01:25).
+		AfterFillPerFill: 1.07},
 
 	NewDecoder: func(o DecoderOptions) export.Decoder {
 		if o.Events != nil {

@@ -425,7 +425,7 @@ var benchResult, benchResultName = archive.MeasuredRates, archive.MeasuredRatesN
 // Estimate prints what a job over --from..--to would fetch, export, store
 // and take, before anything is fetched or written; no room on the staging
 // filesystem is a *archive.NoRoomError (exit 2).
-func Estimate(ctx context.Context, cfg Config, out io.Writer) error {
+func Estimate(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error {
 	var store *staging.Store
 	if staging.HasStore(cfg.Staging) {
 		s, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
@@ -457,6 +457,12 @@ func Estimate(ctx context.Context, cfg Config, out io.Writer) error {
 		return err
 	}
 	times := archive.BenchTimeRates(benchResult, benchResultName, fam.Name, fam.Rates)
+	times.Deferred = deferredWork(&cfg, tables)
+	if len(cfg.RPC) > 0 {
+		if times.Fetch, err = probeFetch(ctx, &cfg, log); err != nil {
+			return err
+		}
+	}
 	r, err := archive.Estimate(ctx, fam.Name, fam.Rates, store, cfg.Staging, conn, cfg.Schema, tables[0], tables, cfg.From, cfg.To, &times)
 	if r != nil {
 		err = writeReport(out, cfg.JSON, r, err)

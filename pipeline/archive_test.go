@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/family"
@@ -840,4 +841,96 @@ func countRows(t *testing.T, dsn, from string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestEstimateProbesTheNode: estimate --rpc fetches from the node for the
+// probe's time and plans the fetch at the rate it measured (saying so, with
+// the blocks and seconds it rests on), capped by --rps; it counts the
+// builds and ANALYZEs a fill into empty tables defers and their time; the
+// export rate is said to be assumed. Before, --rpc and --rps had "no
+// effect on estimate", the fetch was planned at a local benchmark's rate
+// and the index builds were not counted.
+func TestEstimateProbesTheNode(t *testing.T) {
+	node := newCometReplay(t, "node-0.38")
+	srv := rpctest.NewServer(rpctest.Config{Handler: node.handle})
+	defer srv.Close()
+	prev := estimateProbe
+	estimateProbe = 500 * time.Millisecond
+	defer func() { estimateProbe = prev }()
+
+	estimate := func(rps float64) archive.EstimateReport {
+		t.Helper()
+		cfg := DefaultConfig()
+		cfg.Command, cfg.Staging, cfg.JSON = CmdEstimate, filepath.Join(t.TempDir(), "s"), true
+		cfg.RPC, cfg.RPS, cfg.FetchWorkers, cfg.FetchSpan = []string{srv.URL}, rps, 4, 2
+		cfg.RPCTimeout = 5 * time.Second
+		cfg.From, cfg.FromSet, cfg.To, cfg.ToSet = 1, true, 20_000, true
+		var out bytes.Buffer
+		if _, err := Run(context.Background(), cfg, &out, quiet); err != nil {
+			t.Fatal(err)
+		}
+		var est archive.EstimateReport
+		if err := json.Unmarshal(out.Bytes(), &est); err != nil {
+			t.Fatalf("%v: %s", err, out.String())
+		}
+		return est
+	}
+
+	calls := node.blockCalls.Load()
+	est := estimate(0)
+	if node.blockCalls.Load() == calls {
+		t.Fatal("estimate --rpc asked the node for no block")
+	}
+	var blocks int
+	var secs float64
+	if _, err := fmt.Sscanf(est.FetchSource, "measured: %d blocks from "+srv.URL+" in %fs", &blocks, &secs); err != nil || !est.FetchMeasured {
+		t.Fatalf("fetch rate source %q (measured %v): want the blocks and seconds it was measured on (%v)", est.FetchSource, est.FetchMeasured, err)
+	}
+	// The rate is the probe's blocks over its seconds (as printed, to 0.1 s).
+	if r := float64(blocks) / secs; blocks == 0 || est.Rates.FetchBlocksPerSec/r < 0.75 || est.Rates.FetchBlocksPerSec/r > 1.34 {
+		t.Errorf("fetch rate %.0f blocks/s; the probe says %d blocks in %.1fs (%s)", est.Rates.FetchBlocksPerSec, blocks, secs, est.FetchSource)
+	}
+	if est.FetchSeconds != 20_000/est.Rates.FetchBlocksPerSec {
+		t.Errorf("fetch %v s for 20000 heights at %v blocks/s", est.FetchSeconds, est.Rates.FetchBlocksPerSec)
+	}
+	// CometBFT's default indexes: 7 keys, the --indexes set's indexes, an
+	// ANALYZE a table, their time at 0.77 of the fill's.
+	want := deferredWork(&Config{Indexes: DefaultConfig().Indexes}, family.CometBFT.Tables())
+	if a := est.AfterFill; a.Builds != want.Builds || a.Analyzes != len(family.CometBFT.Tables()) || a.Builds <= a.Analyzes ||
+		a.Seconds != est.ExportSeconds*family.CometBFT.Rates.AfterFillPerFill || a.Seconds <= 0 {
+		t.Errorf("after the fill %+v; want %d builds, %d ANALYZEs, %.2f of the fill's %v s", a, want.Builds, len(family.CometBFT.Tables()), family.CometBFT.Rates.AfterFillPerFill, est.ExportSeconds)
+	}
+	if est.TotalSeconds != est.FetchSeconds+est.ExportSeconds+est.AfterFill.Seconds {
+		t.Errorf("total %v s is not fetch + export + after", est.TotalSeconds)
+	}
+
+	// --rps 2 on one endpoint, 2 heights a request: at most 4 blocks/s,
+	// whatever the limiter's burst let through in the probe.
+	est = estimate(2)
+	if est.Rates.FetchBlocksPerSec > 4.0001 || !strings.Contains(est.FetchSource, "--rps 2") {
+		t.Errorf("--rps 2: fetch rate %v blocks/s (%s), want at most 4", est.Rates.FetchBlocksPerSec, est.FetchSource)
+	}
+}
+
+// TestEstimateSaysWhatIsAssumed: without --rpc the text says which rates
+// are assumed, and the deferred builds are counted.
+func TestEstimateSaysWhatIsAssumed(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Command, cfg.Staging = CmdEstimate, filepath.Join(t.TempDir(), "s")
+	cfg.From, cfg.FromSet, cfg.To, cfg.ToSet = 1, true, 20_000, true
+	var out bytes.Buffer
+	if _, err := Run(context.Background(), cfg, &out, quiet); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{"blocks/s (assumed)\n  export:", "blocks/s (assumed)\n  after:", "deferred key and index builds", "tables analyzed", "  total:   ~"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the estimate lacks %q:\n%s", want, text)
+		}
+	}
+	cfg.DeferIndexes = IndexesNever
+	out.Reset()
+	if _, err := Run(context.Background(), cfg, &out, quiet); err != nil || !strings.Contains(out.String(), "no deferred builds (--defer-indexes never") {
+		t.Errorf("--defer-indexes never: %v\n%s", err, out.String())
+	}
 }

@@ -154,6 +154,9 @@ type closingSource struct {
 
 func (s closingSource) Close() { s.client.Close() }
 
+// Stats is the client's endpoints' (estimate's probe counts its requests).
+func (s closingSource) Stats() []jsonrpc.EndpointStats { return s.client.Stats() }
+
 // closeSource releases what a source holds, if anything.
 func closeSource(src loader.Source) {
 	if c, ok := src.(interface{ Close() }); ok {

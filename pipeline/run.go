@@ -141,7 +141,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	case CmdPublish:
 		return Summary{Command: cfg.Command}, Publish(ctx, cfg, out, log)
 	case CmdEstimate:
-		return Summary{Command: cfg.Command}, Estimate(ctx, cfg, out)
+		return Summary{Command: cfg.Command}, Estimate(ctx, cfg, out, log)
 	}
 	if cfg.Shards > 0 {
 		from, to := cfg.From, cfg.To

@@ -201,13 +201,14 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 
 	def(d, fs.StringVar, &cfg.Chain, "chain", dc.Chain, "chain family: "+strings.Join(family.Names(), " or "),
 		in(groupSource, sourcing, onPG, []string{cmdExport}).oneOf(family.Names()...))
-	defValue(d, &rpcList{urls: &cfg.RPC}, "rpc", "RPC endpoint URL(s), comma separated; without --rpc or --node-home, the synthetic chain", in(groupSource, sourcing))
+	defValue(d, &rpcList{urls: &cfg.RPC}, "rpc", "RPC endpoint URL(s), comma separated; without --rpc or --node-home, the synthetic chain", in(groupSource, sourcing, []string{cmdEstimate}).
+		saying("RPC endpoint URL(s), comma separated: estimate fetches from them for a few seconds (nothing staged) and plans the fetch at the rate they gave; without it the fetch rate is assumed", cmdEstimate))
 	def(d, fs.StringVar, &cfg.NodeHome, "node-home", "", "a stopped CometBFT node's home directory (config/, data/): read its blocks and results from its own databases, read-only, instead of its RPC (not with --rpc; see docs/sources.md)",
 		in(groupSource, sourcing)) // follow takes it to refuse it: ignored, follow would read the synthetic chain
 	def(d, fs.StringVar, &cfg.Archive, "archive", "", "a published chunk archive (blockhaul publish): a directory, file://, s3://, gs://, azblob:// or http(s):// URL of the chain's folder; its chunks are read, checked against the manifest and verified instead of asking a node (not with --rpc or --node-home; see docs/format/archive.md)",
 		in(groupSource, sourcing)) // follow takes it to refuse it, as --node-home
-	def(d, fs.Float64Var, &cfg.RPS, "rps", 0, "requests per second per RPC endpoint (0: unlimited)", in(groupSource, sourcing))
-	def(d, fs.DurationVar, &cfg.RPCTimeout, "rpc-timeout", dc.RPCTimeout, "timeout of one RPC request", in(groupSource, sourcing))
+	def(d, fs.Float64Var, &cfg.RPS, "rps", 0, "requests per second per RPC endpoint (0: unlimited)", in(groupSource, sourcing, []string{cmdEstimate}))
+	def(d, fs.DurationVar, &cfg.RPCTimeout, "rpc-timeout", dc.RPCTimeout, "timeout of one RPC request", in(groupSource, sourcing, []string{cmdEstimate}))
 	def(d, fs.DurationVar, &cfg.RPCDownAfter, "rpc-down-after", dc.RPCDownAfter, "a fetch whose source serves nothing, every span failing, waits this long for it before it fails (a span failing on its own fails after its retries)", in(groupSource, sourcing))
 	def(d, fs.Int64Var, &cfg.SyntheticSeed, "synthetic-seed", dc.SyntheticSeed, "seed of the synthetic chain", in(groupSource, sourcing))
 	def(d, fs.Uint64Var, &cfg.SyntheticTip, "synthetic-tip", 0, "tip height of the synthetic chain (0: --to plus --confirmations when --to is given, else 10000)", in(groupSource, sourcing))
@@ -269,10 +270,10 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.DurationVar, &cfg.PGRetryMaxWait, "pg-retry-max-wait", dc.PGRetryMaxWait, "longest backoff between PostgreSQL retries (they start at 100ms and double)", in(groupDatabase, exporting))
 	cfg.DeferIndexes = dc.DeferIndexes
 	di := defValue(d, &cfg.DeferIndexes, "defer-indexes", "drop secondary indexes for the fill and build them when the range completes: auto (when the tables are empty), always (the flag alone) or never",
-		in(groupDatabase, exporting).oneOf(string(pipeline.IndexesAuto), string(pipeline.IndexesAlways), string(pipeline.IndexesNever)))
+		in(groupDatabase, exporting, []string{cmdEstimate}).oneOf(string(pipeline.IndexesAuto), string(pipeline.IndexesAlways), string(pipeline.IndexesNever)))
 	di.NoOptDefVal = string(pipeline.IndexesAlways)
 	defValue(d, &cfg.Indexes, "indexes", "secondary indexes to create: default (the default: the set in docs/querying.md), minimal (lookups by hash), none, or index names separated by commas",
-		in(groupDatabase, exporting).oneOf("default", "minimal", "none"))
+		in(groupDatabase, exporting, []string{cmdEstimate}).oneOf("default", "minimal", "none"))
 	cfg.IndexWorkers = dc.IndexWorkers
 	defValue(d, autoCount{&cfg.IndexWorkers, pipeline.MaxIndexWorkers}, "index-workers", "deferred indexes built at once when a fill completes, each on a connection of its own (1: one after another); auto: one a CPU when PostgreSQL is on this machine, at most 4, else 4 (the job logs the count and why)", in(groupDatabase, exporting).oneOf("auto", "1", "2", "4"))
 	def(d, fs.Int64Var, &cfg.IndexMemoryMiB, "index-memory", dc.IndexMemoryMiB, "maintenance_work_mem of each deferred index build, in MiB, for that build alone (0: the server's; each of --index-workers builds may use it at once; 16 was cheaper than 64 or more in docs/benchmarks.md)", in(groupDatabase, exporting))
@@ -293,8 +294,8 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 		in(groupExport, exporting, []string{cmdVerify}).
 			saying("verify the Parquet segments at this directory or URL against their manifest, and against --staging when it holds a store", cmdVerify))
 	def(d, fs.Uint64Var, &cfg.SegmentBlocks, "segment-blocks", 0, "with --parquet: heights per segment; segment k holds heights k×N to k×N+N-1 (default by chain: cometbft 100000, evm 10000)", in(groupExport, exporting))
-	def(d, fs.IntVar, &cfg.FetchWorkers, "fetch-workers", dc.FetchWorkers, "concurrent fetches", in(groupFetch, sourcing))
-	def(d, fs.IntVar, &cfg.FetchSpan, "fetch-span", dc.FetchSpan, "heights per fetch request", in(groupFetch, sourcing))
+	def(d, fs.IntVar, &cfg.FetchWorkers, "fetch-workers", dc.FetchWorkers, "concurrent fetches", in(groupFetch, sourcing, []string{cmdEstimate}))
+	def(d, fs.IntVar, &cfg.FetchSpan, "fetch-span", dc.FetchSpan, "heights per fetch request", in(groupFetch, sourcing, []string{cmdEstimate}))
 	def(d, fs.Uint64Var, &cfg.FetchLead, "fetch-lead", 0, "run: how many heights fetch may stage ahead of export (0: four export batches)", in(groupFetch, []string{cmdRun}))
 	def(d, fs.IntVar, &cfg.Shards, "shards", 0, "cut the range into this many slices, one per pod of a Kubernetes Indexed Job (needs --to; 0: not sharded)", in(groupFetch, []string{cmdFetch, cmdSnapshot, cmdRestore, cmdPublish}).
 		saying("publish as shard --shard-index of this many: its chunks and its manifest part, not the manifest, which publish --merge-parts merges (0: not sharded)", cmdPublish).
