@@ -170,7 +170,6 @@ func openParquetJob(ctx context.Context, cfg *Config, store *staging.Store, log 
 		From:          cfg.From,
 		To:            cfg.To,
 		SegmentBlocks: cfg.segmentBlocks(),
-		BatchBlocks:   cfg.BatchBlocks,
 		Options:       decoderOptions(cfg),
 		Version:       cfg.Version,
 		Logger:        log,
@@ -178,8 +177,8 @@ func openParquetJob(ctx context.Context, cfg *Config, store *staging.Store, log 
 			c.m.Exported(b.From, b.To, b.Rows, 0, false)
 		},
 	}
-	if id, ok := store.Identity(); ok {
-		if _, err := parquet.Check(ctx, b, id, dec.Tables(), j.pcfg); err != nil {
+	if _, ok := store.Identity(); ok {
+		if _, err := parquet.Check(ctx, b, store, dec.Tables(), j.pcfg); err != nil {
 			b.Close()
 			return nil, err
 		}
@@ -295,8 +294,7 @@ func runParquetRun(ctx context.Context, cfg *Config, store *staging.Store, tip f
 	if !sum.Complete {
 		return nil
 	}
-	id, _ := store.Identity()
-	if _, err := parquet.Check(ctx, j.bucket, id, j.dec.Tables(), j.pcfg); err != nil {
+	if _, err := parquet.Check(ctx, j.bucket, store, j.dec.Tables(), j.pcfg); err != nil {
 		return err
 	}
 	sum.Complete = false

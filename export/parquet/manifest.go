@@ -29,10 +29,11 @@ type Manifest struct {
 	Format  int    `json:"format"`
 	Family  string `json:"family"`
 	ChainID string `json:"chain_id"`
-	// FirstHeight and FirstHash are the staging store's identity: the
-	// first block it staged.
-	FirstHeight uint64 `json:"first_height"`
-	FirstHash   string `json:"first_hash,omitempty"`
+	// AnchorHeight and AnchorHash are the first block of the first segment
+	// written here (hex): another chain of the same id (a testnet reset)
+	// has another block there, and is refused.
+	AnchorHeight uint64 `json:"anchor_height"`
+	AnchorHash   string `json:"anchor_hash,omitempty"`
 	// SegmentBlocks is the segment size: segment k holds heights
 	// [k·SegmentBlocks, (k+1)·SegmentBlocks), clipped to the range written.
 	SegmentBlocks uint64 `json:"segment_blocks"`

@@ -34,10 +34,6 @@ type Config struct {
 	SegmentBlocks uint64
 	// RowGroupRows is the most rows of a row group. Default 65,536.
 	RowGroupRows int
-	// BatchBlocks and BatchRows bound one decoded batch. Defaults 500 and
-	// 100,000, as an export's.
-	BatchBlocks int
-	BatchRows   int
 	// Options are the decoder's options as flags name them, recorded in
 	// the manifest.
 	Options map[string]string
@@ -80,12 +76,6 @@ type Result struct {
 func (c *Config) ensureDefaults() {
 	if c.RowGroupRows == 0 {
 		c.RowGroupRows = 64 << 10
-	}
-	if c.BatchBlocks == 0 {
-		c.BatchBlocks = 500
-	}
-	if c.BatchRows == 0 {
-		c.BatchRows = 100_000
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -150,7 +140,11 @@ func FileName(table string, from, to uint64) string {
 // Check refuses a destination Write would refuse, before anything is
 // written: a manifest of another chain or segment size, or objects that
 // are not this decoder's segments. It returns the manifest, if any.
-func Check(ctx context.Context, bucket *blob.Bucket, id staging.Identity, tables []chain.Table, cfg Config) (*Manifest, error) {
+func Check(ctx context.Context, bucket *blob.Bucket, store *staging.Store, tables []chain.Table, cfg Config) (*Manifest, error) {
+	id, ok := store.Identity()
+	if !ok {
+		return nil, fault.Mark(fmt.Errorf("parquet: staging %s holds no chain yet: fetch first", store.Dir()), fault.Config)
+	}
 	m, ok, err := ReadManifest(ctx, bucket)
 	if err != nil {
 		return nil, err
@@ -159,8 +153,8 @@ func Check(ctx context.Context, bucket *blob.Bucket, id staging.Identity, tables
 		switch {
 		case m.Family != id.Family.String() || m.ChainID != id.ChainID:
 			return nil, &ForeignError{Dest: cfg.Dest, Why: fmt.Sprintf("holds segments of %s chain %q, not %s chain %q", m.Family, m.ChainID, id.Family, id.ChainID)}
-		case m.FirstHash != "" && len(id.FirstHash) > 0 && m.FirstHeight == id.FirstHeight && m.FirstHash != hex.EncodeToString(id.FirstHash):
-			return nil, &ForeignError{Dest: cfg.Dest, Why: fmt.Sprintf("holds segments of a chain whose block %d is %s, not %x", m.FirstHeight, m.FirstHash, id.FirstHash)}
+		case m.AnchorHash != "" && anchorDiffers(store, m):
+			return nil, &ForeignError{Dest: cfg.Dest, Why: fmt.Sprintf("holds segments of a chain whose block %d is %s, which staging's is not", m.AnchorHeight, m.AnchorHash)}
 		case m.SegmentBlocks != cfg.SegmentBlocks:
 			return nil, fault.Mark(fmt.Errorf("parquet: %s holds segments of %d blocks, not %d: give --segment-blocks %d or another destination", cfg.Dest, m.SegmentBlocks, cfg.SegmentBlocks, m.SegmentBlocks), fault.Config)
 		}
@@ -187,11 +181,46 @@ func Check(ctx context.Context, bucket *blob.Bucket, id staging.Identity, tables
 	return m, nil
 }
 
+// unfinished tells whether key is a file a killed run was writing into a
+// directory (OpenDir: NAME.parquet.<hex>.tmp, renamed when whole).
+func unfinished(key string) bool {
+	i := strings.Index(key, ".parquet.")
+	return i > 0 && strings.HasSuffix(key, ".tmp")
+}
+
+// removeUnfinished deletes the files a killed run was writing. (Object
+// stores show an upload only once it completes: there are none there.)
+// One job writes a destination at a time.
+func removeUnfinished(ctx context.Context, bucket *blob.Bucket) error {
+	it := bucket.List(nil)
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("parquet: list: %w", err)
+		}
+		if unfinished(obj.Key) {
+			if err := bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+				return fmt.Errorf("parquet: delete %s, a file a stopped run left unfinished: %w", obj.Key, err)
+			}
+		}
+	}
+}
+
+// anchorDiffers tells whether staging holds the manifest's anchor block
+// with another hash.
+func anchorDiffers(store *staging.Store, m *Manifest) bool {
+	h, _, err := store.Header(m.AnchorHeight)
+	return err == nil && hex.EncodeToString(h) != m.AnchorHash
+}
+
 // ours tells whether key is a segment file name of one of the tables, or of
 // a table the manifest lists (another selection of the decoder's tables).
 func ours(key string, names map[string]bool, m *Manifest) bool {
-	if i := strings.Index(key, ".parquet."); i > 0 && strings.HasSuffix(key, ".tmp") {
-		key = key[:i+len(".parquet")] // a file a killed run was writing (OpenDir)
+	if unfinished(key) {
+		key = key[:strings.Index(key, ".parquet.")+len(".parquet")]
 	}
 	table, file, ok := strings.Cut(key, "/")
 	if !ok || !strings.HasSuffix(file, ".parquet") {
@@ -239,26 +268,22 @@ func Write(ctx context.Context, store *staging.Store, dec export.Decoder, bucket
 		schemas[i] = ts
 		res.Rows[t.Name] = 0
 	}
-	id, ok := store.Identity()
-	if !ok {
-		return res, fault.Mark(fmt.Errorf("parquet: staging %s holds no chain yet: fetch first", store.Dir()), fault.Config)
-	}
-	if id.Family != dec.Family() {
+	if id, ok := store.Identity(); ok && id.Family != dec.Family() {
 		return res, fault.Mark(fmt.Errorf("parquet: staging %s holds a %s chain, not %s", store.Dir(), id.Family, dec.Family()), fault.Config)
 	}
-	m, err := Check(ctx, bucket, id, tables, cfg)
+	m, err := Check(ctx, bucket, store, tables, cfg)
 	if err != nil {
 		return res, err
 	}
 	shape := decoderShape(tables, cfg.Options)
 	if m == nil {
-		m = &Manifest{Format: ManifestFormat, Family: id.Family.String(), ChainID: id.ChainID,
-			FirstHeight: id.FirstHeight, SegmentBlocks: cfg.SegmentBlocks}
-		if len(id.FirstHash) > 0 {
-			m.FirstHash = hex.EncodeToString(id.FirstHash)
-		}
+		id, _ := store.Identity()
+		m = &Manifest{Format: ManifestFormat, Family: id.Family.String(), ChainID: id.ChainID, SegmentBlocks: cfg.SegmentBlocks}
 	}
 	m.Decoder, m.Version = shape, cfg.Version
+	if err := removeUnfinished(ctx, bucket); err != nil {
+		return res, err
+	}
 
 	w := &writer{open: upload(bucket), store: store, dec: dec, bucket: bucket, cfg: &cfg, schemas: schemas, shape: shape.Shape, res: &res}
 	for _, seg := range Segments(cfg.From, cfg.To, cfg.SegmentBlocks) {
@@ -278,6 +303,13 @@ func Write(ctx context.Context, store *staging.Store, dec export.Decoder, bucket
 		}
 		if err := crashpoint.Hit(ctx, crashpoint.ParquetManifest); err != nil {
 			return res, err
+		}
+		if m.AnchorHash == "" {
+			h, _, err := store.Header(s.From)
+			if err != nil {
+				return res, err
+			}
+			m.AnchorHeight, m.AnchorHash = s.From, hex.EncodeToString(h)
 		}
 		stale := m.put(s)
 		if err := writeManifest(ctx, bucket, m); err != nil {
@@ -462,11 +494,11 @@ func (w *writer) segment(ctx context.Context, from, to uint64, prev []byte) (Seg
 		if err := ctx.Err(); err != nil {
 			return Segment{}, err
 		}
-		end := min(next+uint64(w.cfg.BatchBlocks)-1, to)
+		end := min(next+batchBlocks-1, to)
 		if end < next {
 			end = to
 		}
-		d, err := export.ReadDecoded(w.store, w.dec, next, end, w.cfg.BatchRows, prev, prevSrc, rows)
+		d, err := export.ReadDecoded(w.store, w.dec, next, end, batchRows, prev, prevSrc, rows)
 		if err != nil {
 			return Segment{}, err
 		}
@@ -514,6 +546,16 @@ func (w *writer) segment(ctx context.Context, from, to uint64, prev []byte) (Seg
 	}
 	return seg, nil
 }
+
+// A segment is decoded in batches of at most batchBlocks blocks, ended
+// early after the block that brings it to batchRows rows. They are not
+// options: parquet-go ends a page after the WriteRows call that fills it,
+// so the batches decide where pages end, and the same staging must give
+// the same bytes whatever the flags (--batch-blocks is an export's).
+const (
+	batchBlocks = 500
+	batchRows   = 100_000
+)
 
 // rowChunk is how many rows go to parquet-go in one WriteRows.
 const rowChunk = 1024
