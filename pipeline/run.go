@@ -449,7 +449,7 @@ func exportConfig(cfg *Config, log *slog.Logger, c *counters) export.Config {
 func connect(ctx context.Context, cfg *Config) (*pgx.Conn, error) {
 	conn, err := pgx.Connect(ctx, cfg.PG)
 	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL: %s", redactPGError(err, cfg.PG))
+		return nil, markConnectRefusal(&redactedError{msg: "connect to PostgreSQL: " + redactPGError(err, cfg.PG), err: err})
 	}
 	return conn, nil
 }
@@ -481,7 +481,7 @@ func dialSession(ctx context.Context, cfg *Config, log *slog.Logger, c *counters
 	dial := func(ctx context.Context) (*pgx.Conn, error) {
 		conn, err := pgx.ConnectConfig(ctx, pc.Copy())
 		if err != nil {
-			return nil, &redactedError{msg: "connect to PostgreSQL: " + redactPGError(err, cfg.PG), err: err}
+			return nil, markConnectRefusal(&redactedError{msg: "connect to PostgreSQL: " + redactPGError(err, cfg.PG), err: err})
 		}
 		return conn, nil
 	}
