@@ -2,6 +2,7 @@ package archive
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -221,15 +222,7 @@ func coalesce(hs []uint64, gaps []Gap) []Gap {
 	for _, h := range hs {
 		all = append(all, Gap{From: h, To: h})
 	}
-	slices.SortFunc(all, func(a, b Gap) int {
-		switch {
-		case a.From < b.From:
-			return -1
-		case a.From > b.From:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(all, func(a, b Gap) int { return cmp.Compare(a.From, b.From) })
 	var out []Gap
 	for _, g := range all {
 		if n := len(out); n > 0 && g.From <= out[n-1].To+1 {

@@ -2,6 +2,7 @@ package chunked
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -288,15 +289,7 @@ func (m *Manifest) Gaps(from, to uint64) [][2]uint64 {
 
 // sortChunks orders chunks by height.
 func sortChunks(cs []Chunk) {
-	slices.SortFunc(cs, func(a, b Chunk) int {
-		switch {
-		case a.From < b.From:
-			return -1
-		case a.From > b.From:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(cs, func(a, b Chunk) int { return cmp.Compare(a.From, b.From) })
 }
 
 // parseManifest decodes a manifest's JSON.
