@@ -22,13 +22,16 @@ command -v node >/dev/null || unavailable "no node on PATH"
 mkdir -p "$cache" || unavailable "cannot create $cache"
 log "installing azurite $ver into $dir (once; about half a minute)"
 start=$(date +%s)
-rm -rf "$dir.tmp"
-if ! out=$(npm install --no-audit --no-fund --no-save --prefix "$dir.tmp" "azurite@$ver" 2>&1); then
-	rm -rf "$dir.tmp"
+# A directory of this process's own: two test runs installing at once must
+# not remove each other's half-installed tree.
+tmp=$dir.tmp.$$
+trap 'rm -rf "$tmp"' EXIT
+if ! out=$(npm install --no-audit --no-fund --no-save --prefix "$tmp" "azurite@$ver" 2>&1); then
 	unavailable "npm install azurite@$ver failed: $(echo "$out" | tail -3 | tr '\n' ' ')"
 fi
-touch "$dir.tmp/.complete"
+touch "$tmp/.complete"
+if [[ -x "$bin" && -f "$dir/.complete" ]]; then echo "$bin"; exit 0; fi # another run finished first
 rm -rf "$dir"
-mv "$dir.tmp" "$dir"
+mv "$tmp" "$dir"
 log "installed in $(($(date +%s) - start)) s"
 echo "$bin"

@@ -31,10 +31,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp -r "$src/." "$work/"
 chmod -R u+w "$work"
-if ! out=$(cd "$work" && "$go" build -o "$bin.tmp" ./weed 2>&1); then
-	rm -f "$bin.tmp"
+if ! out=$(cd "$work" && "$go" build -o "$bin.tmp.$$" ./weed 2>&1); then
+	rm -f "$bin.tmp.$$"
 	unavailable "go build of weed failed: $(echo "$out" | tail -3 | tr '\n' ' ')"
 fi
-mv "$bin.tmp" "$bin"
+mv "$bin.tmp.$$" "$bin"
 log "built in $(($(date +%s) - start)) s"
 echo "$bin"
