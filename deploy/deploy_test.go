@@ -170,19 +170,39 @@ func TestKustomizationListsEveryManifest(t *testing.T) {
 	if !slices.Equal(res, files) {
 		t.Fatalf("kustomization resources %v, files %v", res, files)
 	}
+	// Every container runs range.yaml's IMAGE with its IMAGE_PULL_POLICY
+	// (before: blockhaul:dev, no registry, no pull policy, set in the
+	// kustomization apart from the range).
 	m := load(t)
+	cm := m.configMaps["blockhaul-range"]
+	if cm == nil {
+		t.Fatal("no ConfigMap blockhaul-range")
+	}
+	img, policy := cm.Data["IMAGE"], corev1.PullPolicy(cm.Data["IMAGE_PULL_POLICY"])
+	if host, _, ok := strings.Cut(img, "/"); !ok || !strings.ContainsAny(host, ".:") || !strings.Contains(img, ":") {
+		t.Errorf("IMAGE %q: want a registry host, a name and a tag", img)
+	}
+	if !slices.Contains([]corev1.PullPolicy{corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever}, policy) {
+		t.Errorf("IMAGE_PULL_POLICY %q is no pull policy", policy)
+	}
+	n := 0
 	for where, p := range m.pods() {
 		for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
-			if !slices.ContainsFunc(k.Images, func(i image) bool { return i.NewName+":"+i.NewTag == c.Image }) {
-				t.Errorf("%s container %s: image %q is not one the kustomization sets", where, c.Name, c.Image)
+			n++
+			if c.Image != img || c.ImagePullPolicy != policy {
+				t.Errorf("%s container %s: image %q pulled %q, want range.yaml's %q, %q", where, c.Name, c.Image, c.ImagePullPolicy, img, policy)
 			}
 		}
+	}
+	if n < 5 {
+		t.Errorf("%d containers", n)
 	}
 }
 
 // TestPodFailurePolicy: a Job fails at once on the statuses a retry cannot
 // fix (bad configuration, wrong data), retries an interrupted pod without
-// counting it, and counts a runtime failure against backoffLimit.
+// counting it, and counts a runtime failure and a disrupted pod against
+// backoffLimit.
 func TestPodFailurePolicy(t *testing.T) {
 	m := load(t)
 	if len(m.jobs) == 0 {
@@ -218,7 +238,7 @@ func TestPodFailurePolicy(t *testing.T) {
 				got[r.Action] = append(got[r.Action], r.OnExitCodes.Values...)
 			}
 			for _, c := range r.OnPodConditions {
-				if c.Type == corev1.DisruptionTarget && r.Action == batchv1.PodFailurePolicyActionIgnore {
+				if c.Type == corev1.DisruptionTarget && r.Action == batchv1.PodFailurePolicyActionCount {
 					disruption = true
 				}
 			}
@@ -230,8 +250,10 @@ func TestPodFailurePolicy(t *testing.T) {
 				t.Errorf("Job %s: %s on exit codes %v, want %v", name, a, g, codes)
 			}
 		}
+		// Counted, not ignored: a pod evicted for what it does (its
+		// emptyDir or memory limit) would be retried forever.
 		if !disruption {
-			t.Errorf("Job %s: a disrupted pod (eviction, preemption) is not ignored", name)
+			t.Errorf("Job %s: a disrupted pod (eviction, preemption) is not counted against backoffLimit", name)
 		}
 	}
 }
