@@ -385,6 +385,21 @@ func (m *Monitor) rangeExportedLocked() uint64 {
 	return 0
 }
 
+// SetExported records the head's last exported height as its checkpoint
+// holds it when the job starts, before the job commits anything itself, so
+// that /metrics says where the target is (not 0) while the job waits.
+func (m *Monitor) SetExported(h uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.st.lastValid || h > m.st.last {
+		m.st.last, m.st.lastValid = h, true
+		m.met.last.Set(float64(h))
+	}
+	if lag, ok := m.lagLocked(); ok {
+		m.met.lag.Set(float64(lag))
+	}
+}
+
 // Exported records one committed export batch of heights [from, to]: rows
 // per table in SetTables order, the commit's duration, and whether the batch
 // was merged after colliding with rows already present.

@@ -189,7 +189,8 @@ func followHead(ctx context.Context, cfg *Config, store *staging.Store, src load
 	// engines' lines of every poll are debug output.
 	plog := demoteInfo(log)
 	sum.Export.Rows = map[string]uint64{}
-	unlinked := 0 // fetches in a row that failed on blocks that do not link near the tip
+	unlinked := 0        // fetches in a row that failed on blocks that do not link near the tip
+	var behind time.Time // since when the source's tip is below the exported height
 	for {
 		c.reorgsRepaired(sum)
 		cur, err := loadCursor(ctx, db, cfg.Schema, head)
@@ -198,6 +199,15 @@ func followHead(ctx context.Context, cfg *Config, store *staging.Store, src load
 		}
 		sum.Export.Last = cur
 		next := cur.Next(cfg.From)
+		// What the target holds up to: the head's checkpoint, else the
+		// heights below where planHeadStart started it.
+		exported, holds := cur.Height, cur.Valid
+		if !holds && !cfg.FromSet && next > 0 && next-1 >= genesisOf(cfg) {
+			exported, holds = next-1, true
+		}
+		if holds {
+			c.m.SetExported(exported)
+		}
 		if cfg.ToSet && next > cfg.To {
 			sum.Complete = true
 			return finishIndexes(ctx, cfg, db, sum, log)
@@ -205,6 +215,22 @@ func followHead(ctx context.Context, cfg *Config, store *staging.Store, src load
 		tipH, err := src.Tip(ctx)
 		if err != nil {
 			return fmt.Errorf("read chain tip: %w", err)
+		}
+		if holds && tipH < exported {
+			// A lagging or replaced node: nothing to fetch or confirm
+			// until it reaches what the target already holds.
+			if err := waitBehind(cfg, tipH, exported, &behind, log, c); err != nil {
+				return err
+			}
+			if !pollWait(ctx, cfg.PollInterval) {
+				return nil
+			}
+			continue
+		}
+		if !behind.IsZero() {
+			log.Info("the node caught up with the exported height", "tip", tipH, "exported", exported, "waited", time.Since(behind).Round(time.Millisecond))
+			behind = time.Time{}
+			c.m.SetReady(true, "")
 		}
 		// Stage everything up to the tip: the unconfirmed window lives in
 		// staging, where a reorg costs nothing to undo.
@@ -282,6 +308,49 @@ func followHead(ctx context.Context, cfg *Config, store *staging.Store, src load
 			return nil
 		case <-t.C:
 		}
+	}
+}
+
+// genesisOf is the first height of cfg's chain family (0 when unknown).
+func genesisOf(cfg *Config) uint64 {
+	if fam, err := cfg.family(); err == nil {
+		return fam.Genesis
+	}
+	return 0
+}
+
+// waitBehind handles a source whose tip is below the head's exported
+// height: it says so (once, then in /readyz) and, once that has lasted
+// --reorg-window polls (--reorg-window × --poll-interval: as long as the
+// chain takes to make a reorg window's worth of blocks at one a poll),
+// treats it as the node's problem: the job ends (exit 1). Every endpoint
+// the job names is one the client rotates through, so a tip read that
+// keeps coming back below the height is every endpoint behind.
+func waitBehind(cfg *Config, tip, exported uint64, since *time.Time, log *slog.Logger, c *counters) error {
+	bound := time.Duration(max(cfg.ReorgWindow, 1)) * cfg.PollInterval
+	msg := fmt.Sprintf("the source's tip %d is below the exported height %d: waiting for the node to catch up", tip, exported)
+	c.m.SetReady(false, msg)
+	if since.IsZero() {
+		*since = time.Now()
+		log.Warn(msg, "tip", tip, "exported", exported, "gives_up_after", bound)
+		return nil
+	}
+	if waited := time.Since(*since); waited >= bound {
+		return fmt.Errorf("follow: the source's tip %d has stayed below the exported height %d for %s (--reorg-window %d × --poll-interval %s): the node is behind the data this target holds (lagging, or replaced by one that is); point --rpc at a node that has reached height %d",
+			tip, exported, waited.Round(time.Millisecond), cfg.ReorgWindow, cfg.PollInterval, exported)
+	}
+	return nil
+}
+
+// pollWait waits one poll interval; false when ctx ended first.
+func pollWait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
