@@ -38,6 +38,7 @@ import (
 const (
 	SectionCometBFT = "cometbft" // ingest, export and baseline at CometBFT density
 	SectionEVM      = "evm"      // ingest, export and baseline at EVM density
+	SectionAptos    = "aptos"    // ingest, export and baseline at Aptos density
 	SectionFetch    = "fetch"    // fetch vs the minimal client
 	SectionProcess  = "process"  // memory and scaling of a blockhaul process
 	SectionStreams  = "streams"  // export with 1, 2, 4 streams of one staged range, beside the baseline
@@ -53,7 +54,7 @@ const (
 
 // AllSections is the default selection, in the order of the report (the
 // process section runs first; see Run).
-var AllSections = []string{SectionCometBFT, SectionEVM, SectionDecoding, SectionLimit, SectionStreams, SectionFetch, SectionProcess, SectionHeadBackfill}
+var AllSections = []string{SectionCometBFT, SectionEVM, SectionAptos, SectionDecoding, SectionLimit, SectionStreams, SectionFetch, SectionProcess, SectionHeadBackfill}
 
 // Config configures a benchmark run. Zero fields take the defaults named in
 // their comments (EnsureDefaults); the defaults keep a whole run under about
@@ -67,10 +68,12 @@ type Config struct {
 	// Seed selects the synthetic chains. Default 1.
 	Seed int64
 
-	// CometBFTBlocks and EVMBlocks are the blocks staged, exported and
-	// COPYed by the baseline at each density. Defaults 20,000 and 2,000.
+	// CometBFTBlocks, EVMBlocks and AptosBlocks are the blocks staged,
+	// exported and COPYed by the baseline at each density. Defaults 20,000,
+	// 2,000 and 5,000.
 	CometBFTBlocks uint64
 	EVMBlocks      uint64
+	AptosBlocks    uint64
 	// RawMessages exports Cosmos messages without decoding them (their
 	// decoded JSON NULL), to measure what decoding costs (docs/messages.md).
 	RawMessages bool
@@ -164,6 +167,7 @@ func (c *Config) EnsureDefaults() {
 	c.Seed = cmp.Or(c.Seed, 1)
 	c.CometBFTBlocks = cmp.Or(c.CometBFTBlocks, 20_000)
 	c.EVMBlocks = cmp.Or(c.EVMBlocks, 2_000)
+	c.AptosBlocks = cmp.Or(c.AptosBlocks, 5_000)
 	c.BatchBlocks = cmp.Or(c.BatchBlocks, 500)
 	c.Rounds = cmp.Or(c.Rounds, 2)
 	c.IngestWorkers = cmp.Or(c.IngestWorkers, 8)
@@ -355,7 +359,7 @@ type density struct {
 // familyBlocks are the ranges of the sections named after families, by
 // family name.
 func (c *Config) familyBlocks() map[string]uint64 {
-	return map[string]uint64{SectionCometBFT: c.CometBFTBlocks, SectionEVM: c.EVMBlocks}
+	return map[string]uint64{SectionCometBFT: c.CometBFTBlocks, SectionEVM: c.EVMBlocks, SectionAptos: c.AptosBlocks}
 }
 
 // decoderOptions are the options of the sections' decoders.

@@ -35,6 +35,7 @@ type Settings struct {
 	Seed             int64    `json:"seed"`
 	CometBFTBlocks   uint64   `json:"cometbft_blocks"`
 	EVMBlocks        uint64   `json:"evm_blocks"`
+	AptosBlocks      uint64   `json:"aptos_blocks,omitempty"`
 	BatchBlocks      int      `json:"batch_blocks"`
 	Rounds           int      `json:"rounds"`
 	IngestWorkers    int      `json:"ingest_workers"`
@@ -61,7 +62,7 @@ type Settings struct {
 func settingsOf(c *Config) Settings {
 	return Settings{
 		Sections: c.Sections, Seed: c.Seed,
-		CometBFTBlocks: c.CometBFTBlocks, EVMBlocks: c.EVMBlocks, BatchBlocks: c.BatchBlocks, Rounds: c.Rounds,
+		CometBFTBlocks: c.CometBFTBlocks, EVMBlocks: c.EVMBlocks, AptosBlocks: c.AptosBlocks, BatchBlocks: c.BatchBlocks, Rounds: c.Rounds,
 		IngestWorkers: c.IngestWorkers, IngestSpan: c.IngestSpan,
 		FetchBlocks: c.FetchBlocks, FetchWorkers: c.FetchWorkers, FetchSpan: c.FetchSpan,
 		RangeSizes: c.RangeSizes, SampleMillis: c.SampleInterval.Milliseconds(),

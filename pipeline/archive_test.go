@@ -259,7 +259,7 @@ func runVerify(t *testing.T, cfg Config) (archive.VerifyReport, error) {
 // different times, finds them clean, then breaks the seam between them, a
 // checkpoint's rows and a block against staging, and expects each named.
 func TestVerifyPostgreSQL(t *testing.T) {
-	for _, chainName := range []string{"cometbft", "evm"} {
+	for _, chainName := range family.Names() {
 		t.Run(chainName, func(t *testing.T) {
 			stg := archiveFixture(t, chainName, 600)
 			dsn := pgtest.NewDatabase(t)
@@ -273,7 +273,8 @@ func TestVerifyPostgreSQL(t *testing.T) {
 			if err != nil || r.PG == nil || r.PG.Blocks != 600 || len(r.PG.Streams) != 2 || r.Staging.Records != 600 {
 				t.Fatalf("clean: %v %+v", err, r.PG)
 			}
-			hc := map[string]string{"cometbft": "height", "evm": "number"}[chainName]
+			fam, _ := family.Lookup(chainName)
+			hc := fam.Tables()[0].HeightColumn // the blocks table's
 			sch := chainName
 			execSQL(t, dsn,
 				"UPDATE "+sch+".blocks SET parent_hash = '\\x00' WHERE "+hc+" = 301", // the seam
@@ -374,7 +375,7 @@ func damageLargest(t *testing.T, dir, ext string) {
 // staged it says which chunks it could not compare, not that they are
 // equal.
 func TestVerifyPostgreSQLComparesEveryTableWithStaging(t *testing.T) {
-	for _, chainName := range []string{"cometbft", "evm"} {
+	for _, chainName := range family.Names() {
 		t.Run(chainName, func(t *testing.T) {
 			const to = 600
 			stg := archiveFixture(t, chainName, to)
@@ -385,7 +386,11 @@ func TestVerifyPostgreSQLComparesEveryTableWithStaging(t *testing.T) {
 			if err != nil || r.PG == nil || !r.PG.Complete {
 				t.Fatalf("clean: %v %+v", err, r.PG)
 			}
-			want := map[string][]string{"cometbft": {"blocks", "transactions", "events", "commit_signatures", "validator_updates", "consensus_param_updates", "messages"}, "evm": {"blocks", "transactions", "logs", "withdrawals"}}[chainName]
+			fam, _ := family.Lookup(chainName)
+			var want []string
+			for _, tb := range fam.Tables() {
+				want = append(want, tb.Name)
+			}
 			if len(r.PG.Tables) != len(want) {
 				t.Fatalf("tables compared: %+v", r.PG.Tables)
 			}
@@ -397,13 +402,13 @@ func TestVerifyPostgreSQLComparesEveryTableWithStaging(t *testing.T) {
 			if r.PG.Tables[1].Rows == 0 || r.PG.Tables[2].Rows == 0 {
 				t.Errorf("no rows compared: %+v", r.PG.Tables)
 			}
-			child, hc := map[string][2]string{"cometbft": {"events", "height"}, "evm": {"logs", "block_number"}}[chainName], map[string]string{"cometbft": "height", "evm": "block_number"}[chainName]
-			cell := map[string]string{"cometbft": "gas_used = gas_used + 1", "evm": "gas_used = gas_used + 1"}[chainName]
-			txIndex := map[string]string{"cometbft": "tx_index", "evm": "transaction_index"}[chainName]
+			// The child table is the third (events, logs); every family's
+			// transactions have a gas_used.
+			child, hc := [2]string{want[2], fam.Tables()[2].HeightColumn}, fam.Tables()[1].HeightColumn
 			txHeight := uint64(queryInt(t, dsn, fmt.Sprintf("SELECT min(%[1]s) FROM %[2]s.transactions WHERE %[1]s >= 420", hc, chainName)))
 			execSQL(t, dsn,
 				fmt.Sprintf("DELETE FROM %[1]s.%[2]s WHERE ctid = (SELECT ctid FROM %[1]s.%[2]s WHERE %[3]s = 250 LIMIT 1)", chainName, child[0], child[1]),
-				fmt.Sprintf("UPDATE %s.transactions SET %s WHERE %s = %d AND %s = 0", chainName, cell, hc, txHeight, txIndex),
+				fmt.Sprintf("UPDATE %[1]s.transactions SET gas_used = gas_used + 1 WHERE ctid = (SELECT ctid FROM %[1]s.transactions WHERE %[2]s = %[3]d LIMIT 1)", chainName, hc, txHeight),
 			)
 			r, err = runVerify(t, cfg)
 			if ExitCode(err) != ExitData {

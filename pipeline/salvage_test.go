@@ -16,6 +16,7 @@ import (
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
+	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/internal/storetest"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/staging"
@@ -215,7 +216,7 @@ func gapHeights(gs []archive.Gap) []uint64 {
 // every key of the original byte for byte — for both chain families.
 func TestRepairSalvagesADamagedManifest(t *testing.T) {
 	const to = 1500
-	for _, chainName := range []string{"cometbft", "evm"} {
+	for _, chainName := range family.Names() {
 		for _, damage := range []string{"truncated", "garbled", "garbled-unopenable", "deleted", "wal-only", "manifest-and-table"} {
 			t.Run(chainName+"/"+damage, func(t *testing.T) {
 				n, mirror := uint64(to), true

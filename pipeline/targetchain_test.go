@@ -15,6 +15,7 @@ import (
 	"github.com/blockhaul/blockhaul/chain/evm"
 	"github.com/blockhaul/blockhaul/chain/evmsynth"
 	"github.com/blockhaul/blockhaul/export"
+	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 	"github.com/blockhaul/blockhaul/internal/rpctest"
 	"github.com/blockhaul/blockhaul/staging"
@@ -108,7 +109,7 @@ func familyFirst(fam string) uint64 {
 // is refused with exit 4 naming both chains, and leaves the target schema
 // and its own staging store exactly as they were.
 func TestEveryWriterRefusesAnotherChainAndLeavesBothStores(t *testing.T) {
-	for _, fam := range []string{"cometbft", "evm"} {
+	for _, fam := range family.Names() {
 		t.Run(fam, func(t *testing.T) {
 			dsn := pgtest.NewDatabase(t)
 			dir := t.TempDir()
@@ -227,7 +228,7 @@ func chainRecord(t *testing.T, dsn, schema string) export.ChainRecord {
 // against its rows (another seed's chain is refused, naming the block
 // whose hashes differ), and the chain's own next batch records it.
 func TestSchemaWithoutChainRecordIsCheckedAgainstItsRowsThenRecorded(t *testing.T) {
-	for _, fam := range []string{"cometbft", "evm"} {
+	for _, fam := range family.Names() {
 		t.Run(fam, func(t *testing.T) {
 			dsn := pgtest.NewDatabase(t)
 			dir := t.TempDir()

@@ -141,6 +141,9 @@ func (d *Decoder) decode(b *Block, rows *chain.Rows) error {
 	br := rows.Row(TableBlocks)
 	br[colBlockHeight] = height
 	br[colBlockHash] = x.bytes(b.Hash)
+	if b.Parent != nil {
+		br[colBlockParentHash] = x.hashOf("parent.block_hash", b.Parent.BlockHash)
+	}
 	br[colBlockTimestamp] = ts
 	br[colBlockFirstVersion] = rows.BoxInt64(int64(b.FirstVersion))
 	br[colBlockLastVersion] = rows.BoxInt64(int64(b.LastVersion))

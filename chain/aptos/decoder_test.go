@@ -119,9 +119,13 @@ func expectRows(t testing.TB, raw []byte) [][][]any {
 	height := u64(t, blk["block_height"])
 	ts := time.UnixMicro(u64(t, blk["block_timestamp"]))
 	out := make([][][]any, 5)
-	b := []any{height, hexBytes(t, blk["block_hash"]), ts, u64(t, blk["first_version"]), u64(t, blk["last_version"]), nil, nil, nil, int32(len(txs))}
+	var parent any
+	if p, ok := rec["parent"].(obj); ok {
+		parent = hexBytes(t, p["block_hash"])
+	}
+	b := []any{height, hexBytes(t, blk["block_hash"]), parent, ts, u64(t, blk["first_version"]), u64(t, blk["last_version"]), nil, nil, nil, int32(len(txs))}
 	if m := txs[0].(obj); m["type"] == "block_metadata_transaction" {
-		b[5], b[6], b[7] = u64(t, m["epoch"]), u64(t, m["round"]), hexBytes(t, m["proposer"])
+		b[6], b[7], b[8] = u64(t, m["epoch"]), u64(t, m["round"]), hexBytes(t, m["proposer"])
 	}
 	out[aptos.TableBlocks] = append(out[aptos.TableBlocks], b)
 	for _, x := range txs {

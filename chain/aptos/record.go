@@ -195,6 +195,61 @@ func (e *RecordError) Fault() fault.Class { return fault.Unsound }
 // ParseRecord reads a raw record whole. It checks the shape of what it
 // reads (numbers, hashes), not how the parts agree: that is VerifyBlock's.
 func ParseRecord(raw []byte) (*Block, error) {
+	// One pass over the record; a record that does not read is read again
+	// in parts, for an error that names the part.
+	var rec struct {
+		Block struct {
+			BlockHeight    string `json:"block_height"`
+			BlockHash      string `json:"block_hash"`
+			BlockTimestamp string `json:"block_timestamp"`
+			FirstVersion   string `json:"first_version"`
+			LastVersion    string `json:"last_version"`
+			Transactions   []Tx   `json:"transactions"`
+		} `json:"block"`
+		Pages  [][]Tx  `json:"pages"`
+		Parent *Parent `json:"parent"`
+	}
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return parseRecordParts(raw)
+	}
+	rb := &rec.Block
+	b, err := newBlock(rb.BlockHeight, rb.BlockHash, rb.BlockTimestamp, rb.FirstVersion, rb.LastVersion, rec.Parent)
+	if err != nil {
+		return nil, err
+	}
+	b.Txs = rb.Transactions
+	for _, p := range rec.Pages {
+		b.Txs = append(b.Txs, p...)
+	}
+	return b, nil
+}
+
+// newBlock reads a block's fields.
+func newBlock(height, hash, timestamp, first, last string, parent *Parent) (*Block, error) {
+	h, err := parseU64(height)
+	if err != nil {
+		return nil, fmt.Errorf("aptos: record: block_height %q: %w", height, err)
+	}
+	b := &Block{Height: h, Parent: parent}
+	bad := func(field string, err error) error { return &RecordError{Height: h, Field: field, Reason: err.Error()} }
+	if b.Hash, err = parseBlockHash(hash, h); err != nil {
+		return nil, bad("block_hash", err)
+	}
+	if b.TimestampUS, err = parseU64(timestamp); err != nil {
+		return nil, bad("block_timestamp", err)
+	}
+	if b.FirstVersion, err = parseU64(first); err != nil {
+		return nil, bad("first_version", err)
+	}
+	if b.LastVersion, err = parseU64(last); err != nil {
+		return nil, bad("last_version", err)
+	}
+	return b, nil
+}
+
+// parseRecordParts reads a record part by part, for the error of one that
+// does not read.
+func parseRecordParts(raw []byte) (*Block, error) {
 	var rec Record
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		return nil, fmt.Errorf("aptos: record: %w", err)
@@ -203,24 +258,11 @@ func ParseRecord(raw []byte) (*Block, error) {
 	if err := json.Unmarshal(rec.Block, &rb); err != nil {
 		return nil, fmt.Errorf("aptos: record: block: %w", err)
 	}
-	h, err := parseU64(rb.BlockHeight)
+	b, err := newBlock(rb.BlockHeight, rb.BlockHash, rb.BlockTimestamp, rb.FirstVersion, rb.LastVersion, rec.Parent)
 	if err != nil {
-		return nil, fmt.Errorf("aptos: record: block_height %q: %w", rb.BlockHeight, err)
+		return nil, err
 	}
-	b := &Block{Height: h, Parent: rec.Parent}
-	bad := func(field string, err error) error { return &RecordError{Height: h, Field: field, Reason: err.Error()} }
-	if b.Hash, err = parseBlockHash(rb.BlockHash, h); err != nil {
-		return nil, bad("block_hash", err)
-	}
-	if b.TimestampUS, err = parseU64(rb.BlockTimestamp); err != nil {
-		return nil, bad("block_timestamp", err)
-	}
-	if b.FirstVersion, err = parseU64(rb.FirstVersion); err != nil {
-		return nil, bad("first_version", err)
-	}
-	if b.LastVersion, err = parseU64(rb.LastVersion); err != nil {
-		return nil, bad("last_version", err)
-	}
+	bad := func(field string, err error) error { return &RecordError{Height: b.Height, Field: field, Reason: err.Error()} }
 	n := len(rb.Transactions)
 	pages := make([][]json.RawMessage, len(rec.Pages))
 	for i, p := range rec.Pages {
@@ -239,7 +281,7 @@ func ParseRecord(raw []byte) (*Block, error) {
 			}
 		}
 	}
-	return b, nil
+	return nil, bad("record", errors.New("does not read as a whole, yet every part does"))
 }
 
 // parseU64 reads a REST u64: a decimal string.

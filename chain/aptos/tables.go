@@ -15,6 +15,7 @@ const (
 const (
 	colBlockHeight = iota
 	colBlockHash
+	colBlockParentHash
 	colBlockTimestamp
 	colBlockFirstVersion
 	colBlockLastVersion
@@ -116,6 +117,7 @@ func Tables() []chain.Table {
 		Columns: []chain.Column{
 			colBlockHeight:       bigint("height"),
 			colBlockHash:         bytea("hash"),
+			colBlockParentHash:   null(bytea("parent_hash")), // the block before's, as the node named it; NULL at genesis
 			colBlockTimestamp:    timestamptz("timestamp"),
 			colBlockFirstVersion: bigint("first_version"),
 			colBlockLastVersion:  bigint("last_version"),

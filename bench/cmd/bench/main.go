@@ -98,6 +98,7 @@ func defineFlags(fs *flag.FlagSet) *cliFlags {
 	fs.Int64Var(&c.cfg.Seed, "seed", 1, "seed of the synthetic chains")
 	fs.Uint64Var(&c.cfg.CometBFTBlocks, "cometbft-blocks", 20_000, "blocks staged and exported at CometBFT density")
 	fs.Uint64Var(&c.cfg.EVMBlocks, "evm-blocks", 2_000, "blocks staged and exported at EVM density")
+	fs.Uint64Var(&c.cfg.AptosBlocks, "aptos-blocks", 5_000, "blocks staged and exported at Aptos density")
 	fs.BoolVar(&c.cfg.RawMessages, "raw-messages", false, "export Cosmos messages without decoding them (the cost of messages.decoded)")
 	fs.IntVar(&c.cfg.BatchBlocks, "batch-blocks", 500, "blocks per export transaction (baseline too)")
 	fs.IntVar(&c.cfg.Rounds, "rounds", 2, "runs of export and of the baseline (alternating), and of each range size; the best counts")
