@@ -19,8 +19,10 @@ import (
 	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/staging"
 	pq "github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+	"golang.org/x/sync/errgroup"
 )
 
 // Config configures Write. Bucket, the range and Identity are required.
@@ -466,7 +468,7 @@ func (w *writer) segment(ctx context.Context, from, to uint64, prev []byte) (Seg
 			return Segment{}, fmt.Errorf("parquet: write %s: %w", f.path, err)
 		}
 		f.pw = pq.NewWriter(f, ts.schema,
-			pq.Compression(&pq.Zstd),
+			pq.Compression(&zstdFastest),
 			pq.MaxRowsPerRowGroup(int64(w.cfg.RowGroupRows)),
 			pq.CreatedBy("blockhaul", w.cfg.Version, ""),
 			pq.DataPageStatistics(true),
@@ -484,46 +486,93 @@ func (w *writer) segment(ctx context.Context, from, to uint64, prev []byte) (Seg
 		}
 	}()
 
-	rows := chain.NewRows(w.dec.Tables())
-	next, prevSrc := from, "the segment before"
-	if prev == nil {
-		prevSrc = ""
+	// A reader decodes the next batch while the tables of this one are
+	// written, each table by a goroutine of its own; the batches are the
+	// same whatever the timing, so the bytes are too.
+	g, gctx := errgroup.WithContext(sctx)
+	free := make(chan *chain.Rows, 2)
+	for range 2 {
+		free <- chain.NewRows(w.dec.Tables())
 	}
-	var last []byte
-	for next <= to {
-		if err := ctx.Err(); err != nil {
-			return Segment{}, err
+	type decoded struct {
+		d    export.Decoded
+		rows *chain.Rows
+	}
+	batches := make(chan decoded)
+	g.Go(func() error {
+		defer close(batches)
+		next, prevSrc := from, "the segment before"
+		if prev == nil {
+			prevSrc = ""
 		}
-		end := min(next+batchBlocks-1, to)
-		if end < next {
-			end = to
-		}
-		d, err := export.ReadDecoded(w.store, w.dec, next, end, batchRows, prev, prevSrc, rows)
-		if err != nil {
-			return Segment{}, err
-		}
-		st := BatchStats{From: d.From, To: d.To, Rows: make([]int, len(files))}
-		for i, f := range files {
-			ts := w.schemas[i]
-			tr := rows.Table(i)
-			st.Rows[i] = len(tr)
-			for j := 0; j < len(tr); j += rowChunk {
-				if err := f.write(ts, tr[j:min(j+rowChunk, len(tr))]); err != nil {
-					return Segment{}, err
-				}
+		for next <= to {
+			var rows *chain.Rows
+			select {
+			case rows = <-free:
+			case <-gctx.Done():
+				return gctx.Err()
 			}
-			f.rows += int64(len(tr))
-			w.res.Rows[ts.table.Name] += uint64(len(tr))
+			end := min(next+batchBlocks-1, to)
+			if end < next {
+				end = to
+			}
+			d, err := export.ReadDecoded(w.store, w.dec, next, end, batchRows, prev, prevSrc, rows)
+			if err != nil {
+				return err
+			}
+			select {
+			case batches <- decoded{d, rows}:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			prev, prevSrc = d.LastHash, "staging"
+			if next = d.To + 1; next == 0 {
+				break
+			}
 		}
-		rows.Reuse()
-		prev, prevSrc, last = d.LastHash, "staging", d.LastHash
-		next = d.To + 1
-		if w.cfg.OnBatch != nil {
-			w.cfg.OnBatch(st)
+		return nil
+	})
+	var last []byte
+	g.Go(func() error {
+		for b := range batches {
+			st := BatchStats{From: b.d.From, To: b.d.To, Rows: make([]int, len(files))}
+			var tg errgroup.Group
+			for i, f := range files {
+				tr := b.rows.Table(i)
+				st.Rows[i] = len(tr)
+				if len(tr) == 0 {
+					continue
+				}
+				tg.Go(func() error {
+					for j := 0; j < len(tr); j += rowChunk {
+						if err := f.write(w.schemas[i], tr[j:min(j+rowChunk, len(tr))]); err != nil {
+							return err
+						}
+					}
+					f.rows += int64(len(tr))
+					return nil
+				})
+			}
+			if err := tg.Wait(); err != nil {
+				return err
+			}
+			for i, n := range st.Rows {
+				w.res.Rows[w.schemas[i].table.Name] += uint64(n)
+			}
+			b.rows.Reuse() // written: parquet-go copied every value
+			free <- b.rows
+			last = b.d.LastHash
+			if w.cfg.OnBatch != nil {
+				w.cfg.OnBatch(st)
+			}
 		}
-		if next == 0 {
-			break
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		if ctx.Err() != nil {
+			return Segment{}, ctx.Err()
 		}
+		return Segment{}, err
 	}
 	seg := Segment{From: from, To: to, ParentHash: hex.EncodeToString(parent), LastHash: hex.EncodeToString(last),
 		Shape: w.shape, Version: w.cfg.Version}
@@ -556,6 +605,11 @@ const (
 	batchBlocks = 500
 	batchRows   = 100_000
 )
+
+// zstdFastest is zstd at its fastest level: the default level took 1.5
+// times the CPU of this one for files 1% smaller (20,000 synthetic CometBFT
+// blocks: 70.8 MB against 71.5 MB; docs/parquet.md).
+var zstdFastest = zstd.Codec{Level: zstd.SpeedFastest}
 
 // rowChunk is how many rows go to parquet-go in one WriteRows.
 const rowChunk = 1024
