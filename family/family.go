@@ -150,6 +150,10 @@ func NoMessageTypes() *MessageTypes { return protodec.None() }
 // that do not compile (--proto).
 var ErrProtoCompile = protodec.ErrCompile
 
+// ErrProtoDir is wrapped by LoadMessageTypes' error for a --proto
+// directory that is not there or cannot be read.
+var ErrProtoDir = protodec.ErrProtoDir
+
 // LoadMessageTypes compiles the .proto files under protoDirs and links the
 // descriptor sets in descriptorSets over the built-in set; an error names
 // the directory or file and wraps protodec.ErrCompile or

@@ -85,6 +85,34 @@ AND e.block_number = 6`); n != 1 {
 		t.Fatalf("the Transfer at 6 does not match its log: %d", n)
 	}
 
+	// docs/evm-events.md's query of a Transfer table runs as written
+	// (here on g_, the test ABI's name), its from and to quoted; bare, the
+	// same query is a syntax error, which is why the page says to quote.
+	doc, err := os.ReadFile("../docs/evm-events.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docQuery string
+	for _, l := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(l, `SELECT block_number, "from", "to"`) {
+			docQuery = strings.ReplaceAll(strings.TrimSuffix(l, ";"), "evm.erc20_", "evm.g_")
+		}
+	}
+	if docQuery == "" {
+		t.Fatal(`docs/evm-events.md has no query of "from" and "to"`)
+	}
+	if n := queryInt(t, withABI, "SELECT count(*) FROM ("+docQuery+") q"); n != 6 {
+		t.Errorf("docs/evm-events.md's query gave %d rows, want the 6 Transfers", n)
+	}
+	{
+		conn := pgtest.ConnectTo(t, withABI)
+		_, err := conn.Exec(ctx, strings.NewReplacer(`"from"`, "from", `"to"`, "to").Replace(docQuery))
+		conn.Close(ctx)
+		if err == nil || !strings.Contains(err.Error(), "syntax error") {
+			t.Errorf("the query with from and to bare: %v, want a syntax error", err)
+		}
+	}
+
 	// Exported without the ABI, then replayed with it.
 	plain := pgtest.NewDatabase(t)
 	stg := filepath.Join(t.TempDir(), "p")

@@ -410,7 +410,7 @@ func (c *Config) Validate() error {
 		switch {
 		case err == nil:
 			c.messages = m
-		case len(c.Proto) > 0 && errors.Is(err, family.ErrProtoCompile):
+		case len(c.Proto) > 0 && (errors.Is(err, family.ErrProtoCompile) || errors.Is(err, family.ErrProtoDir)):
 			bad("proto", "%v", err)
 		default:
 			bad("proto-descriptors", "%v", err)

@@ -141,3 +141,13 @@ func TestGoodInputRuns(t *testing.T) {
 		t.Fatalf("export --help exited %d, or does not give --export-streams' default auto and its rule:\n%s", code, out)
 	}
 }
+
+// TestUnparsedFlagSaidOnce: a --to of 2^64 is refused for not parsing,
+// and only for that (before: also "0 is below --from 1", of the value it
+// was not given).
+func TestUnparsedFlagSaidOnce(t *testing.T) {
+	code, out := blockhaul(t, "fetch", "--to", "18446744073709551616", "--staging", filepath.Join(t.TempDir(), "s"))
+	if code != 2 || !strings.Contains(out, `"18446744073709551616"`) || strings.Contains(out, "is below --from") || strings.Count(out, "--to (") != 1 {
+		t.Errorf("exit %d:\n%s\nwant exit 2 and one problem with --to, its value", code, out)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"syscall"
 
 	"github.com/blockhaul/blockhaul/family"
@@ -55,7 +56,13 @@ func run(args []string) int {
 	problems := cl.problems
 	var ce *pipeline.ConfigError
 	if err := cfg.Validate(); errors.As(err, &ce) {
-		problems = append(problems, ce.Fields...)
+		// A flag whose value did not parse is said once, for that: its
+		// unset value (--to 0 for a --to of 2^64) is no second problem.
+		for _, f := range ce.Fields {
+			if f.Flag == "" || !slices.ContainsFunc(cl.problems, func(p *pipeline.FieldError) bool { return p.Flag == f.Flag }) {
+				problems = append(problems, f)
+			}
+		}
 	} else if err != nil {
 		problems = append(problems, &pipeline.FieldError{Msg: err.Error()})
 	}

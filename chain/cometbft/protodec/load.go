@@ -84,6 +84,11 @@ func registerOnce(r *protoregistry.Files, fd protoreflect.FileDescriptor) error 
 
 // compileDir compiles every .proto file under dir.
 func compileDir(ctx context.Context, dir string, user, base *protoregistry.Files) ([]protoreflect.FileDescriptor, error) {
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("%w: --proto %s: %v", ErrProtoDir, dir, errors.Unwrap(err))
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("%w: --proto %s: not a directory", ErrProtoDir, dir)
+	}
 	var files []string
 	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {

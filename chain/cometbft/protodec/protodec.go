@@ -51,6 +51,9 @@ var (
 	// ErrCompile is a --proto directory whose files do not compile (a
 	// syntax error, a missing import); the error names file and line.
 	ErrCompile = errors.New("protodec: proto files do not compile")
+	// ErrProtoDir is a --proto directory that is not there or cannot be
+	// read: no file was compiled.
+	ErrProtoDir = errors.New("protodec: --proto directory cannot be read")
 	// ErrDescriptorSet is a --proto-descriptors file that is not a
 	// FileDescriptorSet or whose files do not link.
 	ErrDescriptorSet = errors.New("protodec: bad descriptor set")

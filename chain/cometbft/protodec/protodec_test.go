@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -312,13 +313,19 @@ func TestLoadErrors(t *testing.T) {
 	}{
 		{"syntax error", Options{ProtoDirs: []string{syntax}}, ErrCompile, "bad.proto:3"},
 		{"missing import", Options{ProtoDirs: []string{missing}}, ErrCompile, "nowhere/gone.proto"},
-		{"no such directory", Options{ProtoDirs: []string{filepath.Join(syntax, "none")}}, ErrCompile, "none"},
+		{"no such directory", Options{ProtoDirs: []string{filepath.Join(syntax, "none")}}, ErrProtoDir, "none: no such file or directory"},
+		{"a file, not a directory", Options{ProtoDirs: []string{notSet}}, ErrProtoDir, "x: not a directory"},
 		{"empty directory", Options{ProtoDirs: []string{t.TempDir()}}, ErrCompile, "no .proto files"},
 		{"not a descriptor set", Options{DescriptorSets: []string{notSet}}, ErrDescriptorSet, notSet},
 		{"no such file", Options{DescriptorSets: []string{notSet + ".none"}}, ErrDescriptorSet, ".none"},
 		{"a set that does not link", Options{DescriptorSets: []string{unlinked}}, ErrDescriptorSet, "unlinked.binpb: x/bad.proto: "},
 	} {
 		_, err := Load(ctx, c.opts)
+		// A directory that is not there was reported as files that do
+		// not compile.
+		if c.want == ErrProtoDir && (errors.Is(err, ErrCompile) || strings.Contains(fmt.Sprint(err), "compile")) {
+			t.Errorf("%s: %v; nothing was compiled", c.name, err)
+		}
 		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.names) {
 			t.Errorf("%s: %v; want %v naming %q", c.name, err, c.want, c.names)
 		}
