@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -87,13 +88,17 @@ type StreamState struct {
 
 // Digest is a whole schema's digest.
 type Digest struct {
-	Schema   string        `json:"schema"`
-	From     *uint64       `json:"from,omitempty"`
-	To       *uint64       `json:"to,omitempty"`
-	Chunk    uint64        `json:"chunk"`
-	Tables   []TableDigest `json:"tables"`
-	Streams  []StreamState `json:"streams"`
-	Duration time.Duration `json:"duration_ns"`
+	Schema string        `json:"schema"`
+	From   *uint64       `json:"from,omitempty"`
+	To     *uint64       `json:"to,omitempty"`
+	Chunk  uint64        `json:"chunk"`
+	Tables []TableDigest `json:"tables"`
+	// NotCompared are the tables of the schema not digested: no decoder
+	// of this checksum makes them (UnknownTable). A digest without them
+	// does not say the schema is what another holds.
+	NotCompared []string      `json:"tables_not_compared"`
+	Streams     []StreamState `json:"streams"`
+	Duration    time.Duration `json:"duration_ns"`
 }
 
 // rowHash is the per-row hash, built from PostgreSQL's own typed hash
@@ -202,7 +207,16 @@ func Checksum(ctx context.Context, conn *pgx.Conn, cfg ChecksumConfig) (Digest, 
 			}
 			d.Tables = append(d.Tables, td)
 		}
-		var err error
+		inSchema, err := SchemaTables(ctx, tx, cfg.Schema)
+		if err != nil {
+			return fmt.Errorf("archive: checksum: list the tables of %s: %w", cfg.Schema, err)
+		}
+		d.NotCompared = []string{}
+		for _, name := range inSchema {
+			if !slices.ContainsFunc(cfg.Tables, func(t chain.Table) bool { return t.Name == name }) {
+				d.NotCompared = append(d.NotCompared, name)
+			}
+		}
 		d.Streams, err = streamStates(ctx, tx, qs)
 		return err
 	})

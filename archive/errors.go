@@ -2,6 +2,7 @@ package archive
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/blockhaul/blockhaul/internal/fault"
 )
@@ -20,3 +21,19 @@ func (e *DataError) Error() string {
 
 // Fault marks the error as data that is wrong (exit 4).
 func (e *DataError) Fault() fault.Class { return fault.Data }
+
+// IncompleteError is a check that found nothing wrong in what it compared
+// but left tables of the schema out of the comparison: not clean.
+type IncompleteError struct {
+	Check  string // checksum, verify
+	Tables []string
+}
+
+func (e *IncompleteError) Error() string {
+	return fmt.Sprintf("archive: %s is not clean: %s of the schema not compared (%s): no decoder of this check makes them; give the --abi they were exported with, or export them with a blockhaul that records its decoders",
+		e.Check, Quantity(len(e.Tables), "table"), strings.Join(e.Tables, ", "))
+}
+
+// Fault marks the error as data (exit 4): the check cannot say the data is
+// right.
+func (e *IncompleteError) Fault() fault.Class { return fault.Data }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -17,10 +19,41 @@ type ChecksumReport struct {
 	// difference of data: two databases holding the same rows may have
 	// been filled by different streams.
 	StreamsDiffer bool `json:"streams_differ,omitempty"`
+	// Decoders are the decoder options taken from what the schema
+	// records (not given on the command line).
+	Decoders []string `json:"decoders_recorded,omitempty"`
 }
 
 // Equal reports whether the report found no difference of data.
 func (r ChecksumReport) Equal() bool { return len(r.Differences) == 0 }
+
+// NotCompared are the tables of either schema that were not digested.
+func (r ChecksumReport) NotCompared() []string {
+	out := slices.Clone(r.A.NotCompared)
+	if r.B != nil {
+		for _, t := range r.B.NotCompared {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// writeDecoders says which decoder options came from the schema's record.
+func writeDecoders(w io.Writer, took []string) {
+	if len(took) > 0 {
+		fmt.Fprintf(w, "  decoding as the schema records it was exported: %s\n", strings.Join(took, ", "))
+	}
+}
+
+// writeNotCompared lists tables not compared, and why.
+func writeNotCompared(w io.Writer, width int, tables []string) {
+	for _, t := range tables {
+		fmt.Fprintf(w, "  %-*s NOT COMPARED: %s\n", width, t, UnknownTable)
+	}
+}
 
 // WriteJSON writes v as indented JSON.
 func WriteJSON(w io.Writer, v any) error {
@@ -37,15 +70,21 @@ func (r ChecksumReport) WriteText(w io.Writer) {
 	}
 	if r.B == nil {
 		fmt.Fprintf(w, "checksum of schema %s, %s, chunks of %d heights (%.1fs)\n", r.A.Schema, span, r.A.Chunk, r.A.Duration.Seconds())
+		writeDecoders(w, r.Decoders)
 		width := tableWidth(r.A.Tables)
 		for _, t := range r.A.Tables {
 			fmt.Fprintf(w, "  %-*s %12d rows  digest %s  (%s)\n", width, t.Table, t.Rows, t.Digest, Quantity(len(t.Chunks), "chunk"))
 		}
+		writeNotCompared(w, width, r.A.NotCompared)
 		writeStreams(w, "", r.A.Streams)
+		if n := len(r.A.NotCompared); n > 0 {
+			fmt.Fprintf(w, "result: not clean: %s of the schema not digested (above)\n", Quantity(n, "table"))
+		}
 		return
 	}
 	fmt.Fprintf(w, "checksum of schema %s (A) against %s (B), %s, chunks of %d heights (%.1fs, %.1fs)\n",
 		r.A.Schema, r.B.Schema, span, r.A.Chunk, r.A.Duration.Seconds(), r.B.Duration.Seconds())
+	writeDecoders(w, r.Decoders)
 	byTable := map[string]int{}
 	for _, d := range r.Differences {
 		byTable[d.Table]++
@@ -73,10 +112,14 @@ func (r ChecksumReport) WriteText(w io.Writer) {
 		writeStreams(w, "A ", r.A.Streams)
 		writeStreams(w, "B ", r.B.Streams)
 	}
-	if r.Equal() {
-		fmt.Fprintln(w, "result: equal")
-	} else {
+	writeNotCompared(w, width, r.NotCompared())
+	switch {
+	case !r.Equal():
 		fmt.Fprintf(w, "result: %s\n", Quantity(len(r.Differences), "difference"))
+	case len(r.NotCompared()) > 0:
+		fmt.Fprintf(w, "result: equal in what was compared, not clean: %s not compared (above)\n", Quantity(len(r.NotCompared()), "table"))
+	default:
+		fmt.Fprintln(w, "result: equal")
 	}
 }
 
@@ -150,6 +193,9 @@ type VerifyReport struct {
 	// store at CheckpointAt, while the job went on writing).
 	HeldBy       int       `json:"held_by,omitempty"`
 	CheckpointAt time.Time `json:"checkpoint_at,omitzero"`
+	// Decoders are the decoder options taken from what the schema
+	// records (not given on the command line).
+	Decoders []string `json:"decoders_recorded,omitempty"`
 }
 
 // Problems is the number of things found wrong.
@@ -196,6 +242,7 @@ func (r VerifyReport) WriteText(w io.Writer) {
 	}
 	if p := r.PG; p != nil {
 		fmt.Fprintf(w, "verify postgresql schema %s: %d blocks in %.2fs\n", p.Schema, p.Blocks, p.Duration.Seconds())
+		writeDecoders(w, r.Decoders)
 		for _, s := range p.Streams {
 			fmt.Fprintf(w, "  stream %s from %d at %s", s.Stream, s.From, ptrString(s.Height))
 			if s.Status != "" {
@@ -232,6 +279,8 @@ func (r VerifyReport) WriteText(w io.Writer) {
 	switch n := r.Problems(); {
 	case n > 0:
 		fmt.Fprintf(w, "result: %s\n", Quantity(n, "problem"))
+	case r.PG != nil && len(r.PG.TablesNotCompared) > 0:
+		fmt.Fprintf(w, "result: no problem found, not clean: %s of the schema not compared: %s\n", Quantity(len(r.PG.TablesNotCompared), "table"), strings.Join(r.PG.TablesNotCompared, ", "))
 	case r.PG != nil && !r.PG.Complete:
 		fmt.Fprintln(w, "result: no problem found, not clean: rows left uncompared (above)")
 	default:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
@@ -47,6 +48,11 @@ type PGReport struct {
 	// Complete is whether every table's rows were compared over every
 	// exported height: only then does no problem mean clean.
 	Complete bool `json:"complete"`
+	// TablesNotCompared are the tables of the schema left out of the
+	// comparison whole: no decoder of the verify makes them (another
+	// --abi's, or not blockhaul's), or their rows could not be digested.
+	// The result is then not clean (exit 4).
+	TablesNotCompared []string `json:"tables_not_compared"`
 	// Counts of each kind; the lists stop at MaxListed.
 	DuplicateCount  int           `json:"duplicate_count"`
 	BreakCount      int           `json:"break_count"`
@@ -107,7 +113,10 @@ func VerifyPG(ctx context.Context, conn *pgx.Conn, store *staging.Store, schema 
 		if err != nil || store == nil {
 			return err
 		}
-		return r.compareRows(ctx, tx, store, dec, schema, exported, cfg)
+		if err := r.compareRows(ctx, tx, store, dec, schema, exported, cfg); err != nil {
+			return err
+		}
+		return r.listUncompared(ctx, tx, schema)
 	})
 	r.Duration = time.Since(start)
 	r.Complete = r.Tables != nil && len(r.Uncompared) == 0
@@ -118,6 +127,49 @@ func VerifyPG(ctx context.Context, conn *pgx.Conn, store *staging.Store, schema 
 		return nil, err
 	}
 	return r, nil
+}
+
+// listUncompared adds to r.Tables every table of the schema the decoder
+// does not make, as not compared, and lists in r.TablesNotCompared the
+// schema's tables left out whole.
+func (r *PGReport) listUncompared(ctx context.Context, tx pgx.Tx, schema string) error {
+	inSchema, err := SchemaTables(ctx, tx, schema)
+	if err != nil {
+		return fmt.Errorf("archive: verify: list the tables of %s: %w", schema, err)
+	}
+	r.TablesNotCompared = []string{}
+	known := map[string]bool{}
+	for _, t := range r.Tables {
+		known[t.Table] = true
+		if slices.Contains(inSchema, t.Table) && !t.Compared && !t.inHeights {
+			r.TablesNotCompared = append(r.TablesNotCompared, t.Table)
+		}
+	}
+	for _, name := range inSchema {
+		if known[name] {
+			continue
+		}
+		r.Tables = append(r.Tables, TableCheck{Table: name, NotCompared: UnknownTable, Differs: []RowDifference{}})
+		r.TablesNotCompared = append(r.TablesNotCompared, name)
+	}
+	return nil
+}
+
+// UnknownTable is why a table of the schema no decoder makes was not
+// compared.
+const UnknownTable = "no decoder of this check makes it (not the chain family's, nor an --abi's the schema records or the check was given)"
+
+// SchemaTables lists the tables of schema other than blockhaul's own
+// (blockhaul_*), partitions left out, in name order.
+func SchemaTables(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, schema string) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relname NOT LIKE 'blockhaul\_%' ORDER BY 1`, schema)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 func (r *PGReport) checkStreams(ctx context.Context, tx pgx.Tx, qs, qt, hc string) error {

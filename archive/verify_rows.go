@@ -27,6 +27,8 @@ type TableCheck struct {
 	Rows         int64           `json:"rows"`   // PostgreSQL's rows in them
 	Differs      []RowDifference `json:"differs"`
 	DiffersCount int             `json:"differs_count"`
+
+	inHeights bool // not compared for its heights alone (not staged, unreadable): see Uncompared
 }
 
 // RowDifference is one chunk of heights where a table's rows differ from
@@ -241,6 +243,7 @@ func (r *PGReport) compareRows(ctx context.Context, tx pgx.Tx, store *staging.St
 		if len(sorted) == 0 && len(r.Uncompared) > 0 {
 			tc.Compared = false
 			tc.NotCompared = "no chunk of its heights could be compared (below)"
+			tc.inHeights = true
 			continue
 		}
 		sort.Slice(sorted, func(a, b int) bool { return sorted[a] < sorted[b] })

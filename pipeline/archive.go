@@ -94,6 +94,12 @@ func (c *Config) archiveRange() (from, to uint64, bounded bool) {
 // time, comparing the two) and prints the report. Differences are a
 // *archive.DataError (exit 4).
 func Checksum(ctx context.Context, cfg Config, out io.Writer) error {
+	// The rows were written with the decoder options the schema records:
+	// the tables they make are digested too.
+	took, err := recordedDecodersOf(ctx, &cfg)
+	if err != nil {
+		return err
+	}
 	dec, err := newDecoder(&cfg)
 	if err != nil {
 		return err
@@ -137,6 +143,7 @@ func Checksum(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	r.Decoders = took
 	if len(r.Differences) > 0 {
 		// Name the heights of the differing chunks: one indexed range
 		// query per chunk and database.
@@ -150,7 +157,21 @@ func Checksum(ctx context.Context, cfg Config, out io.Writer) error {
 	if !r.Equal() {
 		return &archive.DataError{Check: "checksum", Problems: len(r.Differences)}
 	}
+	if nc := r.NotCompared(); len(nc) > 0 {
+		return &archive.IncompleteError{Check: "checksum", Tables: nc}
+	}
 	return nil
+}
+
+// recordedDecodersOf takes the decoder options --pg's schema records (see
+// useRecordedDecoders).
+func recordedDecodersOf(ctx context.Context, cfg *Config) ([]string, error) {
+	conn, err := connect(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return useRecordedDecoders(ctx, cfg, conn)
 }
 
 // checksumOf digests ccfg.Schema in the database dsn (given as flag);
@@ -208,6 +229,23 @@ func Verify(ctx context.Context, cfg Config, out io.Writer) error {
 			return err
 		}
 	}
+	var conn *pgx.Conn
+	if cfg.PG != "" {
+		if conn, err = connect(ctx, &cfg); err != nil {
+			return err
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		// The rows were written with the decoder options the schema
+		// records: staging is decoded with them.
+		if r.Decoders, err = useRecordedDecoders(ctx, &cfg, conn); err != nil {
+			return err
+		}
+	}
+	if len(cfg.ABI) > 0 && cfg.Events == nil {
+		if err := compileABIs(&cfg, cfg.ABI); err != nil { // with the store's family
+			return err
+		}
+	}
 	dec, err := newDecoder(&cfg)
 	if err != nil {
 		return err
@@ -220,12 +258,7 @@ func Verify(ctx context.Context, cfg Config, out io.Writer) error {
 		return err
 	}
 	r.Staging.Dir = cfg.Staging // not the checkpoint's directory
-	if cfg.PG != "" {
-		conn, err := connect(ctx, &cfg)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(context.WithoutCancel(ctx))
+	if conn != nil {
 		if r.PG, err = archive.VerifyPG(ctx, conn, store, cfg.Schema, dec, vcfg); err != nil {
 			return err
 		}
@@ -235,6 +268,9 @@ func Verify(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	if n := r.Problems(); n > 0 {
 		return &archive.DataError{Check: "verify", Problems: n}
+	}
+	if r.PG != nil && len(r.PG.TablesNotCompared) > 0 {
+		return &archive.IncompleteError{Check: "verify", Tables: r.PG.TablesNotCompared}
 	}
 	return nil
 }

@@ -391,7 +391,7 @@ func (c *Config) Validate() error {
 	}
 	c.Family = fam
 	c.Events = nil
-	if len(c.ABI) > 0 && fam != nil {
+	if len(c.ABI) > 0 && fam != nil && !(c.Command == CmdVerify && !c.ChainSet) { // verify: the store's family decides (Verify)
 		if fam.CompileABIs == nil {
 			bad("abi", "the %s family has no EVM logs to decode: --abi is for --chain evm", fam.Name)
 		} else if set, err := fam.CompileABIs(c.ABI); err != nil {

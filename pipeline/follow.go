@@ -68,6 +68,9 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 	}
 	defer closeSource(src)
 	defer db.Close(context.WithoutCancel(ctx))
+	if err := recordDecoders(ctx, cfg, db); err != nil {
+		return err
+	}
 	// export --replay with this follow's --staging asks it to run the
 	// replay (replayserve.go); the follow's end stops one still running.
 	defer serveReplays(ctx, cfg, store, log, c)(&err)

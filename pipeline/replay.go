@@ -76,6 +76,14 @@ func replayTables(ctx context.Context, cfg *Config, store *staging.Store, log *s
 		OnStart:     h.onStart,
 	}
 	res, err := export.Replay(ctx, db, store, dec, rcfg)
+	if res.Blocks > 0 {
+		// Rows made with the job's decoder options are in: record them
+		// (after Replay's own checks, so that a refused replay changes
+		// nothing).
+		if rerr := recordDecoders(context.WithoutCancel(ctx), cfg, db); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
 	if err != nil {
 		return res, err
 	}

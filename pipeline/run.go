@@ -549,6 +549,9 @@ func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() 
 	if err := checkTargetChain(ctx, cfg, db, store, dec, nil, log); err != nil {
 		return err
 	}
+	if err := recordDecoders(ctx, cfg, db); err != nil {
+		return err
+	}
 	if err := prepareIndexes(ctx, cfg, db, dec, log); err != nil {
 		return err
 	}
@@ -837,6 +840,9 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 	}
 	defer closeSource(src)
 	defer db.Close(context.WithoutCancel(ctx))
+	if err := recordDecoders(ctx, cfg, db); err != nil {
+		return err
+	}
 	if cfg.ToSet {
 		ecfg := exportConfig(cfg, log, c)
 		cur, err := loadCursor(ctx, db, cfg.Schema, ecfg.Stream)

@@ -286,7 +286,8 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.StringVar, &cfg.Bech32Prefix, "bech32-prefix", "", "cometbft: the chain's account address prefix (cosmos, osmo, crc) for transactions.signers; default: learnt from the chain's own addresses in each block",
 		in(groupExport, exporting, []string{cmdVerify}))
 	def(d, fs.StringArrayVar, &cfg.ABI, "abi", nil, "evm: decode logs by a contract ABI into one table per event, NAME_event: NAME=FILE (a JSON ABI), optionally @ADDRESS[,ADDRESS] to read only those contracts' logs; repeatable (see docs/evm-events.md)",
-		in(groupDatabase, exporting, []string{cmdChecksum, cmdVerify}))
+		in(groupDatabase, exporting, []string{cmdChecksum, cmdVerify}).
+			saying("evm: the ABIs the schema's event tables were exported with, NAME=FILE[@ADDRESS,...] (repeatable); default: those the schema records, so its event tables are compared too", cmdChecksum, cmdVerify))
 	def(d, fs.StringVar, &cfg.Tables, "tables", "", "the tables to write, comma separated (blocks,transactions), or all but those given with a leading - (-logs); default all", in(groupExport, exporting).tableList())
 	def(d, fs.StringSliceVar, &cfg.Replay, "replay", nil, "export: write these tables again in place from staging, over the heights the checkpoints cover (or --from/--to within them), beside a running follow", in(groupExport, []string{cmdExport}).tableList())
 
