@@ -1,10 +1,11 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
-	"io"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/blockhaul/blockhaul/internal/pgtest"
@@ -40,9 +41,15 @@ func TestBadDatabaseOrRoleIsConfiguration(t *testing.T) {
 		{"no server, run", CmdRun, noServer, 1},
 	} {
 		cfg := testConfig(c.cmd, c.dsn, stg, nil, 1, 20)
-		_, err := Run(context.Background(), cfg, io.Discard, quiet)
+		var out bytes.Buffer
+		_, err := Run(context.Background(), cfg, &out, quiet)
 		if got := ExitCode(err); got != c.want {
 			t.Errorf("%s: exit %d (%v), want %d", c.name, got, err, c.want)
+		}
+		// A refusal changed nothing: no job summary before its error
+		// (before: "total: 0.1s", the staging size, then the error).
+		if c.want == ExitConfig && strings.Contains(out.String(), "total:") {
+			t.Errorf("%s: refused, but printed a summary:\n%s", c.name, out.String())
 		}
 	}
 }

@@ -273,6 +273,9 @@ func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (S
 	if sum.Backfill != nil && !sum.Backfill.Complete {
 		sum.Complete = false
 	}
+	if err != nil && fault.Is(err, fault.Config) {
+		out = io.Discard // a refused job changed nothing: its error alone is the news, no summary before it
+	}
 	ms := m.Summary()
 	ms.Command, ms.Complete = cfg.Command, sum.Complete && len(sum.IndexesPending) == 0
 	if len(cfg.Replay) > 0 {
