@@ -603,3 +603,36 @@ func tableExists(ctx context.Context, conn querier, name string) (bool, error) {
 	}
 	return exists, nil
 }
+
+// IndexesPresent reads the catalog for which of the deferred indexes names
+// exist in schema already, whatever the deferred record says (a build
+// interrupted between building and forgetting one): "built" for an index,
+// or a primary key whose constraint is attached; "index" for a primary key
+// whose unique index is built and not yet attached as the key.
+func IndexesPresent(ctx context.Context, conn *pgx.Conn, schema string, names []string) (map[string]string, error) {
+	rows, err := conn.Query(ctx, `SELECT n, to_regclass(quote_ident($1) || '.' || quote_ident(n)) IS NOT NULL,
+       EXISTS (SELECT 1 FROM pg_constraint c JOIN pg_namespace s ON s.oid = c.connamespace WHERE s.nspname = $1 AND c.conname = n AND c.contype = 'p')
+FROM unnest($2::text[]) AS n`, schema, names)
+	if err != nil {
+		return nil, fmt.Errorf("export: read which deferred indexes exist: %w", err)
+	}
+	present := map[string]string{}
+	for rows.Next() {
+		var n string
+		var idx, key bool
+		if err := rows.Scan(&n, &idx, &key); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("export: read which deferred indexes exist: %w", err)
+		}
+		switch {
+		case key:
+			present[n] = "built"
+		case idx:
+			present[n] = "index"
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("export: read which deferred indexes exist: %w", err)
+	}
+	return present, nil
+}

@@ -74,6 +74,9 @@ func settleIndexes(ctx context.Context, cfg *Config, db *export.Session, sum *Su
 	if err == nil {
 		sum.KeysPending, err = export.PendingKeys(lctx, conn, cfg.Schema)
 	}
+	if err == nil {
+		sum.IndexesPresent, err = export.IndexesPresent(lctx, conn, cfg.Schema, pending)
+	}
 	if err != nil {
 		log.Warn("cannot read which indexes are still deferred", "err", err)
 		return
@@ -81,19 +84,66 @@ func settleIndexes(ctx context.Context, cfg *Config, db *export.Session, sum *Su
 	sum.IndexesPending = pending
 }
 
+// indexesPresent reads from the catalog which of the pending indexes exist
+// (export.IndexesPresent) on a connection of its own, the job's context
+// having ended (an interrupted build); nil when it cannot.
+func indexesPresent(ctx context.Context, cfg *Config, db *export.Session, pending []string, log *slog.Logger) map[string]string {
+	dial := db.Dialer()
+	if dial == nil || len(pending) == 0 {
+		return nil
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pendingLookupTimeout)
+	defer cancel()
+	conn, err := dial(lctx)
+	if err != nil {
+		log.Warn("cannot read which deferred indexes exist", "err", err)
+		return nil
+	}
+	defer conn.Close(lctx)
+	present, err := export.IndexesPresent(lctx, conn, cfg.Schema, pending)
+	if err != nil {
+		log.Warn("cannot read which deferred indexes exist", "err", err)
+	}
+	return present
+}
+
 // writePending says which of the deferred indexes pending (keys among
-// them) are not built yet, indexes and primary keys apart.
-func writePending(out io.Writer, pending, keys []string) {
+// them) exist and which do not yet, indexes and primary keys apart, as the
+// catalog says (present: export.IndexesPresent), not the build's plan.
+func writePending(out io.Writer, pending, keys []string, present map[string]string) {
 	var indexes []string
 	for _, name := range pending {
 		if !slices.Contains(keys, name) {
 			indexes = append(indexes, name)
 		}
 	}
-	if len(indexes) > 0 {
-		fmt.Fprintf(out, "  indexes: %d deferred, not built yet: %s (the next run builds them)\n", len(indexes), strings.Join(indexes, ", "))
+	write := func(what string, names []string) {
+		if len(names) == 0 {
+			return
+		}
+		var built, index, not []string
+		for _, n := range names {
+			switch present[n] {
+			case "built":
+				built = append(built, n)
+			case "index":
+				index = append(index, n)
+			default:
+				not = append(not, n)
+			}
+		}
+		var parts []string
+		if len(built) > 0 {
+			parts = append(parts, fmt.Sprintf("%d built: %s", len(built), strings.Join(built, ", ")))
+		}
+		if len(index) > 0 {
+			parts = append(parts, fmt.Sprintf("%d with the unique index built, not yet attached as the key: %s", len(index), strings.Join(index, ", ")))
+		}
+		if len(not) > 0 {
+			parts = append(parts, fmt.Sprintf("%d not built yet: %s", len(not), strings.Join(not, ", ")))
+		}
+		fmt.Fprintf(out, "  %s: %d deferred; %s (the next run finishes them)\n", what, len(names), strings.Join(parts, "; "))
 	}
-	if len(keys) > 0 {
-		fmt.Fprintf(out, "  primary keys: %d deferred, not built yet: %s (the next run builds them)\n", len(keys), strings.Join(keys, ", "))
-	}
+	write("indexes", indexes)
+	write("primary keys", keys)
 }

@@ -63,6 +63,9 @@ type Summary struct {
 	// KeysPending names those of IndexesPending that are primary keys
 	// (deferred for a fresh fill).
 	KeysPending []string
+	// IndexesPresent says which of IndexesPending exist in the catalog
+	// already (export.IndexesPresent).
+	IndexesPresent map[string]string
 	// IndexesRebuilt counts the deferred indexes a failed fill built again
 	// before it exited, and KeysRebuilt the primary keys.
 	IndexesRebuilt, KeysRebuilt int
@@ -282,7 +285,7 @@ func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (S
 		ms.Replayed = cfg.SelectedTables
 	}
 	ms.WriteText(out)
-	writePending(out, sum.IndexesPending, sum.KeysPending)
+	writePending(out, sum.IndexesPending, sum.KeysPending, sum.IndexesPresent)
 	if sum.IndexesRebuilt > 0 {
 		fmt.Fprintf(out, "  indexes: %d dropped for the fill, rebuilt after it failed\n", sum.IndexesRebuilt)
 	}
@@ -801,6 +804,7 @@ func finishIndexesWith(ctx context.Context, cfg *Config, db *export.Session, sum
 	var pe *export.IndexesPendingError
 	if errors.As(err, &pe) {
 		sum.IndexesPending, sum.KeysPending = pe.Pending, pe.Keys
+		sum.IndexesPresent = indexesPresent(ctx, cfg, db, pe.Pending, bo.Logger)
 	}
 	if err == nil || pe != nil {
 		a := &sum.AfterFill

@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 
+	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/staging"
@@ -183,6 +184,27 @@ func pgStatus(ctx context.Context, cfg Config, out io.Writer) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	// A backfill whose rows are all in is not done while the keys and
+	// indexes its fill deferred are not built: its tables lack them.
+	var unfinished string
+	if deferred, err := export.IndexesDeferred(ctx, conn, cfg.Schema); err != nil {
+		return err
+	} else if deferred {
+		pending, err := export.PendingIndexes(ctx, conn, cfg.Schema)
+		if err != nil {
+			return err
+		}
+		keys, err := export.PendingKeys(ctx, conn, cfg.Schema)
+		if err != nil {
+			return err
+		}
+		switch {
+		case len(keys) > 0:
+			unfinished = fmt.Sprintf("rows complete, not finished: %s of its tables and %d of their indexes still to build (below)", archive.Quantity(len(keys), "primary key"), len(pending)-len(keys))
+		case len(pending) > 0:
+			unfinished = fmt.Sprintf("rows complete, not finished: %d indexes of its tables still to build (below)", len(pending))
+		}
+	}
 	rows, err = conn.Query(ctx, fmt.Sprintf("SELECT alias, range_start, range_end, coalesce(last_height::text, '-'), status, updated_at::text FROM %s.blockhaul_backfills ORDER BY alias", qs))
 	if err != nil {
 		return err
@@ -192,6 +214,9 @@ func pgStatus(ctx context.Context, cfg Config, out io.Writer) error {
 		var from, to int64
 		if err := rows.Scan(&a, &from, &to, &last, &st, &at); err != nil {
 			return err
+		}
+		if st == "complete" && unfinished != "" {
+			st = unfinished
 		}
 		lines = append(lines, [2]string{"backfill " + a, fmt.Sprintf("%d-%d at %s, %s (updated %s)", from, to, last, st, at)})
 	}
@@ -216,7 +241,11 @@ func pgStatus(ctx context.Context, cfg Config, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		writePending(out, pending, keys)
+		present, err := export.IndexesPresent(ctx, conn, cfg.Schema, pending)
+		if err != nil {
+			return err
+		}
+		writePending(out, pending, keys, present)
 	}
 	return tableFacts(ctx, conn, &cfg, out)
 }
