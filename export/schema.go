@@ -260,38 +260,9 @@ func checkShapes(ctx context.Context, tx pgx.Tx, schema string, tables []chain.T
 	}
 	canonical := map[string]string{} // a type as written in DDL → as format_type prints it
 	for _, t := range tables {
-		rows, err := tx.Query(ctx, `
-SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.atthasdef,
-       coalesce(a.attnum = ANY (i.indkey), false)
-FROM pg_attribute a
-JOIN pg_class c ON c.oid = a.attrelid
-JOIN pg_namespace n ON n.oid = c.relnamespace
-LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary
-WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped
-ORDER BY a.attnum`, schema, t.Name)
+		have, order, err := readShape(ctx, tx, schema, t.Name)
 		if err != nil {
-			return plan, fmt.Errorf("export: read the shape of %s.%s: %w", schema, t.Name, err)
-		}
-		type col struct {
-			typ             string
-			notNull, hasDef bool
-			inPK            bool
-		}
-		have := map[string]col{}
-		var order []string
-		for rows.Next() {
-			var name string
-			var c col
-			if err := rows.Scan(&name, &c.typ, &c.notNull, &c.hasDef, &c.inPK); err != nil {
-				rows.Close()
-				return plan, fmt.Errorf("export: read the shape of %s.%s: %w", schema, t.Name, err)
-			}
-			have[name] = c
-			order = append(order, name)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return plan, fmt.Errorf("export: read the shape of %s.%s: %w", schema, t.Name, err)
+			return plan, err
 		}
 		if len(have) == 0 {
 			plan.create = append(plan.create, t.Name) // not there yet
@@ -307,56 +278,22 @@ ORDER BY a.attnum`, schema, t.Name)
 			diffs = append(diffs, fmt.Sprintf("schema version %d, newer than this blockhaul's %d (a newer blockhaul filled it: use that one)", version, t.Version()))
 		}
 		up := Upgrade{Table: t.Name, From: version, To: t.Version()}
-		want := map[string]bool{}
-		for _, c := range t.Columns {
-			want[c.Name] = true
-			h, ok := have[c.Name]
-			if !ok {
-				switch {
-				case c.Since > version:
-					up.Added = append(up.Added, c)
-				case recorded:
-					diffs = append(diffs, fmt.Sprintf("missing column %s %s (which its recorded schema version %d has)", chain.QuoteIdent(c.Name), c.Type, version))
-				default:
-					diffs = append(diffs, fmt.Sprintf("missing column %s %s", chain.QuoteIdent(c.Name), c.Type))
-				}
-				continue
-			}
-			typ, ok := canonical[c.Type]
-			if !ok {
-				if err := tx.QueryRow(ctx, "SELECT format_type(to_regtype($1), NULL)", c.Type).Scan(&typ); err != nil {
-					return plan, fmt.Errorf("export: type %s of %s.%s: %w", c.Type, t.Name, c.Name, err)
-				}
-				canonical[c.Type] = typ
-			}
-			if h.typ != typ {
-				diffs = append(diffs, fmt.Sprintf("column %s is %s, not %s", chain.QuoteIdent(c.Name), h.typ, typ))
-			}
-			if c.Null && h.notNull {
-				diffs = append(diffs, fmt.Sprintf("column %s is NOT NULL, but may be NULL", chain.QuoteIdent(c.Name)))
-			}
+		colDiffs, err := columnDiffs(ctx, tx, t, have, order, version, recorded, canonical, &up)
+		if err != nil {
+			return plan, err
+		}
+		diffs = append(diffs, colDiffs...)
+		defDiff, err := definitionDiff(ctx, tx, schema, t)
+		if err != nil {
+			return plan, err
+		}
+		if defDiff != "" {
+			diffs = append(diffs, defDiff)
 		}
 		var pk []string
 		for _, name := range order {
-			h := have[name]
-			if !want[name] && h.notNull && !h.hasDef {
-				diffs = append(diffs, fmt.Sprintf("extra column %s %s is NOT NULL without a default", chain.QuoteIdent(name), h.typ))
-			}
-			if h.inPK {
+			if have[name].inPK {
 				pk = append(pk, name)
-			}
-		}
-		if t.Definition != "" {
-			var def *string
-			if err := tx.QueryRow(ctx, "SELECT obj_description(to_regclass($1), 'pg_class')", chain.QuoteIdent(schema)+"."+chain.QuoteIdent(t.Name)).Scan(&def); err != nil {
-				return plan, fmt.Errorf("export: read the definition of %s.%s: %w", schema, t.Name, err)
-			}
-			if def == nil || *def != t.Definition {
-				was := "none recorded"
-				if def != nil {
-					was = strconv.Quote(*def)
-				}
-				diffs = append(diffs, fmt.Sprintf("made from another definition: %s, not %q (drop the table and fill it again with blockhaul export --replay %s)", was, t.Definition, t.Name))
 			}
 		}
 		if len(pk) == 0 && deferredKeys[t.Name] {
@@ -373,6 +310,111 @@ ORDER BY a.attnum`, schema, t.Name)
 		}
 	}
 	return plan, nil
+}
+
+// pgColumn is one column of a table as the catalogue has it.
+type pgColumn struct {
+	typ             string
+	notNull, hasDef bool
+	inPK            bool
+}
+
+// readShape reads the columns of schema.table from the catalogue, by name
+// and in their order; none when the table is not there.
+func readShape(ctx context.Context, tx pgx.Tx, schema, table string) (map[string]pgColumn, []string, error) {
+	rows, err := tx.Query(ctx, `
+SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.atthasdef,
+       coalesce(a.attnum = ANY (i.indkey), false)
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum`, schema, table)
+	if err != nil {
+		return nil, nil, fmt.Errorf("export: read the shape of %s.%s: %w", schema, table, err)
+	}
+	have := map[string]pgColumn{}
+	var order []string
+	for rows.Next() {
+		var name string
+		var c pgColumn
+		if err := rows.Scan(&name, &c.typ, &c.notNull, &c.hasDef, &c.inPK); err != nil {
+			rows.Close()
+			return nil, nil, fmt.Errorf("export: read the shape of %s.%s: %w", schema, table, err)
+		}
+		have[name] = c
+		order = append(order, name)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("export: read the shape of %s.%s: %w", schema, table, err)
+	}
+	return have, order, nil
+}
+
+// columnDiffs compares the columns t declares with those the table has
+// (have, in their order), at its schema version: a column added since that
+// version goes into up.Added, every other difference is returned, the
+// declared columns first, then the extra ones. canonical caches the types
+// as format_type prints them.
+func columnDiffs(ctx context.Context, tx pgx.Tx, t chain.Table, have map[string]pgColumn, order []string, version int, recorded bool, canonical map[string]string, up *Upgrade) ([]string, error) {
+	var diffs []string
+	want := map[string]bool{}
+	for _, c := range t.Columns {
+		want[c.Name] = true
+		h, ok := have[c.Name]
+		if !ok {
+			switch {
+			case c.Since > version:
+				up.Added = append(up.Added, c)
+			case recorded:
+				diffs = append(diffs, fmt.Sprintf("missing column %s %s (which its recorded schema version %d has)", chain.QuoteIdent(c.Name), c.Type, version))
+			default:
+				diffs = append(diffs, fmt.Sprintf("missing column %s %s", chain.QuoteIdent(c.Name), c.Type))
+			}
+			continue
+		}
+		typ, ok := canonical[c.Type]
+		if !ok {
+			if err := tx.QueryRow(ctx, "SELECT format_type(to_regtype($1), NULL)", c.Type).Scan(&typ); err != nil {
+				return nil, fmt.Errorf("export: type %s of %s.%s: %w", c.Type, t.Name, c.Name, err)
+			}
+			canonical[c.Type] = typ
+		}
+		if h.typ != typ {
+			diffs = append(diffs, fmt.Sprintf("column %s is %s, not %s", chain.QuoteIdent(c.Name), h.typ, typ))
+		}
+		if c.Null && h.notNull {
+			diffs = append(diffs, fmt.Sprintf("column %s is NOT NULL, but may be NULL", chain.QuoteIdent(c.Name)))
+		}
+	}
+	for _, name := range order {
+		if h := have[name]; !want[name] && h.notNull && !h.hasDef {
+			diffs = append(diffs, fmt.Sprintf("extra column %s %s is NOT NULL without a default", chain.QuoteIdent(name), h.typ))
+		}
+	}
+	return diffs, nil
+}
+
+// definitionDiff says how the definition recorded on the table differs from
+// the one t is made from; "" when they are the same or t has none.
+func definitionDiff(ctx context.Context, tx pgx.Tx, schema string, t chain.Table) (string, error) {
+	if t.Definition == "" {
+		return "", nil
+	}
+	var def *string
+	if err := tx.QueryRow(ctx, "SELECT obj_description(to_regclass($1), 'pg_class')", chain.QuoteIdent(schema)+"."+chain.QuoteIdent(t.Name)).Scan(&def); err != nil {
+		return "", fmt.Errorf("export: read the definition of %s.%s: %w", schema, t.Name, err)
+	}
+	if def != nil && *def == t.Definition {
+		return "", nil
+	}
+	was := "none recorded"
+	if def != nil {
+		was = strconv.Quote(*def)
+	}
+	return fmt.Sprintf("made from another definition: %s, not %q (drop the table and fill it again with blockhaul export --replay %s)", was, t.Definition, t.Name), nil
 }
 
 // quoteLiteral quotes s as a PostgreSQL string literal (standard
