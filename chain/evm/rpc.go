@@ -167,18 +167,11 @@ func (s *RPCSource) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, 
 		heads[i] = head
 	}
 	if !perTx {
-		for i := range n {
-			if err := calls[2*i+1].Err; err != nil {
-				if !methodMissing(err) {
-					return nil, fmt.Errorf("evm: eth_getBlockReceipts %d: %w", from+uint64(i), err)
-				}
-				perTx = true
-				if s.perTx.CompareAndSwap(false, true) {
-					s.log.Warn("evm: node lacks eth_getBlockReceipts, fetching receipts per transaction", "endpoints", s.via, "err", err)
-				}
-				break
-			}
+		missing, err := s.receiptsMissing(from, calls)
+		if err != nil {
+			return nil, err
 		}
+		perTx = missing
 	}
 
 	blocks := make([]chain.Block, n)
@@ -195,6 +188,34 @@ func (s *RPCSource) Fetch(ctx context.Context, from, to uint64) ([]chain.Block, 
 		}
 		return blocks, nil
 	}
+	return s.withBlockReceipts(ctx, from, to, heads, calls, results)
+}
+
+// receiptsMissing reads the eth_getBlockReceipts answers of a batch (calls
+// paired block, receipts from height from): true when the node lacks the
+// method, from then on fetching receipts per transaction; an error for any
+// other failure.
+func (s *RPCSource) receiptsMissing(from uint64, calls []jsonrpc.Call) (bool, error) {
+	for i := range len(calls) / 2 {
+		if err := calls[2*i+1].Err; err != nil {
+			if !methodMissing(err) {
+				return false, fmt.Errorf("evm: eth_getBlockReceipts %d: %w", from+uint64(i), err)
+			}
+			if s.perTx.CompareAndSwap(false, true) {
+				s.log.Warn("evm: node lacks eth_getBlockReceipts, fetching receipts per transaction", "endpoints", s.via, "err", err)
+			}
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// withBlockReceipts makes the blocks from-to of their heads and the
+// eth_getBlockReceipts answers of the batch (calls and results paired
+// block, receipts), each checked against its head and verified.
+func (s *RPCSource) withBlockReceipts(ctx context.Context, from, to uint64, heads []blockHead, calls []jsonrpc.Call, results []json.RawMessage) ([]chain.Block, error) {
+	n := len(heads)
+	blocks := make([]chain.Block, n)
 	for i := range n {
 		h := from + uint64(i)
 		rec := results[2*i+1]
