@@ -196,6 +196,65 @@ type VerifyReport struct {
 	// Decoders are the decoder options taken from what the schema
 	// records (not given on the command line).
 	Decoders []string `json:"decoders_recorded,omitempty"`
+	// Trust is the chain of trust run over the staged history (CometBFT),
+	// nil when none ran.
+	Trust *TrustReport `json:"trust,omitempty"`
+}
+
+// TrustReport is what a chain of trust proved of a store: from which root,
+// up to which height, and the height that failed if one did.
+type TrustReport struct {
+	Root string `json:"root"` // "genesis", or the trusted header
+	Mode string `json:"mode"` // changes or every
+	// From is the first height proven (the root's), Proven the last; nil
+	// when none was.
+	From   *uint64 `json:"from,omitempty"`
+	Proven *uint64 `json:"proven,omitempty"`
+	// Unproven says why heights above Proven were not proven (a gap, the
+	// last height's commit not at hand); "" when none are left.
+	Unproven string `json:"unproven,omitempty"`
+	// Failed is the refusal of a height, "" when none was refused.
+	Failed string `json:"failed,omitempty"`
+	// Skipped says why no chain of trust ran (no root to start from).
+	Skipped string `json:"skipped,omitempty"`
+	// Recorded says the store's checkpoint was moved to Proven.
+	Recorded bool `json:"recorded,omitempty"`
+}
+
+// Problems is 1 when a height was refused.
+func (t *TrustReport) Problems() int {
+	if t != nil && t.Failed != "" {
+		return 1
+	}
+	return 0
+}
+
+func (t *TrustReport) writeText(w io.Writer) {
+	switch {
+	case t.Skipped != "":
+		fmt.Fprintf(w, "trust: not proven: %s\n", t.Skipped)
+		return
+	case t.Proven != nil:
+		fmt.Fprintf(w, "trust: proven from %s to height %d (%s, every header against the tracked validators and parameters, commits: %s)\n", t.Root, *t.Proven, heightsFrom(t.From), t.Mode)
+	default:
+		fmt.Fprintf(w, "trust: from %s, nothing proven\n", t.Root)
+	}
+	if t.Failed != "" {
+		fmt.Fprintf(w, "  WRONG: %s\n", t.Failed)
+	}
+	if t.Unproven != "" {
+		fmt.Fprintf(w, "  not proven: %s\n", t.Unproven)
+	}
+	if t.Recorded {
+		fmt.Fprintln(w, "  recorded in the store's chain-of-trust checkpoint")
+	}
+}
+
+func heightsFrom(from *uint64) string {
+	if from == nil {
+		return "no height"
+	}
+	return fmt.Sprintf("checked from height %d", *from)
 }
 
 // Problems is the number of things found wrong.
@@ -207,7 +266,7 @@ func (r VerifyReport) Problems() int {
 	if r.PG != nil {
 		n += r.PG.Problems()
 	}
-	return n
+	return n + r.Trust.Problems()
 }
 
 // WriteText writes the report for a terminal.
@@ -239,6 +298,9 @@ func (r VerifyReport) WriteText(w io.Writer) {
 		if s.Problems() == 0 {
 			fmt.Fprintln(w, "  staging: clean")
 		}
+	}
+	if r.Trust != nil {
+		r.Trust.writeText(w)
 	}
 	if p := r.PG; p != nil {
 		fmt.Fprintf(w, "verify postgresql schema %s: %d blocks in %.2fs\n", p.Schema, p.Blocks, p.Duration.Seconds())

@@ -1,13 +1,16 @@
 package family
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/cometbft"
 	"github.com/blockhaul/blockhaul/chain/cometbft/nodehome"
+	"github.com/blockhaul/blockhaul/chain/cometbft/trust"
 	"github.com/blockhaul/blockhaul/chain/cometbftsynth"
+	"github.com/blockhaul/blockhaul/chain/synthreorg"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/loader"
 )
@@ -48,13 +51,21 @@ var CometBFT = register(&Family{
 		return cometbft.VerifyBlock
 	},
 	RecordIdentity: cometbft.BlockIdentity,
+	Trust:          cometbftTrust,
+	TrustProven: func(cp []byte) (uint64, string, error) {
+		st, err := trust.ProvenState(cp)
+		if err != nil {
+			return 0, "", err
+		}
+		return uint64(st.Height), st.Root.String(), nil
+	},
 	Sources: map[SourceKind]func(SourceOptions) (loader.Source, error){
 		SourceRPC: func(o SourceOptions) (loader.Source, error) {
 			return cometbft.NewRPCSource(cometbft.RPCConfig{Client: o.Client, Verify: o.Verify})
 		},
 		SourceSynthetic: func(o SourceOptions) (loader.Source, error) {
 			s := o.Synthetic
-			cfg := cometbftsynth.SyntheticConfig{Seed: s.Seed, Tip: s.Tip, TxPerBlock: s.TxPerBlock, Steady: s.Steady}
+			cfg := cometbftsynth.SyntheticConfig{Seed: s.Seed, Tip: s.Tip, TxPerBlock: s.TxPerBlock, Steady: s.Steady, Validators: s.Validators}
 			if s.ReorgEvery > 0 {
 				return cometbftsynth.NewReorgingSynthetic(cfg, cometbftsynth.SyntheticReorgs{Every: s.ReorgEvery, Depth: s.ReorgDepth}), nil
 			}
@@ -93,3 +104,28 @@ func cometbftHeightParams(dst []byte, h uint64) []byte {
 
 // Default is the family of a job that names none.
 var Default = CometBFT
+
+// cometbftTrust opens a job's chain of trust (chain/cometbft/trust). A
+// reorganising synthetic chain (a test device: CometBFT never reorganises)
+// has none.
+func cometbftTrust(ctx context.Context, src loader.Source, o TrustOptions) (loader.Prover, error) {
+	mode, err := trust.ParseMode(o.Mode)
+	if err != nil {
+		return nil, err
+	}
+	if _, reorgs := loader.SourceAs[*synthreorg.Chain](src); mode == trust.Off || reorgs {
+		return nil, nil
+	}
+	var root any = src
+	if s, ok := loader.SourceAs[trust.GenesisSource](src); ok {
+		root = s
+	}
+	if s, ok := loader.SourceAs[trust.HeaderRootSource](src); ok {
+		root = s
+	}
+	c, err := trust.Open(ctx, root, trust.Options{Mode: mode, Root: o.Root, Checkpoint: o.Checkpoint, FromRoot: o.FromRoot, ChainID: o.ChainID})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}

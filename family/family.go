@@ -88,6 +88,15 @@ type Family struct {
 	// record as the family's RPC source does (a source that reads stored
 	// records, such as an archive, names its blocks with it).
 	RecordIdentity func(raw []byte) (hash, parent []byte, height uint64, err error)
+	// Trust opens the family's chain of trust over a job's records (see
+	// TrustOptions), or returns nil when the job proves nothing (mode off,
+	// a source that is not a chain of one history); nil for a family
+	// without one (EVM: a beacon-chain light client is another project).
+	Trust func(ctx context.Context, src loader.Source, o TrustOptions) (loader.Prover, error)
+	// TrustProven describes a store's chain-of-trust checkpoint: the last
+	// height proven and the root it was proven from ("genesis", "the
+	// trusted header 1000 (ABCD…)").
+	TrustProven func(checkpoint []byte) (height uint64, root string, err error)
 	// Sources builds the family's sources, by kind.
 	Sources map[SourceKind]func(SourceOptions) (loader.Source, error)
 	// Node is how the family's nodes serve its records over JSON-RPC; the
@@ -214,6 +223,22 @@ type SourceOptions struct {
 	Archive string
 }
 
+// TrustOptions configure a job's chain of trust (Family.Trust).
+type TrustOptions struct {
+	// Mode is --trust: changes (the default), every or off.
+	Mode string
+	// Root is --trust-root: "" (the source's genesis), a genesis.json
+	// path, or HEIGHT:HASH.
+	Root string
+	// Checkpoint is the store's chain-of-trust checkpoint, nil if none:
+	// the chain continues from it, or with FromRoot (verify) starts again
+	// from the root it keeps, unless Root names another.
+	Checkpoint []byte
+	FromRoot   bool
+	// ChainID is the chain the job holds.
+	ChainID string
+}
+
 // SyntheticOptions configure a family's synthetic chain; zero fields take
 // the family's defaults.
 type SyntheticOptions struct {
@@ -225,6 +250,9 @@ type SyntheticOptions struct {
 	TxPerBlock float64
 	// Steady gives every block the mean rate where the family varies it.
 	Steady bool
+	// Validators sizes a validator set where the family has one; 0: the
+	// family's default.
+	Validators int
 	// ReorgEvery and ReorgDepth make the chain reorganise: each time the
 	// tip reaches a multiple of ReorgEvery, the ReorgDepth blocks below it
 	// are replaced. ReorgEvery 0: no reorganisations.

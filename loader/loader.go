@@ -59,6 +59,10 @@ type Config struct {
 	// it claims, or whose Hash is not that hash, is refused with a
 	// retryable *chain.HashMismatchError.
 	Verify func(raw []byte) (hash []byte, err error)
+	// Prover, if set, is the chain of trust every record is proven with,
+	// in height order, before it is staged (see Prover); the checkpoint it
+	// keeps is staged with the records it proved.
+	Prover Prover
 	// Gate, if set, is called with the last height of each span before the
 	// span is handed to a worker, and may wait: run uses it to keep fetch a
 	// bounded distance ahead of export. An error stops the fetch.
@@ -178,6 +182,11 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 			}
 		}
 	}
+	if cfg.Prover != nil {
+		if err := checkProvable(cfg.Prover, store, from); err != nil {
+			return Stats{}, err
+		}
+	}
 	if progress == nil {
 		progress = NewProgress(from, to)
 	}
@@ -190,7 +199,7 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 	if cfg.OnPlan != nil {
 		cfg.OnPlan(st.Planned)
 	}
-	if len(missing) == 0 {
+	if len(missing) == 0 && (cfg.Prover == nil || cfg.Prover.Next() > to) {
 		progress.finish(nil)
 		st.Duration = time.Since(start)
 		return st, nil
@@ -204,9 +213,18 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 	g, gctx := errgroup.WithContext(ctx)
 	jobs := make(chan staging.Range)
 	fetched := make(chan fetchedSpan, cfg.Workers)
+	var ahead *aheadGate
+	if cfg.Prover != nil {
+		ahead = &aheadGate{next: cfg.Prover.Next(), window: uint64(max(4*cfg.Workers*cfg.Span, 2048)), changed: make(chan struct{})}
+	}
 	g.Go(func() error {
 		defer close(jobs)
 		for r := range spans(missing, uint64(cfg.Span)) {
+			if ahead != nil {
+				if err := ahead.wait(gctx, r.From); err != nil {
+					return nil
+				}
+			}
 			if cfg.Gate != nil {
 				if err := cfg.Gate(gctx, r.To); err != nil {
 					if gctx.Err() != nil {
@@ -283,8 +301,15 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 						return err
 					}
 				}
+				fs := fetchedSpan{span: j.span, blocks: enc}
+				if cfg.Prover != nil {
+					fs.raws = make([][]byte, len(blocks))
+					for i, b := range blocks {
+						fs.raws[i] = b.Raw
+					}
+				}
 				select {
-				case fetched <- fetchedSpan{span: j.span, blocks: enc}:
+				case fetched <- fs:
 				case <-gctx.Done():
 					return gctx.Err()
 				}
@@ -297,6 +322,9 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 		return nil
 	})
 	g.Go(func() error {
+		if cfg.Prover != nil {
+			return writeProven(gctx, src, store, fetched, &cfg, progress, &st, to, missing, ahead)
+		}
 		return write(gctx, store, fetched, &cfg, progress, &st)
 	})
 	err = g.Wait()
@@ -312,6 +340,7 @@ func Fetch(ctx context.Context, src Source, store *staging.Store, from, to uint6
 type fetchedSpan struct {
 	span   staging.Range
 	blocks []staging.Encoded
+	raws   [][]byte // the records, for a Prover
 }
 
 // write is the only writer of staging: it groups spans into batches and

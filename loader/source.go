@@ -35,3 +35,21 @@ type RangeChecker interface {
 	// that the source cannot serve, or nil.
 	CheckRange(ctx context.Context, from, to uint64) error
 }
+
+// SourceAs returns the first source in src's chain of wrappers (a wrapper
+// has Unwrap() Source) that is a T: how a caller finds what a wrapped
+// source can do besides Source (CommitSource, a genesis).
+func SourceAs[T any](src Source) (T, bool) {
+	for src != nil {
+		if t, ok := src.(T); ok {
+			return t, true
+		}
+		w, ok := src.(interface{ Unwrap() Source })
+		if !ok {
+			break
+		}
+		src = w.Unwrap()
+	}
+	var zero T
+	return zero, false
+}

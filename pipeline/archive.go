@@ -258,8 +258,22 @@ func Verify(ctx context.Context, cfg Config, out io.Writer) error {
 		return err
 	}
 	r.Staging.Dir = cfg.Staging // not the checkpoint's directory
+	var proof []byte
+	if r.Trust, proof, err = proveStore(ctx, &cfg, store); err != nil {
+		return err
+	}
 	if conn != nil {
 		if r.PG, err = archive.VerifyPG(ctx, conn, store, cfg.Schema, dec, vcfg); err != nil {
+			return err
+		}
+	}
+	if proof != nil && r.HeldBy == 0 {
+		// What verify proved beyond the store's checkpoint is recorded, so
+		// that a store filled before its chain of trust ran is proven
+		// once. Verify reads the store read-only: it is opened again to
+		// write the checkpoint.
+		store.Close()
+		if r.Trust.Recorded, err = recordTrust(cfg.Staging, proof); err != nil {
 			return err
 		}
 	}

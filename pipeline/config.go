@@ -73,6 +73,9 @@ type Config struct {
 	SyntheticTip    uint64  // --synthetic-tip: the synthetic chain's tip height (0: --to, else DefaultSyntheticTip)
 	SyntheticTxs    float64 // --synthetic-txs: mean transactions per block (0: the family's default)
 	SyntheticSteady bool    // --synthetic-steady: every block at the mean density
+	// SyntheticValidators is --synthetic-validators: the synthetic chain's
+	// validator set size (0: the family's default).
+	SyntheticValidators int
 
 	// A synthetic chain that grows and reorganises (pipeline/synthetic.go).
 	SyntheticBlockTime  time.Duration    // --synthetic-block-time: one block each (0: a fixed tip)
@@ -172,6 +175,11 @@ type Config struct {
 	ABI          []string
 	Events       *family.EventTables
 	VerifyBlocks chain.Verification // --verify-blocks: what is recomputed of a block before it is staged
+	// Trust is --trust: which commits the chain of trust checks
+	// (TrustChanges, TrustEvery, TrustOff; "" is TrustChanges); TrustRoot
+	// is --trust-root: where it starts when the store has no checkpoint
+	// ("": the source's genesis; a genesis.json; HEIGHT:HASH).
+	Trust, TrustRoot string
 
 	Tables string   // --tables: the tables run, export and follow write (see export.ParseTables); empty: all
 	Replay []string // --replay: export writes these tables again in place from staging (pipeline/replay.go)
@@ -303,9 +311,11 @@ const (
 	MaxFetchSpan    = 10_000  // heights per fetch request
 	MaxBatchBlocks  = 100_000 // blocks per export transaction
 	MaxSyntheticTxs = 10_000  // mean transactions per synthetic block
-	MaxRPS          = 1e6     // requests per second per endpoint
-	MaxAliasLen     = 128     // bytes of a backfill alias
-	MaxIndexWorkers = 64      // deferred indexes built at once (connections)
+	// MaxSyntheticValidators bounds --synthetic-validators.
+	MaxSyntheticValidators = 1000
+	MaxRPS                 = 1e6 // requests per second per endpoint
+	MaxAliasLen            = 128 // bytes of a backfill alias
+	MaxIndexWorkers        = 64  // deferred indexes built at once (connections)
 	// DefaultIndexMemoryMiB is the deferred builds' maintenance_work_mem:
 	// at 60,000 CometBFT blocks every build cost less CPU at 16 MB than at
 	// the server's default 64 MB (the GIN build 0.83-0.86x, the B-trees
@@ -507,6 +517,14 @@ func (c *Config) Validate() error {
 	}
 	if c.PGRetryMaxWait <= 0 || c.PGRetryMaxWait > time.Hour {
 		bad("pg-retry-max-wait", "must be positive and at most 1h, got %s", c.PGRetryMaxWait)
+	}
+	switch c.Trust {
+	case "", TrustChanges, TrustEvery, TrustOff:
+	default:
+		bad("trust", "want changes, every or off, got %q", c.Trust)
+	}
+	if c.SyntheticValidators < 0 || c.SyntheticValidators > MaxSyntheticValidators {
+		bad("synthetic-validators", "want 0 (the family's default) to %d, got %d", MaxSyntheticValidators, c.SyntheticValidators)
 	}
 	if !(c.SyntheticTxs >= 0 && c.SyntheticTxs <= MaxSyntheticTxs) { // also NaN
 		bad("synthetic-txs", "want 0 to %d, got %g", MaxSyntheticTxs, c.SyntheticTxs)

@@ -39,6 +39,9 @@ func (s tipWatch) Tip(ctx context.Context) (uint64, error) {
 
 func (s tipWatch) Close() { closeSource(s.Source) }
 
+// Unwrap is the source tipWatch wraps (loader.SourceAs).
+func (s tipWatch) Unwrap() loader.Source { return s.Source }
+
 // CheckRange asks the source, when it can say, which height of from..to it
 // cannot serve (loader.RangeChecker).
 func (s tipWatch) CheckRange(ctx context.Context, from, to uint64) error {
@@ -70,7 +73,7 @@ func newBareSource(cfg *Config, tip func() uint64, log *slog.Logger) (loader.Sou
 		return fam.Source(kind, opts)
 	}
 	return fam.Source(family.SourceSynthetic, family.SourceOptions{Synthetic: family.SyntheticOptions{
-		Seed: cfg.SyntheticSeed, Tip: tip, TxPerBlock: cfg.SyntheticTxs, Steady: cfg.SyntheticSteady,
+		Seed: cfg.SyntheticSeed, Tip: tip, TxPerBlock: cfg.SyntheticTxs, Steady: cfg.SyntheticSteady, Validators: cfg.SyntheticValidators,
 		ReorgEvery: cfg.SyntheticReorgEvery, ReorgDepth: cfg.SyntheticReorgDepth}})
 }
 

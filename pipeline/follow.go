@@ -194,6 +194,12 @@ func followHead(ctx context.Context, cfg *Config, store *staging.Store, src load
 	sum.Export.Rows = map[string]uint64{}
 	unlinked := 0        // fetches in a row that failed on blocks that do not link near the tip
 	var behind time.Time // since when the source's tip is below the exported height
+	// The chain of trust goes on across the polls: the head is proven as
+	// it arrives, its last height by the node's commit of it.
+	prover, err := newProver(ctx, cfg, store, src, cfg.From, log)
+	if err != nil {
+		return err
+	}
 	for {
 		c.reorgsRepaired(sum)
 		cur, err := loadCursor(ctx, db, cfg.Schema, head)
@@ -238,7 +244,9 @@ func followHead(ctx context.Context, cfg *Config, store *staging.Store, src load
 		// Stage everything up to the tip: the unconfirmed window lives in
 		// staging, where a reorg costs nothing to undo.
 		if tipH >= next {
-			st, err := loader.Fetch(ctx, src, store, next, tipH, loaderConfig(cfg, plog, c), nil)
+			lc := loaderConfig(cfg, plog, c)
+			lc.Prover = prover
+			st, err := loader.Fetch(ctx, src, store, next, tipH, lc, nil)
 			addFetch(&sum.Fetch, st)
 			if span, brk, ok := unlinkedNearTip(err, tipH, cfg); ok {
 				if unlinked++; unlinked > maxUnlinkedRefetches {

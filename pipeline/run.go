@@ -380,6 +380,9 @@ func runFetch(ctx context.Context, cfg *Config, store *staging.Store, tip func()
 	sum.To = cfg.To
 	c.m.SetRange(cfg.From, cfg.To) // the summary shows the range also when --to was omitted
 	lc := loaderConfig(cfg, log, c)
+	if err := withProver(ctx, cfg, store, src, cfg.From, log, &lc); err != nil {
+		return err
+	}
 	st, err := loader.Fetch(ctx, src, store, cfg.From, cfg.To, lc, nil)
 	sum.Fetch = st
 	if err != nil {
@@ -920,6 +923,9 @@ func fetchAndExport(ctx context.Context, cfg *Config, store *staging.Store, src 
 	}
 	lcfg := loaderConfig(cfg, log, c)
 	lcfg.Gate = gate.wait
+	if err := withProver(ctx, cfg, store, src, next, log, &lcfg); err != nil {
+		return loader.Stats{}, export.Result{}, err
+	}
 	var st loader.Stats
 	var res export.Result
 	g, gctx := errgroup.WithContext(ctx)
@@ -952,6 +958,18 @@ func fetchAndExportStreams(ctx context.Context, cfg *Config, store *staging.Stor
 		addFetch(&fetched, st)
 	}
 	lcfg := loaderConfig(cfg, log, c)
+	if err := withProver(ctx, cfg, store, src, ecfg.Stream.From, log, &lcfg); err != nil {
+		return fetched, export.Result{}, err
+	}
+	if lcfg.Prover != nil {
+		// A chain of trust takes heights in order: the range is staged
+		// and proven first, then exported in streams.
+		st, err := loader.Fetch(ctx, src, store, ecfg.Stream.From, ecfg.Stream.To, lcfg, nil)
+		addStats(st)
+		if err != nil {
+			return fetched, export.Result{}, err
+		}
+	}
 	for _, p := range parts[1:] {
 		st, err := loader.Fetch(ctx, src, store, p[0]-1, p[0], lcfg, nil)
 		addStats(st)

@@ -10,6 +10,7 @@ import (
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/export"
+	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -113,6 +114,13 @@ func stagingStatus(cfg *Config, out io.Writer) (err error) {
 		} else {
 			fmt.Fprintln(out, "  gaps:     none")
 		}
+	}
+	if id, bound := store.Identity(); bound && family.Of(id.Family) != nil && family.Of(id.Family).TrustProven != nil {
+		tr, err := trustStatus(store)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "  trust:    %s\n", tr)
 	}
 	mirrors, err := store.Mirrors()
 	if err != nil {

@@ -34,6 +34,7 @@ type Batch struct {
 	records  int64             // the records' bytes as stored (Size.Records' measure)
 	heights  map[uint64][]byte // hashes put since the last commit: each height counted once
 	high     uint64
+	trust    bool // the batch holds a trust checkpoint (PutTrust)
 }
 
 // NewBatch returns an empty batch.
@@ -154,7 +155,7 @@ func (bt *Batch) RawBytes() int64 { return bt.rawBytes }
 // Pebble's is an error, never a panic, and leaves nothing half-written
 // (Pebble applies a batch whole or not at all).
 func (bt *Batch) Commit() (err error) {
-	if bt.n > 0 {
+	if bt.n > 0 || bt.trust {
 		s := bt.s
 		if err := s.faults.broken(); err != nil {
 			return err
@@ -170,6 +171,7 @@ func (bt *Batch) Commit() (err error) {
 	}
 	bt.b.Reset()
 	bt.n, bt.rawBytes, bt.records, bt.high = 0, 0, 0, 0
+	bt.trust = false
 	clear(bt.heights)
 	return nil
 }

@@ -11,11 +11,14 @@ import "encoding/binary"
 //	                  keyspace instead of the multi-KB block values.
 //	'm' target        the export checkpoint mirrored for one target
 //	'i'               the store's identity (which chain it holds)
+//	't'               the chain of trust's checkpoint: how far the staged
+//	                  history is proven, from which root (trust.go)
 const (
 	prefixBlock  = 'b'
 	prefixIndex  = 'h'
 	prefixMirror = 'm'
 	prefixIdent  = 'i'
+	prefixTrust  = 't'
 )
 
 func heightKey(prefix byte, h uint64) []byte {

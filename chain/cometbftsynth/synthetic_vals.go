@@ -1,9 +1,11 @@
 package cometbftsynth
 
 import (
+	"context"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -188,8 +190,27 @@ func (s *Synthetic) Genesis() []byte {
 	return b
 }
 
-// Genesis is a Source's genesis.json (see family's trust root).
-func (s *Synthetic) GenesisJSON() ([]byte, error) { return s.Genesis(), nil }
+// GenesisJSON returns Genesis, as a source serves its genesis to the
+// chain of trust (chain/cometbft/trust).
+func (s *Synthetic) GenesisJSON(context.Context) ([]byte, error) { return s.Genesis(), nil }
+
+// Commit returns what proves block h (h ≥ 1): block h+1's record, whose
+// last_commit is h's commit, generated even above the tip (a chain's tip
+// block is signed before the next is made).
+func (s *Synthetic) Commit(ctx context.Context, h uint64) ([]byte, error) {
+	if h < s.first {
+		return nil, fmt.Errorf("cometbft: synthetic commit %d: heights start at %d", h, s.first)
+	}
+	parent, err := s.hashOf(ctx, h)
+	if err != nil {
+		return nil, fmt.Errorf("cometbft: synthetic commit %d: %w", h, err)
+	}
+	g := s.gens.Get().(*generator)
+	defer s.gens.Put(g)
+	rec := g.record(nil, h+1)
+	g.finish(rec, parent)
+	return rec, nil
+}
 
 // sigPlaceholder stands where a signature's base64 (88 characters) goes
 // until finish signs the vote.

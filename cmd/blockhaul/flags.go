@@ -213,6 +213,7 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.Int64Var, &cfg.SyntheticSeed, "synthetic-seed", dc.SyntheticSeed, "seed of the synthetic chain", in(groupSource, sourcing))
 	def(d, fs.Uint64Var, &cfg.SyntheticTip, "synthetic-tip", 0, "tip height of the synthetic chain (0: --to plus --confirmations when --to is given, else 10000)", in(groupSource, sourcing))
 	def(d, fs.Float64Var, &cfg.SyntheticTxs, "synthetic-txs", 0, "mean transactions per synthetic block (0: the family's mainnet-like default: cometbft 4.5, evm 150 with 400 logs)", in(groupSource, sourcing))
+	def(d, fs.IntVar, &cfg.SyntheticValidators, "synthetic-validators", 0, "cometbft: validators of the synthetic chain, which sign its commits (0: 4)", in(groupSource, sourcing))
 	def(d, fs.BoolVar, &cfg.SyntheticSteady, "synthetic-steady", false, "every synthetic block at the mean density (cometbft: no quiet stretches or bursts)", in(groupSource, sourcing))
 	def(d, fs.DurationVar, &cfg.SyntheticBlockTime, "synthetic-block-time", 0, "the synthetic chain grows by one block each this long, from --synthetic-tip (else --from) when the job starts (0: a fixed tip)", in(groupSource, sourcing))
 	def(d, fs.Uint64Var, &cfg.SyntheticReorgEvery, "synthetic-reorg-every", 0, "the synthetic chain reorganises each time its tip reaches a multiple of this, replacing the --synthetic-reorg-depth blocks below it (0: never)", in(groupSource, sourcing))
@@ -307,6 +308,11 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 		saying("the shard whose snapshot this is, 0 to --shards-1 (default: JOB_COMPLETION_INDEX)", cmdSnapshot))
 	def(d, fs.Uint64Var, &cfg.ShardChunk, "shard-chunk", dc.ShardChunk, "shard slices start and end on multiples of this many heights", in(groupFetch, []string{cmdFetch, cmdRestore}))
 	def(d, fs.DurationVar, &cfg.Wait, "wait", 0, "with --shards: wait up to this long for every shard's finished snapshot, looking every hundredth of it (1s to 30s), merging each as it comes (0: they must be there)", in(groupFetch, []string{cmdRestore}))
+	def(d, fs.StringVar, &cfg.Trust, "trust", "", "cometbft: prove every header from a trust root before it is staged (docs/trust.md): changes (check the commits of the heights where the validator set changes and of the last height of every batch; the headers between are proven by their hash links), every (check every commit) or off; given, a chain of trust that cannot start is refused (default: changes where a root is at hand, else the job goes on unproven with a warning)",
+		in(groupFetch, sourcing, []string{cmdVerify}).oneOf(pipeline.TrustChanges, pipeline.TrustEvery, pipeline.TrustOff).
+			saying("cometbft: prove the staged history from the store's chain-of-trust checkpoint, or from --trust-root, to its last height (docs/trust.md): changes, every or off", cmdVerify))
+	def(d, fs.StringVar, &cfg.TrustRoot, "trust-root", "", "cometbft: where the chain of trust starts when the store has proven nothing: a genesis.json, or HEIGHT:HASH (a header you trust, for a chain started from an exported state or a range above genesis; its validators are asked of --rpc) (default: the source's genesis)",
+		in(groupFetch, sourcing, []string{cmdVerify}))
 	defValue(d, &cfg.VerifyBlocks, "verify-blocks", "what is recomputed of every block before it is staged: full (the block hash from its header, and what the header commits to from the contents), header (evm: the block hash alone, for a chain with transactions the family's encoding does not cover; cometbft: the same as full, data_hash included) or links (nothing: a chain whose block hash is not the family's, as an EVM chain on a CometBFT engine; parent links are still checked)",
 		in(groupFetch, sourcing, []string{cmdPublish}).oneOf("full", "header", "links").
 			saying("what is recomputed of every staged block before it is published: full, header or links (see fetch)", cmdPublish))

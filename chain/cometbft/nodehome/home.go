@@ -18,9 +18,10 @@ import (
 // nodeConfig is what the source reads of a node's config/config.toml: the
 // database backend and directory, and whether results are kept.
 type nodeConfig struct {
-	DBBackend string `toml:"db_backend"`
-	DBDir     string `toml:"db_dir"`
-	Storage   struct {
+	GenesisFile string `toml:"genesis_file"`
+	DBBackend   string `toml:"db_backend"`
+	DBDir       string `toml:"db_dir"`
+	Storage     struct {
 		DiscardABCIResponses bool `toml:"discard_abci_responses"`
 	} `toml:"storage"`
 }
@@ -168,4 +169,17 @@ func classifyOpen(path string, err error) error {
 		return refuse(fmt.Errorf("nodehome: open %s: %w", path, err))
 	}
 	return &CorruptError{Path: path, Err: err}
+}
+
+// genesisPath is the node's genesis document (genesis_file, relative to
+// home; config/genesis.json by default).
+func (c nodeConfig) genesisPath(home string) string {
+	p := c.GenesisFile
+	if p == "" {
+		p = filepath.Join("config", "genesis.json")
+	}
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(home, p)
 }

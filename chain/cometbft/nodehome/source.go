@@ -43,6 +43,7 @@ type Config struct {
 // once no Fetch is running.
 type Source struct {
 	home      string
+	genesis   string // genesis_file, resolved
 	blockPath string
 	statePath string
 	blockDB   dbm.DB
@@ -98,6 +99,7 @@ func Open(cfg Config) (*Source, error) {
 		blockPath: filepath.Join(dir, "blockstore.db"),
 		statePath: filepath.Join(dir, "state.db"),
 		discard:   nc.Storage.DiscardABCIResponses,
+		genesis:   nc.genesisPath(home),
 
 		checkDataHash: cfg.CheckDataHash,
 	}

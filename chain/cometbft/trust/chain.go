@@ -60,6 +60,11 @@ func (m Mode) String() string {
 type Chain struct {
 	Mode Mode
 	st   State
+	// root is the state the chain started from at its root, kept in
+	// every checkpoint so that a verify proves the store again from it;
+	// proof is what proved the last height (Prove's successor).
+	root  State
+	proof []byte
 	// paramsRaw and params are the last consensus-param update parsed, to
 	// reuse for the next that is written the same.
 	paramsRaw []byte
@@ -86,6 +91,20 @@ type State struct {
 	// LastResultsHash is the last_results_hash Height+1's header must
 	// carry; nil when not known (the first height above a height root).
 	LastResultsHash []byte
+	// valsHash and nextHash are Vals' and NextVals' hashes, once computed:
+	// a set is not changed once built (advance makes a new one), and
+	// hashing a set of 100 costs more than the rest of a header's checks.
+	valsHash, nextHash []byte
+}
+
+func (st *State) hashes() (vals, next []byte) {
+	if st.valsHash == nil {
+		st.valsHash = st.Vals.Hash()
+	}
+	if st.nextHash == nil {
+		st.nextHash = st.NextVals.Hash()
+	}
+	return st.valsHash, st.nextHash
 }
 
 // Root is where a chain of trust starts.
@@ -109,14 +128,26 @@ func (r Root) String() string {
 
 // New starts a chain of trust from st (a root's state, or a checkpoint's).
 func New(st State, mode Mode) *Chain {
-	return &Chain{Mode: mode, st: st}
+	return &Chain{Mode: mode, st: st, root: st}
 }
+
+// Root is the state the chain started from at its root.
+func (c *Chain) Root() State { return c.root }
+
+// Proof is what proved the last height: the next height's record, or a
+// node's /commit answer.
+func (c *Chain) Proof() []byte { return c.proof }
 
 // State returns the tracked state after the last proven height.
 func (c *Chain) State() State { return c.st }
 
 // Next is the height Prove takes next.
-func (c *Chain) Next() int64 { return c.st.Height + 1 }
+func (c *Chain) Next() uint64 { return uint64(c.st.Height + 1) }
+
+// Checkpoint encodes the state after the last proven height, the root
+// state and the last height's proof, for staging to keep (OpenCheckpoint
+// reads it).
+func (c *Chain) Checkpoint() ([]byte, error) { return marshalCheckpoint(c) }
 
 // Proven is the last height proven and the root it was proven from.
 func (c *Chain) Proven() (int64, Root) { return c.st.Height, c.st.Root }
@@ -138,8 +169,7 @@ func (c *Chain) Prove(records [][]byte, successor []byte) error {
 	if c.Mode == Off {
 		return errors.New("trust: Prove with mode off")
 	}
-	st := c.st
-	st.Vals, st.NextVals = st.Vals.Copy(), st.NextVals.Copy()
+	st := c.st // its sets are not changed in place: advance makes new ones
 	var sigs, commits int64
 	// prevVals signs the previous record; prevHeader is it; needCommit
 	// says its commit must be checked.
@@ -198,6 +228,7 @@ func (c *Chain) Prove(records [][]byte, successor []byte) error {
 	sigs += n
 	commits++
 	c.st = st
+	c.proof = successor
 	c.paramsRaw, c.params = paramsRaw, params
 	c.Signatures += sigs
 	c.Commits += commits
@@ -224,11 +255,16 @@ func (st *State) checkHeader(h *types.Header) error {
 			return &MismatchError{Height: want, Field: "header.last_block_id.hash", Got: h.LastBlockID.Hash, Want: st.LastBlockID.Hash}
 		}
 	}
-	if got, w := h.ValidatorsHash, st.Vals.Hash(); !bytes.Equal(got, w) {
-		return &MismatchError{Height: want, Field: "header.validators_hash", Got: got, Want: w}
+	note := ""
+	if st.Root.Kind == "header" && want == st.Root.Height {
+		note = "the second value is the hash of the validators the node served for the trust root (/validators)"
 	}
-	if got, w := h.NextValidatorsHash, st.NextVals.Hash(); !bytes.Equal(got, w) {
-		return &MismatchError{Height: want, Field: "header.next_validators_hash", Got: got, Want: w}
+	valsHash, nextHash := st.hashes()
+	if got, w := h.ValidatorsHash, valsHash; !bytes.Equal(got, w) {
+		return &MismatchError{Height: want, Field: "header.validators_hash", Got: got, Want: w, Note: note}
+	}
+	if got, w := h.NextValidatorsHash, nextHash; !bytes.Equal(got, w) {
+		return &MismatchError{Height: want, Field: "header.next_validators_hash", Got: got, Want: w, Note: note}
 	}
 	if got, w := h.ConsensusHash, st.Params.Hash(); !bytes.Equal(got, w) {
 		return &MismatchError{Height: want, Field: "header.consensus_hash", Got: got, Want: w}
@@ -249,12 +285,14 @@ func (st *State) advance(rec *Record) error {
 	if rec.valUpdateErr != nil {
 		return fmt.Errorf("trust: block %d: block_results.%w", h.Height, rec.valUpdateErr)
 	}
-	next := st.NextVals.Copy()
+	next, nextHash := st.NextVals, st.nextHash
 	if len(rec.ValUpdates) > 0 {
+		next = st.NextVals.Copy()
 		if err := next.UpdateWithChangeSet(rec.ValUpdates); err != nil {
 			return &MismatchError{Height: h.Height, Field: "block_results.validator_updates",
 				Note: fmt.Sprintf("the updates do not apply to the tracked validator set: %v", err)}
 		}
+		nextHash = nil
 	}
 	if rec.ParamUpdates != nil {
 		if err := st.Params.ValidateUpdate(rec.ParamUpdates, h.Height); err != nil {
@@ -264,6 +302,7 @@ func (st *State) advance(rec *Record) error {
 		st.Params = st.Params.Update(rec.ParamUpdates)
 	}
 	st.Vals, st.NextVals = st.NextVals, next
+	st.valsHash, st.nextHash = st.nextHash, nextHash
 	st.LastResultsHash = types.NewResults(rec.TxResults).Hash()
 	st.LastBlockID = types.BlockID{Hash: h.Hash()}
 	st.Height = h.Height

@@ -8,6 +8,8 @@ import (
 	cmtcrypto "github.com/cometbft/cometbft/proto/tendermint/crypto"
 	cmtproto "github.com/cometbft/cometbft/proto/tendermint/types"
 	"github.com/cometbft/cometbft/types"
+
+	"github.com/blockhaul/blockhaul/internal/fault"
 )
 
 // checkpoint is a State as staging keeps it (JSON; keys and parameters as
@@ -66,7 +68,80 @@ func keysOf(set *types.ValidatorSet) ([]valKey, error) {
 	return out, nil
 }
 
-// UnmarshalState decodes a checkpoint written by Marshal.
+// stored is a chain of trust as staging keeps it: the state after the last
+// proven height, the state at the root, and the last height's proof.
+type stored struct {
+	Version int             `json:"version"`
+	State   json.RawMessage `json:"state"`
+	Root    json.RawMessage `json:"root"`
+	Proof   []byte          `json:"proof,omitempty"`
+}
+
+func marshalCheckpoint(c *Chain) ([]byte, error) {
+	st, err := c.st.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	root, err := c.root.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(stored{Version: 1, State: st, Root: root, Proof: c.proof})
+}
+
+// OpenCheckpoint reads a checkpoint (Chain.Checkpoint): the chain that
+// continues from it and, if fromRoot, the chain that starts again from its
+// root instead (verify's), with the stored proof of the last height.
+func OpenCheckpoint(b []byte, mode Mode, fromRoot bool) (*Chain, error) {
+	c, err := openCheckpoint(b, mode, fromRoot)
+	if err != nil {
+		return nil, fault.Mark(fmt.Errorf("staging's chain-of-trust checkpoint: %w", err), fault.Data)
+	}
+	return c, nil
+}
+
+func openCheckpoint(b []byte, mode Mode, fromRoot bool) (*Chain, error) {
+	var s stored
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%w: checkpoint: %v", ErrMalformed, err)
+	}
+	if s.Version != 1 {
+		return nil, fmt.Errorf("%w: checkpoint version %d (this blockhaul reads 1)", ErrMalformed, s.Version)
+	}
+	st, err := UnmarshalState(s.State)
+	if err != nil {
+		return nil, err
+	}
+	root, err := UnmarshalState(s.Root)
+	if err != nil {
+		return nil, err
+	}
+	c := &Chain{Mode: mode, st: st, root: root, proof: s.Proof}
+	if fromRoot {
+		c.st = root
+	}
+	return c, nil
+}
+
+// ProvenState is the state after the last height a checkpoint proved.
+func ProvenState(b []byte) (State, error) {
+	c, err := OpenCheckpoint(b, Changes, false)
+	if err != nil {
+		return State{}, err
+	}
+	return c.st, nil
+}
+
+// StoredProof is the proof of the last height a checkpoint proved.
+func StoredProof(b []byte) ([]byte, int64, error) {
+	c, err := OpenCheckpoint(b, Changes, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	return c.proof, c.st.Height, nil
+}
+
+// UnmarshalState decodes a state written by State.Marshal.
 func UnmarshalState(b []byte) (State, error) {
 	var c checkpoint
 	if err := json.Unmarshal(b, &c); err != nil {

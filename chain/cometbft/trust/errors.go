@@ -50,6 +50,9 @@ func (e *MismatchError) Error() string {
 // Fault marks the error as wrong data (exit 4).
 func (e *MismatchError) Fault() fault.Class { return fault.Data }
 
+// SetEndpoint names where the record came from (redacted).
+func (e *MismatchError) SetEndpoint(ep string) { e.Endpoint = ep }
+
 // FailedHeight is the height that failed.
 func (e *MismatchError) FailedHeight() uint64 { return uint64(e.Height) }
 

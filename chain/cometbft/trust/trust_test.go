@@ -108,12 +108,21 @@ func TestCheckpointContinues(t *testing.T) {
 	if err := tc.Prove(c.Records[:13], c.Records[13]); err != nil {
 		t.Fatal(err)
 	}
-	b, err := tc.State().Marshal()
+	b, err := tc.Checkpoint()
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := trust.UnmarshalState(b)
+	st, err := trust.ProvenState(b)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// From the checkpoint's root, the chain proves 1..13 again with the
+	// stored proof of 13.
+	fromRoot, err := trust.OpenCheckpoint(b, trust.Every, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fromRoot.Prove(c.Records[:13], fromRoot.Proof()); err != nil {
 		t.Fatal(err)
 	}
 	if st.Height != 13 || st.Vals.Hash() == nil || string(st.Vals.Hash()) != string(tc.State().Vals.Hash()) {
