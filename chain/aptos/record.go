@@ -262,7 +262,9 @@ func parseRecordParts(raw []byte) (*Block, error) {
 	if err != nil {
 		return nil, err
 	}
-	bad := func(field string, err error) error { return &RecordError{Height: b.Height, Field: field, Reason: err.Error()} }
+	bad := func(field string, err error) error {
+		return &RecordError{Height: b.Height, Field: field, Reason: err.Error()}
+	}
 	n := len(rb.Transactions)
 	pages := make([][]json.RawMessage, len(rec.Pages))
 	for i, p := range rec.Pages {
