@@ -38,6 +38,9 @@ type manifests struct {
 	secrets     map[string]*corev1.Secret
 	configMaps  map[string]*corev1.ConfigMap
 	claims      map[string]*corev1.PersistentVolumeClaim
+	// claimDirs holds each claim's directory while a test runs its pods:
+	// unlike an emptyDir, it outlives the pod.
+	claimDirs map[string]string
 }
 
 func load(t *testing.T) *manifests {
@@ -580,10 +583,11 @@ func TestShardsLineUp(t *testing.T) {
 		}
 	}
 
+	// volumeOf names the volume and the directory of it mounted at dir.
 	volumeOf := func(c corev1.Container, dir string) string {
 		for _, vm := range c.VolumeMounts {
-			if vm.MountPath == dir && vm.SubPath == "" && vm.SubPathExpr == "" {
-				return vm.Name
+			if vm.MountPath == dir {
+				return vm.Name + ":" + vm.SubPath + vm.SubPathExpr
 			}
 		}
 		return ""
@@ -591,6 +595,22 @@ func TestShardsLineUp(t *testing.T) {
 	_, sf, dest := m.settings(t, "Job blockhaul-fetch", sc, 0)
 	if sf["staging"] != ff["staging"] || volumeOf(fc, ff["staging"]) == "" || volumeOf(fc, ff["staging"]) != volumeOf(sc, sf["staging"]) {
 		t.Errorf("fetch Job: snapshot of %s (volume %q), fetch into %s (volume %q)", sf["staging"], volumeOf(sc, sf["staging"]), ff["staging"], volumeOf(fc, ff["staging"]))
+	}
+	// A retried or evicted shard pod resumes from what it staged: its
+	// staging is a claim's (an emptyDir or an ephemeral volume goes with
+	// the pod), each shard in its own directory of it.
+	for _, vm := range fc.VolumeMounts {
+		if vm.MountPath != ff["staging"] {
+			continue
+		}
+		if !strings.Contains(vm.SubPathExpr, "$(JOB_COMPLETION_INDEX)") {
+			t.Errorf("fetch Job: staging mounted with subPathExpr %q; the shards share one claim, each needs its own directory", vm.SubPathExpr)
+		}
+		for _, v := range fs.Volumes {
+			if v.Name == vm.Name && (v.PersistentVolumeClaim == nil || m.claims[v.PersistentVolumeClaim.ClaimName] == nil) {
+				t.Errorf("fetch Job: staging volume %s is no claim of deploy/'s: a retried shard would fetch its slice again", v.Name)
+			}
+		}
 	}
 	if sf["shards"] != ff["shards"] {
 		t.Errorf("fetch Job: snapshot --shards=%s, fetch --shards=%s", sf["shards"], ff["shards"])

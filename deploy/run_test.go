@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -19,6 +20,7 @@ import (
 	"github.com/blockhaul/blockhaul/internal/testbin"
 	"github.com/blockhaul/blockhaul/internal/testseed"
 	"github.com/blockhaul/blockhaul/internal/testserver"
+	"github.com/blockhaul/blockhaul/pipeline"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -83,7 +85,27 @@ func TestManifestsRunAsKubernetesWould(t *testing.T) {
 	restore.waitFor(t, "waiting for the fetch's snapshots")
 	order := testseed.New(t).Perm(shards) // BLOCKHAUL_TEST_SEED replays it
 	t.Logf("shards run in the order %v", order)
-	for _, i := range order {
+	// The first shard's pod is killed after its first staging commit (a
+	// lost node); the Job's next pod for that index resumes from the
+	// staging the claim kept: it plans fewer blocks than the slice holds.
+	lost := startPod(t, m, "Job blockhaul-fetch", fetch, order[0])
+	killedFetch := *lost.spec.InitContainers[0].DeepCopy()
+	killedFetch.Env = append(killedFetch.Env, corev1.EnvVar{Name: "BLOCKHAUL_CRASHPOINT", Value: "stage-commit:2"})
+	lost.start(t, killedFetch).killed(t)
+	retried := startPod(t, m, "Job blockhaul-fetch", fetch, order[0])
+	rf := retried.start(t, retried.spec.InitContainers[0])
+	if err := rf.wait(); err != nil {
+		t.Fatalf("retried shard %d: fetch: %v\n%s", order[0], err, rf.out.String())
+	}
+	sliceFrom, sliceTo, _ := pipeline.ShardRange(from, to, chunk, uint64(shards), uint64(order[0]))
+	if planned := plannedMissing(t, rf.out.String()); planned <= 0 || planned >= int(sliceTo-sliceFrom+1) {
+		t.Errorf("retried shard %d planned %d missing blocks of its slice %d-%d: want some, fewer than all (it resumes)\n%s",
+			order[0], planned, sliceFrom, sliceTo, rf.out.String())
+	} else {
+		t.Logf("retried shard %d resumed: %d of its %d blocks were left to fetch", order[0], planned, sliceTo-sliceFrom+1)
+	}
+	retried.runContainer(t, retried.spec.Containers[0])
+	for _, i := range order[1:] {
 		p := startPod(t, m, "Job blockhaul-fetch", fetch, i)
 		p.run(t)
 	}
@@ -125,6 +147,22 @@ func TestManifestsRunAsKubernetesWould(t *testing.T) {
 	t.Logf("tables of the Jobs and of one run: %v", got)
 }
 
+// plannedMissing is the missing count of a fetch's "fetch planned" line.
+func plannedMissing(t *testing.T, log string) int {
+	t.Helper()
+	for _, l := range strings.Split(log, "\n") {
+		var rec struct {
+			Msg     string `json:"msg"`
+			Missing *int   `json:"missing"`
+		}
+		if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "fetch planned" && rec.Missing != nil {
+			return *rec.Missing
+		}
+	}
+	t.Fatalf("no \"fetch planned\" line with missing in:\n%s", log)
+	return 0
+}
+
 // rowsOf is how many blocks the database's cometbft schema holds (0 when
 // it has none yet).
 func rowsOf(t *testing.T, dsn string) int {
@@ -161,10 +199,21 @@ func startPod(t *testing.T, m *manifests, where string, j *batchv1.Job, index in
 	t.Helper()
 	p := &pod{m: m, where: fmt.Sprintf("%s pod %d", where, index), spec: j.Spec.Template.Spec, index: index, mount: map[string]string{}}
 	for _, v := range p.spec.Volumes {
-		if v.EmptyDir == nil {
-			t.Fatalf("%s: volume %s is not an emptyDir; this test gives only those", where, v.Name)
+		switch {
+		case v.EmptyDir != nil:
+			p.mount[v.Name] = t.TempDir()
+		case v.PersistentVolumeClaim != nil:
+			if m.claimDirs == nil {
+				m.claimDirs = map[string]string{}
+			}
+			name := v.PersistentVolumeClaim.ClaimName
+			if m.claimDirs[name] == "" {
+				m.claimDirs[name] = t.TempDir()
+			}
+			p.mount[v.Name] = m.claimDirs[name]
+		default:
+			t.Fatalf("%s: volume %s is neither an emptyDir nor a claim; this test gives only those", where, v.Name)
 		}
-		p.mount[v.Name] = t.TempDir()
 	}
 	return p
 }
@@ -197,10 +246,26 @@ func (p *pod) runContainer(t *testing.T, c corev1.Container) {
 func (p *pod) start(t *testing.T, c corev1.Container) *process {
 	t.Helper()
 	env := p.m.envOf(t, p.where, c, p.index)
+	// Each mount's directory: the volume's, or its subPath (subPathExpr
+	// with the container's $(VAR) expanded), made as the kubelet makes it.
+	dirs := map[string]string{}
+	for _, vm := range c.VolumeMounts {
+		sub := vm.SubPath
+		if vm.SubPathExpr != "" {
+			sub = expand(vm.SubPathExpr, env)
+		}
+		if strings.Contains(sub, "$(") || strings.Contains(sub, "..") {
+			t.Fatalf("%s container %s: mount %s has subpath %q", p.where, c.Name, vm.MountPath, sub)
+		}
+		dirs[vm.MountPath] = filepath.Join(p.mount[vm.Name], sub)
+		if err := os.MkdirAll(dirs[vm.MountPath], 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	localPath := func(s string) string {
 		for _, vm := range c.VolumeMounts {
 			if s == vm.MountPath || strings.HasPrefix(s, vm.MountPath+"/") {
-				return p.mount[vm.Name] + strings.TrimPrefix(s, vm.MountPath)
+				return dirs[vm.MountPath] + strings.TrimPrefix(s, vm.MountPath)
 			}
 		}
 		return s
