@@ -149,7 +149,7 @@ func must(t *testing.T, err error) {
 // A flag the command does not use draws a warning and is ignored, its value
 // unchecked; the variable of such a flag is ignored, unread (fetch warned
 // that --batch-blocks had no effect and then refused its 0; estimate
-// refused BLOCKHAUL_FETCH_WORKERS=abc). The command's own flags and
+// refused another command's variable). The command's own flags and
 // variables are still checked.
 func TestUnusedFlagsAndVariablesAreIgnored(t *testing.T) {
 	dir := t.TempDir()
@@ -158,9 +158,16 @@ func TestUnusedFlagsAndVariablesAreIgnored(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "--batch-blocks has no effect on fetch") || strings.Contains(out, "invalid configuration") {
 		t.Errorf("fetch --batch-blocks 0: exit %d, want 0 with the warning alone:\n%s", code, out)
 	}
+	// follow's --confirmations is not estimate's: its variable is ignored.
+	code, out = blockhaulEnv(t, []string{"BLOCKHAUL_CONFIRMATIONS=abc"}, "estimate", "--staging", stg, "--from", "1", "--to", "100")
+	if code != 0 || strings.Contains(out, "CONFIRMATIONS") {
+		t.Errorf("BLOCKHAUL_CONFIRMATIONS=abc estimate: exit %d, want 0 with the variable ignored:\n%s", code, out)
+	}
+	// estimate --rpc probes the node with --fetch-workers requests in
+	// flight: the flag is its own, and checked.
 	code, out = blockhaulEnv(t, []string{"BLOCKHAUL_FETCH_WORKERS=abc"}, "estimate", "--staging", stg, "--from", "1", "--to", "100")
-	if code != 0 || strings.Contains(out, "FETCH_WORKERS") {
-		t.Errorf("BLOCKHAUL_FETCH_WORKERS=abc estimate: exit %d, want 0 with the variable ignored:\n%s", code, out)
+	if code != 2 || !strings.Contains(out, `--fetch-workers (BLOCKHAUL_FETCH_WORKERS): "abc"`) {
+		t.Errorf("BLOCKHAUL_FETCH_WORKERS=abc estimate: exit %d, want 2 naming the variable:\n%s", code, out)
 	}
 	code, out = blockhaulEnv(t, []string{"BLOCKHAUL_FETCH_WORKERS=abc"}, "fetch", "--staging", stg, "--from", "1", "--to", "5")
 	if code != 2 || !strings.Contains(out, `--fetch-workers (BLOCKHAUL_FETCH_WORKERS): "abc"`) {
