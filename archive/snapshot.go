@@ -219,25 +219,33 @@ func snapshot(ctx context.Context, dir string, bucket *blob.Bucket, dest string,
 	if err := checkpoint(cp); err != nil {
 		return nil, err
 	}
-	// What the checkpoint holds (writes go on in the store meanwhile).
-	snap, err := staging.Open(cp, staging.Options{ReadOnly: true})
-	if err != nil {
-		return nil, fmt.Errorf("archive: snapshot: the checkpoint does not open: %w", err)
+	if err := describeCheckpoint(cp, &m); err != nil {
+		return nil, err
 	}
-	if id, ok := snap.Identity(); ok {
-		m.Family, m.ChainID = id.Family.String(), id.ChainID
+	r := &SnapshotReport{Dest: dest, Staged: m.Staged, Replaced: old != nil}
+	if err := putFiles(ctx, bucket, cp, oldFiles, old != nil, &m, r); err != nil {
+		return nil, err
 	}
-	staged, err := snap.Staged(0, ^uint64(0))
-	snap.Close()
+	mb, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range staged {
-		m.Staged = append(m.Staged, Gap{From: r.From, To: r.To})
+	if err := bucket.WriteAll(ctx, ManifestName, mb, nil); err != nil {
+		return nil, fmt.Errorf("archive: snapshot: write manifest: %w", err)
 	}
-	r := &SnapshotReport{Dest: dest, Staged: m.Staged, Replaced: old != nil}
-	oldWhole := old != nil
-	err = filepath.WalkDir(cp, func(path string, d fs.DirEntry, err error) error {
+	if err := removeStale(ctx, bucket, objs, m, r); err != nil {
+		return r, err
+	}
+	r.Duration = time.Since(start)
+	return r, nil
+}
+
+// putFiles uploads the files of the checkpoint at cp to the bucket, listing
+// them in m and counting them in r; a file the earlier snapshot (oldFiles)
+// holds the same is kept as it is. oldWhole: the earlier snapshot's
+// manifest is there, deleted before its first file is replaced.
+func putFiles(ctx context.Context, bucket *blob.Bucket, cp string, oldFiles map[string]ManifestFile, oldWhole bool, m *Manifest, r *SnapshotReport) error {
+	return filepath.WalkDir(cp, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
 		}
@@ -276,18 +284,34 @@ func snapshot(ctx context.Context, dir string, bucket *blob.Bucket, dest string,
 		r.Bytes += size
 		return nil
 	})
+}
+
+// describeCheckpoint records in m what the checkpoint at cp holds: the
+// chain it is of and the ranges staged (writes go on in the store
+// meanwhile).
+func describeCheckpoint(cp string, m *Manifest) error {
+	snap, err := staging.Open(cp, staging.Options{ReadOnly: true})
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("archive: snapshot: the checkpoint does not open: %w", err)
 	}
-	mb, err := json.MarshalIndent(m, "", "  ")
+	if id, ok := snap.Identity(); ok {
+		m.Family, m.ChainID = id.Family.String(), id.ChainID
+	}
+	staged, err := snap.Staged(0, ^uint64(0))
+	snap.Close()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := bucket.WriteAll(ctx, ManifestName, mb, nil); err != nil {
-		return nil, fmt.Errorf("archive: snapshot: write manifest: %w", err)
+	for _, r := range staged {
+		m.Staged = append(m.Staged, Gap{From: r.From, To: r.To})
 	}
-	// What the earlier snapshot, or an interrupted one, left and this one
-	// does not list.
+	return nil
+}
+
+// removeStale deletes what the earlier snapshot, or an interrupted one,
+// left at the destination (objs) and m does not list, counting them in
+// r.Removed.
+func removeStale(ctx context.Context, bucket *blob.Bucket, objs map[string]bool, m Manifest, r *SnapshotReport) error {
 	listed := map[string]bool{ManifestName: true}
 	for _, f := range m.Files {
 		listed[f.Name] = true
@@ -301,12 +325,11 @@ func snapshot(ctx context.Context, dir string, bucket *blob.Bucket, dest string,
 	slices.Sort(stale)
 	for _, k := range stale {
 		if err := bucket.Delete(ctx, k); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-			return r, fmt.Errorf("archive: snapshot: written, but %d of the %s it replaces are left (%s first): %w", len(stale)-r.Removed, Quantity(len(stale), "file"), k, err)
+			return fmt.Errorf("archive: snapshot: written, but %d of the %s it replaces are left (%s first): %w", len(stale)-r.Removed, Quantity(len(stale), "file"), k, err)
 		}
 		r.Removed++
 	}
-	r.Duration = time.Since(start)
-	return r, nil
+	return nil
 }
 
 // fileSum is the size and SHA-256 of the file at path.
