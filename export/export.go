@@ -406,6 +406,10 @@ func readBatch(store *staging.Store, dec Decoder, from, to uint64, maxRows int, 
 	if err := it.Err(); err != nil {
 		var ce *staging.CorruptRecordError
 		if errors.As(err, &ce) {
+			if store.KeepsDamage() {
+				// A command that only reads staging deletes nothing.
+				return batch{}, fmt.Errorf("%w (staging is left as it is: blockhaul repair --staging %s removes it and fetches the height again)", err, store.Dir())
+			}
 			// Never keep a corrupt record: drop it so fetch stages it again.
 			if derr := store.Delete(ce.Height, ce.Height); derr != nil {
 				return batch{}, errors.Join(err, derr)
@@ -535,11 +539,13 @@ func blame(store *staging.Store, dec Decoder, ce *ContinuityError, raw []byte) {
 	if !ok {
 		return
 	}
+	// A command that only reads staging (KeepsDamage) deletes nothing.
+	remove := func(from, to uint64) bool { return !store.KeepsDamage() && store.Delete(from, to) == nil }
 	check := func(h uint64, raw []byte) bool {
 		var hm *chain.HashMismatchError
 		if _, err := v.VerifyBlock(raw); errors.As(err, &hm) {
 			ce.Wrong, ce.Computed = h, hm.Computed
-			ce.Removed = store.Delete(h, h) == nil
+			ce.Removed = remove(h, h)
 			return true
 		}
 		return false
@@ -554,14 +560,14 @@ func blame(store *staging.Store, dec Decoder, ce *ContinuityError, raw []byte) {
 		}
 		// Both blocks hash correctly: which one is of the chain cannot be
 		// told from them, so neither is kept.
-		if store.Delete(ce.Height-1, ce.Height) == nil {
+		if remove(ce.Height-1, ce.Height) {
 			ce.Unlinked = []uint64{ce.Height - 1, ce.Height}
 		}
 		return
 	}
 	// Block ce.Height-1 is committed (its hash came from PostgreSQL): the
 	// staged block is the one a fetch can replace.
-	if store.Delete(ce.Height, ce.Height) == nil {
+	if remove(ce.Height, ce.Height) {
 		ce.Unlinked = []uint64{ce.Height}
 	}
 }

@@ -186,7 +186,8 @@ func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (S
 	if err != nil {
 		return sum, err
 	}
-	store, err := staging.Open(cfg.Staging, staging.Options{Logger: log})
+	// export only reads staging: it names damage and leaves it to repair.
+	store, err := staging.Open(cfg.Staging, staging.Options{Logger: log, KeepDamage: cfg.Command == CmdExport})
 	if held := (*staging.InUseError)(nil); errors.As(err, &held) && !held.Reader && cfg.Command == CmdExport && len(cfg.Replay) > 0 {
 		// A running follow holds it: it runs the replay. (A reader runs
 		// none: the store's refusal is the answer.)

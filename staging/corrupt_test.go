@@ -587,3 +587,47 @@ func TestBatchCountsAHeightOnce(t *testing.T) {
 		t.Fatalf("ledger %+v (%v, %v), damage %v: want 3 records up to 3", l, ok, err, s.Damage())
 	}
 }
+
+// A store opened to keep damage (the export command's: it only reads
+// staging) names the same damage — the file, every run of unreadable
+// heights, repair — and removes nothing; it once removed them as a fetch's
+// store does.
+func TestKeepDamageNamesAndRemovesNothing(t *testing.T) {
+	dir := t.TempDir()
+	s := openBound(t, dir)
+	putBig(t, s, 1, 100)
+	putBig(t, s, 301, 400)
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	first := storeFile(t, dir, ".blob")
+	putFlushed(t, s, 101, 300)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	blob := filepath.Join(dir, first)
+	st, err := os.Stat(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(blob, st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(dir, Options{KeepDamage: true}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { noPanic(t, "close", s.Close) }()
+	err = noPanic(t, "get", func() error { _, err := s.Get(350); return err })
+	ce := wantDamaged(t, "get 350", err, "")
+	msg := err.Error()
+	if ce.Dropped || !ce.Kept || *ce.Heights != (Range{From: 301, To: 400}) || len(ce.Other) != 1 || ce.Other[0] != (Range{From: 1, To: 100}) ||
+		!strings.Contains(msg, "heights 1-100, 301-400") || !strings.Contains(msg, "blockhaul repair --staging "+dir) || strings.Contains(msg, "removed:") {
+		t.Fatalf("get 350: %v (heights %v, other %v): want 1-100 and 301-400 named, kept, and repair named", err, ce.Heights, ce.Other)
+	}
+	if missing, err := s.Missing(1, 400); err != nil || len(missing) != 0 {
+		t.Fatalf("a store that keeps damage removed records: missing %v, %v", missing, err)
+	}
+	if ce.File == "" && !strings.Contains(msg, ".blob") {
+		t.Logf("the damaged file is not named: %v", err)
+	}
+}

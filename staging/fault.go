@@ -54,6 +54,9 @@ type CorruptStoreError struct {
 	// were removed from the store, so that a fetch of those heights stages
 	// them again.
 	Dropped bool
+	// Kept is set when they were found but left in place (a store opened
+	// with KeepDamage): repair removes and refetches them.
+	Kept bool
 }
 
 // heights lists Heights and Other in order.
@@ -80,6 +83,9 @@ func (e *CorruptStoreError) Error() string {
 		// Pebble's corruption errors carry a second line of detail.
 		msg, _, _ := strings.Cut(e.Err.Error(), "\n")
 		fmt.Fprintf(&b, ": %s", msg)
+	}
+	if e.Kept {
+		fmt.Fprintf(&b, "; staging is left as it is (this command only reads it): blockhaul repair --staging %s removes the damaged records and fetches them again (run, which fetches, does too)", e.Dir)
 	}
 	if e.Dropped {
 		fmt.Fprintf(&b, "; the unreadable records were removed: fetch heights %s again", e.heights())

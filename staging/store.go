@@ -55,6 +55,12 @@ type Options struct {
 	// or several; none is let in beside a writer, nor a writer beside one
 	// (an *InUseError). A read-only open writes nothing into the directory.
 	ReadOnly bool
+	// KeepDamage keeps records that cannot be read (and, for the export
+	// engine, records that fail their checks) where a writer that can
+	// fetch them again removes them: a command that only reads staging
+	// (export) never deletes from it. Its errors name the damage and send
+	// to repair.
+	KeepDamage bool
 	// Logger receives Pebble's background errors. Default: discard.
 	Logger *slog.Logger
 	// MinFreeBytes is the free-space reserve: a batch is refused with a

@@ -114,6 +114,10 @@ func (s *Store) dropUnreadable(h uint64, cause error) error {
 		}
 	}
 	out.Other, out.Unchecked = s.otherDamage(h, run)
+	if s.opts.KeepDamage {
+		out.Kept = true
+		return out
+	}
 	// Said before the records go: a reader of another stream that finds
 	// them gone asks DroppedAt why.
 	s.droppedMu.Lock()
@@ -128,6 +132,10 @@ func (s *Store) dropUnreadable(h uint64, cause error) error {
 	s.opts.Logger.Warn("staging: removed unreadable records; fetch them again", "dir", s.dir, "heights", out.heights(), "file", out.File, "err", cause)
 	return out
 }
+
+// KeepsDamage reports whether the store was opened to keep damaged
+// records (Options.KeepDamage): its reader names them and removes nothing.
+func (s *Store) KeepsDamage() bool { return s.opts.KeepDamage }
 
 // DroppedAt returns the damage for which this process removed the record
 // of h as unreadable (a *CorruptStoreError), or nil. A reader that finds h
