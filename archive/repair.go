@@ -252,6 +252,13 @@ func salvage(dir string, old *staging.Store, vcfg VerifyConfig, cfg RepairConfig
 		return "", err
 	}
 	defer nw.abandon()
+	if cp, ok, err := old.Trust(); err == nil && ok {
+		// The chain of trust's checkpoint goes with the records; heights
+		// lost below it are staged again on their links.
+		if err := nw.s.SetTrust(cp); err != nil {
+			return "", err
+		}
+	}
 	put := func(blk chain.Block) error {
 		if err := rehash(vcfg, blk); err != nil {
 			sv.lose(blk.Height)
@@ -340,6 +347,11 @@ func salvageFiles(dir string, vcfg *VerifyConfig, cfg RepairConfig, sv *Salvage)
 		vcfg.To, vcfg.ToSet = hi, any
 	}
 	nw, err := openFresh(dir, id, files.Mirrors(), cfg, sv)
+	if err == nil {
+		if cp, ok := files.Trust(); ok {
+			err = nw.s.SetTrust(cp)
+		}
+	}
 	if err != nil {
 		return "", err
 	}

@@ -184,7 +184,11 @@ func proveStore(ctx context.Context, cfg *Config, store *staging.Store) (*archiv
 			break
 		}
 		if err != nil {
-			return nil, nil, err
+			// A damaged record: the staging check reports it; the chain
+			// of trust stops below it.
+			r.Unproven = fmt.Sprintf("block %d cannot be read: %v", h, err)
+			recs = recs[:0]
+			break
 		}
 		recs = append(recs, b.Raw)
 		h++
@@ -198,6 +202,7 @@ func proveStore(ctx context.Context, cfg *Config, store *staging.Store) (*archiv
 	}
 	last := h - 1
 	switch {
+	case r.Unproven != "": // stopped at a damaged record, which the staging check reports
 	case len(recs) == 0:
 		r.Unproven = fmt.Sprintf("block %d is not staged", start)
 	case storedProof != nil && last == storedHeight:

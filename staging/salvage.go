@@ -214,7 +214,7 @@ func (f *FileStore) add(key []byte, e entry) {
 		}
 		return
 	}
-	if len(key) == 0 || (key[0] != prefixIdent && key[0] != prefixMirror) {
+	if len(key) == 0 || (key[0] != prefixIdent && key[0] != prefixMirror && key[0] != prefixTrust) {
 		return
 	}
 	if old, ok := f.others[string(key)]; keep(old, ok) {
@@ -405,7 +405,7 @@ func (f *FileStore) resumePast(t *salvageTable, from []byte) []byte {
 			return k
 		}
 	}
-	for _, p := range []byte{prefixBlock, prefixIndex, prefixIdent, prefixMirror} {
+	for _, p := range []byte{prefixBlock, prefixIndex, prefixIdent, prefixMirror, prefixTrust} {
 		if from != nil && p <= from[0] {
 			continue
 		}
@@ -641,6 +641,20 @@ func (f *FileStore) Identity() (Identity, bool) {
 		return Identity{}, false
 	}
 	return id, true
+}
+
+// Trust returns the chain of trust's checkpoint the files record, if they
+// hold a readable one.
+func (f *FileStore) Trust() ([]byte, bool) {
+	e, ok := f.others[string(trustKey)]
+	if !ok || !f.live(trustKey, e) {
+		return nil, false
+	}
+	v, err := f.value(e, 0, false)
+	if err != nil {
+		return nil, false
+	}
+	return append([]byte(nil), v...), true
 }
 
 // Mirrors returns the target checkpoints the files record. A mirror whose
