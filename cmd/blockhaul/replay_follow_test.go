@@ -32,9 +32,13 @@ type liveFollow struct {
 func startFollow(t *testing.T, dsn, stg string) *liveFollow {
 	t.Helper()
 	f := &liveFollow{out: &syncbuf.Buffer{}, exited: make(chan error, 1)}
+	// Each follow's synthetic node starts again at tip 300 and grows a block
+	// every 100 ms: a follow started after another exported past 300 waits
+	// for its node to catch up, and gives up after --reorg-window polls
+	// (64 × 50 ms would be 3.2 s, less than the catching up takes).
 	f.cmd = exec.Command(binary, "follow", "--pg", dsn, "--staging", stg, "--from", "1", "--to", "20000",
 		"--synthetic-seed", seed, "--synthetic-tip", "300", "--synthetic-block-time", "100ms", "--poll-interval", "50ms",
-		"--batch-blocks", "100", "--progress-interval", "0", "--log-level", "info")
+		"--reorg-window", "2000", "--batch-blocks", "100", "--progress-interval", "0", "--log-level", "info")
 	f.cmd.Env = testbin.CleanEnv()
 	f.cmd.Stdout, f.cmd.Stderr = f.out, f.out
 	f.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
