@@ -98,7 +98,9 @@ wait:
 		select {
 		case line, ok := <-lines:
 			if !ok {
-				t.Fatalf("the fetch ended before staging 1,000 heights: %v", <-exited)
+				err := <-exited
+				exited <- err // for the deferred wait: taking it here hung the test
+				t.Fatalf("the fetch ended before staging 1,000 heights: %v", err)
 			}
 			var p struct {
 				Msg   string `json:"msg"`
@@ -135,6 +137,7 @@ wait:
 	}
 	select {
 	case err := <-exited:
+		exited <- err
 		t.Fatalf("the fetch exited before the snapshot was restored (%v): the test did not snapshot a running job", err)
 	default:
 	}
