@@ -99,7 +99,92 @@ func build(t *testing.T, dir string) *manifests {
 			m.claims[name] = o
 		}
 	}
+	// The Jobs carry range.yaml's RANGE in their names; the tests know
+	// them by the name before it.
+	if cm := m.configMaps["blockhaul-range"]; cm != nil && cm.Data["RANGE"] != "" {
+		for name, j := range m.jobs {
+			if base, ok := strings.CutSuffix(name, "-"+cm.Data["RANGE"]); ok {
+				delete(m.jobs, name)
+				m.jobs[base] = j
+			}
+		}
+	}
 	return m
+}
+
+// TestNamesCarryTheRange builds the manifests with range.yaml's RANGE
+// changed: the Jobs' names and the fetch staging claim's carry it, and
+// nothing else's changes, so a second range's Jobs stand beside the
+// first's.
+func TestNamesCarryTheRange(t *testing.T) {
+	names := func(dir string) map[string]string {
+		m := build(t, dir)
+		rng := m.configMaps["blockhaul-range"].Data["RANGE"]
+		got := map[string]string{}
+		for base, j := range m.jobs {
+			got["Job "+base] = j.Name
+			if j.Name != base+"-"+rng || len(j.Name) > 63 {
+				t.Errorf("Job %s: named %q, want %s-%s of at most 63 characters", base, j.Name, base, rng)
+			}
+			for _, v := range j.Spec.Template.Spec.Volumes {
+				if c := v.PersistentVolumeClaim; c != nil && m.claims[c.ClaimName] == nil {
+					t.Errorf("Job %s: volume %s claims %s, which the build does not hold", j.Name, v.Name, c.ClaimName)
+				}
+			}
+		}
+		for name := range m.claims {
+			got["PersistentVolumeClaim "+name] = name
+		}
+		for name := range m.deployments {
+			got["Deployment "+name] = name
+		}
+		return got
+	}
+	here := names(".")
+	if _, ok := here["PersistentVolumeClaim blockhaul-fetch-staging-"+load(t).configMaps["blockhaul-range"].Data["RANGE"]]; !ok {
+		t.Errorf("no fetch staging claim named with the range: %v", here)
+	}
+
+	dir := t.TempDir()
+	files, err := filepath.Glob("*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("deploy/*.yaml: %v %v", files, err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "range.yaml" {
+			re := regexp.MustCompile(`(?m)^  RANGE: .*$`)
+			if !re.Match(b) {
+				t.Fatal("range.yaml has no RANGE")
+			}
+			b = re.ReplaceAll(b, []byte("  RANGE: evm-5-9"))
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	there := names(dir)
+	t.Logf("names: %v; with RANGE evm-5-9: %v", here, there)
+	for what, name := range here {
+		other, ok := there[what]
+		if !ok && strings.HasPrefix(what, "PersistentVolumeClaim blockhaul-fetch-staging-") {
+			other, ok = there["PersistentVolumeClaim blockhaul-fetch-staging-evm-5-9"]
+		}
+		if !ok {
+			t.Errorf("%s (%s) is not in the build with RANGE evm-5-9", what, name)
+			continue
+		}
+		renamed := strings.HasPrefix(what, "Job ") || strings.HasPrefix(what, "PersistentVolumeClaim blockhaul-fetch-staging-")
+		if renamed != (other != name) {
+			t.Errorf("%s: %q with one RANGE, %q with another; want the Jobs and the fetch staging claim alone renamed", what, name, other)
+		}
+		if renamed && !strings.HasSuffix(other, "-evm-5-9") {
+			t.Errorf("%s: %q with RANGE evm-5-9", what, other)
+		}
+	}
 }
 
 func (m *manifests) job(t *testing.T, name string) *batchv1.Job {
