@@ -36,11 +36,6 @@ func (c *Config) validateArchive() []*FieldError {
 		if c.PG == "" {
 			bad("pg", "a PostgreSQL DSN is required for checksum")
 		}
-		if c.Against != "" {
-			if _, err := pgx.ParseConfig(c.Against); err != nil {
-				bad("against", "does not parse as a PostgreSQL DSN: %s", redactPGError(err, c.Against))
-			}
-		}
 		if c.AgainstSchema != "" && c.Against == "" {
 			bad("against-schema", "needs --against")
 		}
@@ -93,14 +88,14 @@ func (c *Config) archiveRange() (from, to uint64, bounded bool) {
 // Checksum digests the exported rows of --pg (and of --against, at the same
 // time, comparing the two) and prints the report. Differences are a
 // *archive.DataError (exit 4).
-func Checksum(ctx context.Context, cfg Config, out io.Writer) error {
+func Checksum(ctx context.Context, cfg *Job, out io.Writer) error {
 	// The rows were written with the decoder options the schema records:
-	// the tables they make are digested too.
-	took, err := recordedDecodersOf(ctx, &cfg)
+	// the tables they make are digested too (a Job of their own).
+	cfg, took, err := recordedDecodersOf(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	dec, err := newDecoder(&cfg)
+	dec, err := cfg.decoder()
 	if err != nil {
 		return err
 	}
@@ -165,10 +160,10 @@ func Checksum(ctx context.Context, cfg Config, out io.Writer) error {
 
 // recordedDecodersOf takes the decoder options --pg's schema records (see
 // useRecordedDecoders).
-func recordedDecodersOf(ctx context.Context, cfg *Config) ([]string, error) {
+func recordedDecodersOf(ctx context.Context, cfg *Job) (*Job, []string, error) {
 	conn, err := connect(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	return useRecordedDecoders(ctx, cfg, conn)
@@ -198,7 +193,7 @@ func checksumOf(ctx context.Context, dsn, flag string, ccfg archive.ChecksumConf
 // decompressed, hash recomputed, decoded) and, with --pg, what PostgreSQL
 // holds, and prints the report. Problems found are a *archive.DataError
 // (exit 4). The chain family is the store's own, not --chain.
-func Verify(ctx context.Context, cfg Config, out io.Writer) error {
+func Verify(ctx context.Context, cfg *Job, out io.Writer) error {
 	if err := needStore("staging", cfg.Staging); err != nil {
 		return err
 	}
@@ -225,28 +220,29 @@ func Verify(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	defer store.Close()
 	if id, ok := store.Identity(); ok {
-		if err := cfg.takeFamily(id.Family); err != nil {
+		var err error
+		if cfg, err = cfg.withFamily(id.Family); err != nil {
 			return err
 		}
 	}
 	var conn *pgx.Conn
 	if cfg.PG != "" {
-		if conn, err = connect(ctx, &cfg); err != nil {
+		if conn, err = connect(ctx, cfg); err != nil {
 			return err
 		}
 		defer conn.Close(context.WithoutCancel(ctx))
 		// The rows were written with the decoder options the schema
 		// records: staging is decoded with them.
-		if r.Decoders, err = useRecordedDecoders(ctx, &cfg, conn); err != nil {
+		if cfg, r.Decoders, err = useRecordedDecoders(ctx, cfg, conn); err != nil {
 			return err
 		}
 	}
-	if len(cfg.ABI) > 0 && cfg.Events == nil {
-		if err := compileABIs(&cfg, cfg.ABI); err != nil { // with the store's family
+	if len(cfg.ABI) > 0 && cfg.Decoding.Events == nil {
+		if cfg, err = compileABIs(cfg, cfg.ABI); err != nil { // with the store's family
 			return err
 		}
 	}
-	dec, err := newDecoder(&cfg)
+	dec, err := cfg.decoder()
 	if err != nil {
 		return err
 	}
@@ -347,7 +343,7 @@ const snapshotWait = 2 * time.Minute
 
 // Snapshot copies a consistent state of --staging to DEST (a directory or a
 // gocloud.dev/blob URL), with a manifest of every file's SHA-256.
-func Snapshot(ctx context.Context, cfg Config, out io.Writer) error {
+func Snapshot(ctx context.Context, cfg *Job, out io.Writer) error {
 	dest := cfg.Args[0]
 	if err := needStore("staging", cfg.Staging); err != nil {
 		return err
@@ -412,7 +408,7 @@ func Snapshot(ctx context.Context, cfg Config, out io.Writer) error {
 // Restore downloads the snapshot at SRC into --staging (new or empty),
 // checking every file against the manifest and verifying the store before
 // it is moved into place.
-func Restore(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error {
+func Restore(ctx context.Context, cfg *Job, out io.Writer, log *slog.Logger) error {
 	src := cfg.Args[0]
 	bucket, err := archive.OpenBucket(ctx, src, false)
 	if err != nil {
@@ -443,7 +439,7 @@ func Restore(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) e
 
 // restoreShards is restore --shards: every shard's snapshot under SRC,
 // each waited for up to --wait, restored and merged into --staging.
-func restoreShards(ctx context.Context, cfg Config, bucket *blob.Bucket, src string, out io.Writer, log *slog.Logger) error {
+func restoreShards(ctx context.Context, cfg *Job, bucket *blob.Bucket, src string, out io.Writer, log *slog.Logger) error {
 	r, err := archive.RestoreShards(ctx, bucket, src, cfg.Staging, cfg.restoreShards(), cfg.Wait, log)
 	if cfg.JSON {
 		if jerr := archive.WriteJSON(out, r); jerr != nil && err == nil {
@@ -475,7 +471,7 @@ var benchResult, benchResultName = archive.MeasuredRates, archive.MeasuredRatesN
 // Estimate prints what a job over --from..--to would fetch, export, store
 // and take, before anything is fetched or written; no room on the staging
 // filesystem is a *archive.NoRoomError (exit 2).
-func Estimate(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error {
+func Estimate(ctx context.Context, cfg *Job, out io.Writer, log *slog.Logger) error {
 	var store *staging.Store
 	if staging.HasStore(cfg.Staging) {
 		s, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
@@ -485,31 +481,29 @@ func Estimate(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) 
 		defer s.Close()
 		store = s
 		if id, ok := s.Identity(); ok {
-			if err := cfg.takeFamily(id.Family); err != nil {
+			var err error
+			if cfg, err = cfg.withFamily(id.Family); err != nil {
 				return err
 			}
 		}
 	}
-	dec, err := newDecoder(&cfg)
+	dec, err := cfg.decoder()
 	if err != nil {
 		return err
 	}
 	var conn *pgx.Conn
 	if cfg.PG != "" {
-		if conn, err = connect(ctx, &cfg); err != nil {
+		if conn, err = connect(ctx, cfg); err != nil {
 			return err
 		}
 		defer conn.Close(context.WithoutCancel(ctx))
 	}
 	tables := dec.Tables()
-	fam, err := cfg.family()
-	if err != nil {
-		return err
-	}
+	fam := cfg.Family
 	times := archive.BenchTimeRates(benchResult, benchResultName, fam.Name, fam.Rates)
-	times.Deferred = deferredWork(&cfg, tables)
+	times.Deferred = deferredWork(cfg, tables)
 	if len(cfg.RPC) > 0 {
-		if times.Fetch, err = probeFetch(ctx, &cfg, log); err != nil {
+		if times.Fetch, err = probeFetch(ctx, cfg, log); err != nil {
 			return err
 		}
 	}
@@ -563,7 +557,7 @@ func stagedChain(dir string) (id staging.Identity, ok bool, hi uint64, staged bo
 // chain), salvaging a store whose Pebble files are damaged into a fresh
 // one first, and verifies again. Anything left wrong is a
 // *archive.DataError (exit 4). The chain family is the store's own.
-func Repair(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error {
+func Repair(ctx context.Context, cfg *Job, out io.Writer, log *slog.Logger) error {
 	if err := needDir("staging", cfg.Staging); err != nil {
 		return err
 	}
@@ -572,11 +566,12 @@ func Repair(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) er
 		return err
 	}
 	if ok {
-		if err := cfg.takeFamily(id.Family); err != nil {
+		var err error
+		if cfg, err = cfg.withFamily(id.Family); err != nil {
 			return err
 		}
 	}
-	dec, err := newDecoder(&cfg)
+	dec, err := cfg.decoder()
 	if err != nil {
 		return err
 	}
@@ -584,19 +579,19 @@ func Repair(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) er
 	if fam := family.Of(dec.Family()); fam != nil {
 		vcfg.Recompute = fam.Verifier(chain.VerifyFull)
 	}
-	t := syntheticTip(&cfg)
+	t := syntheticTip(cfg)
 	if staged && hi > t && cfg.SyntheticTip == 0 {
 		t = hi
 	}
 	if cfg.ToSet && cfg.To > t && cfg.SyntheticTip == 0 {
 		t = cfg.To
 	}
-	src, err := newSource(&cfg, func() uint64 { return t }, log)
+	src, err := newSource(cfg, func() uint64 { return t }, log)
 	if err != nil {
 		return err
 	}
 	defer closeSource(src)
-	lc := loaderConfig(&cfg, log, &counters{m: monitor.New(monitor.Options{Logger: log, Out: io.Discard, Terminal: new(bool)})})
+	lc := loaderConfig(cfg, log, &counters{m: monitor.New(monitor.Options{Logger: log, Out: io.Discard, Terminal: new(bool)})})
 	r, rerr := archive.Repair(ctx, cfg.Staging, archive.RepairConfig{
 		Verify:  vcfg,
 		Options: staging.Options{Logger: log},

@@ -136,7 +136,7 @@ func TestChecksumParity(t *testing.T) {
 			if err != nil || !r.Equal() {
 				t.Fatalf("a database and its re-export: err %v, differences %+v", err, r.Differences)
 			}
-			dec, _ := newDecoder(&Config{Chain: tc.chain})
+			dec, _ := bareJob(Config{Chain: tc.chain}).decoder()
 			if dec == nil || len(r.A.Tables) != len(dec.Tables()) || r.B == nil {
 				t.Fatalf("report: %+v", r)
 			}

@@ -31,7 +31,7 @@ type BackfillSummary struct {
 // has not exported yet), named --alias or after its range. A range that is
 // empty, or that reaches above the chain's tip, is refused before anything
 // runs.
-func planBackfill(ctx context.Context, cfg *Config, db *export.Session, src loader.Source) (*BackfillSummary, error) {
+func planBackfill(ctx context.Context, cfg *Job, db *export.Session, src loader.Source) (*BackfillSummary, error) {
 	start, ok := cfg.From, false
 	if err := db.Do(ctx, "read head start", func(ctx context.Context, conn *pgx.Conn) (err error) {
 		var h uint64
@@ -69,7 +69,7 @@ func planBackfill(ctx context.Context, cfg *Config, db *export.Session, src load
 // a session of its own, into its own status row — never the head's
 // checkpoint. Rows the range shares with another stream's are merged, not
 // duplicated (export's conflict path). It resumes from its own cursor.
-func runBackfill(ctx context.Context, cfg *Config, store *staging.Store, src loader.Source, dec export.Decoder, bf *BackfillSummary, log *slog.Logger, c *counters) error {
+func runBackfill(ctx context.Context, cfg *Job, store *staging.Store, src loader.Source, dec export.Decoder, bf *BackfillSummary, log *slog.Logger, c *counters) error {
 	log = log.With("backfill", bf.Stream.Alias)
 	db, err := dialSession(ctx, cfg, log, c)
 	if err != nil {

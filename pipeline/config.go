@@ -6,12 +6,10 @@ package pipeline
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -27,7 +25,6 @@ import (
 	"github.com/blockhaul/blockhaul/internal/fault"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/monitor"
-	"github.com/jackc/pgx/v5"
 )
 
 // Commands.
@@ -57,12 +54,8 @@ var Commands = []string{CmdRun, CmdFetch, CmdExport, CmdFollow, CmdMerge, CmdSta
 type Config struct {
 	Command string
 
-	Chain string // --chain: a family's name or alias (family.Names)
-	// Family is the family Chain names, set by Validate (and by a command
-	// that takes the staging store's family): below Validate, code reads
-	// Family, never Chain.
-	Family *family.Family
-	RPC    []string // --rpc: endpoints; empty means the synthetic chain
+	Chain string   // --chain: a family's name or alias (family.Names); Resolve looks it up (Job.Family)
+	RPC   []string // --rpc: endpoints; empty means the synthetic chain
 	// NodeHome is --node-home: a stopped node's home directory, whose own
 	// databases are read instead of its RPC (family.SourceNodeHome).
 	NodeHome string
@@ -138,17 +131,11 @@ type Config struct {
 	// its range) over the same staging store (--backfill-from).
 	BackfillFrom    uint64
 	BackfillFromSet bool
-	DeferIndexes    IndexMode // --defer-indexes: auto, always or never
-	// keylessFill is the token of the primary keys this invocation's
-	// bounded fill deferred (export.DeferKeys), set by prepareIndexes.
-	keylessFill string
-	Indexes     export.IndexSet // --indexes: default, minimal, none or a list of index names
+	DeferIndexes    IndexMode       // --defer-indexes: auto, always or never (a fill's choice: indexPlan)
+	Indexes         export.IndexSet // --indexes: default, minimal, none or a list of index names
 	// IndexWorkers is --index-workers: deferred indexes built at once;
-	// 0 is auto (autoIndexWorkers), resolved by prepareIndexes.
+	// 0 is auto (autoIndexWorkers), resolved by prepareIndexes (indexPlan).
 	IndexWorkers int
-	// indexWorkersWhy says why IndexWorkers builds at once, for the
-	// summary: the flag, or auto's reason.
-	indexWorkersWhy string
 	// IndexMemoryMiB is each deferred index build's maintenance_work_mem
 	// in MiB (--index-memory); 0 keeps the server's. Default
 	// DefaultIndexMemoryMiB.
@@ -166,14 +153,10 @@ type Config struct {
 	Proto            []string // --proto
 	ProtoDescriptors []string // --proto-descriptors
 	Bech32Prefix     string   // --bech32-prefix
-	// messages is what Validate compiled of Proto and ProtoDescriptors;
-	// nil: the built-in set.
-	messages *family.MessageTypes
 
 	// ABI are the --abi values (NAME=FILE[@ADDRESS,...]): EVM event tables
-	// from contract ABIs; Events is what Validate compiled them into.
+	// from contract ABIs, compiled by Resolve (Job.Decoding).
 	ABI          []string
-	Events       *family.EventTables
 	VerifyBlocks chain.Verification // --verify-blocks: what is recomputed of a block before it is staged
 	// Trust is --trust: which commits the chain of trust checks
 	// (TrustChanges, TrustEvery, TrustOff; "" is TrustChanges); TrustRoot
@@ -183,9 +166,6 @@ type Config struct {
 
 	Tables string   // --tables: the tables run, export and follow write (see export.ParseTables); empty: all
 	Replay []string // --replay: export writes these tables again in place from staging (pipeline/replay.go)
-	// SelectedTables is what Validate read --tables or --replay as: the
-	// tables the job writes, nil for all of them.
-	SelectedTables []string
 
 	HTTPAddr string // --http: serve /healthz, /readyz and /metrics
 
@@ -232,9 +212,6 @@ type Config struct {
 	// Monitor, if set, receives the job's events (progress display,
 	// metrics); nil means a monitor that only logs progress.
 	Monitor *monitor.Monitor
-	// endpoint holds the routes of the store's endpoint while a job runs
-	// (startEndpoint).
-	endpoint *http.ServeMux
 
 	LogFormat string        // --log-format: text or json
 	LogLevel  string        // --log-level
@@ -383,8 +360,17 @@ func (c *Config) EnsureDefaults() {
 }
 
 // Validate checks every field and reports all problems at once as a
-// *ConfigError.
+// *ConfigError: Resolve without the Job.
 func (c *Config) Validate() error {
+	if _, fs := c.resolve(); len(fs) > 0 {
+		return &ConfigError{Fields: fs}
+	}
+	return nil
+}
+
+// validate checks the fields Resolve does not resolve, for family fam
+// (nil when --chain names none) and the decoding d resolved.
+func (c *Config) validate(fam *family.Family) []*FieldError {
 	var fs []*FieldError
 	bad := func(flag, format string, args ...any) {
 		fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: fmt.Sprintf(format, args...)})
@@ -395,44 +381,10 @@ func (c *Config) Validate() error {
 	case !slices.Contains(Commands, c.Command):
 		fs = append(fs, &FieldError{Msg: fmt.Sprintf("unknown command %q (want one of %s)", c.Command, strings.Join(Commands, ", "))})
 	}
-	fam, ferr := family.Lookup(c.Chain)
-	if ferr != nil {
-		bad("chain", "%v", ferr)
-	}
-	c.Family = fam
-	c.Events = nil
-	if len(c.ABI) > 0 && fam != nil && !(c.Command == CmdVerify && !c.ChainSet) { // verify: the store's family decides (Verify)
-		if fam.CompileABIs == nil {
-			bad("abi", "the %s family has no EVM logs to decode: --abi is for --chain evm", fam.Name)
-		} else if set, err := fam.CompileABIs(c.ABI); err != nil {
-			bad("abi", "%v", err)
-		} else {
-			c.Events = set
-		}
-	}
 	switch c.DeferIndexes {
 	case IndexesAuto, IndexesAlways, IndexesNever, "":
 	default:
 		bad("defer-indexes", "want auto, always or never, got %q", c.DeferIndexes)
-	}
-	if (len(c.Proto) > 0 || len(c.ProtoDescriptors) > 0) && c.messages == nil {
-		m, err := family.LoadMessageTypes(context.Background(), c.Proto, c.ProtoDescriptors)
-		switch {
-		case err == nil:
-			c.messages = m
-		case len(c.Proto) > 0 && (errors.Is(err, family.ErrProtoCompile) || errors.Is(err, family.ErrProtoDir)):
-			bad("proto", "%v", err)
-		default:
-			bad("proto-descriptors", "%v", err)
-		}
-	}
-	if p := c.Bech32Prefix; p != "" && !validBech32Prefix(p) {
-		bad("bech32-prefix", "want the lowercase human-readable part of the chain's addresses (cosmos, osmo, crc), got %q", p)
-	}
-	if dec, err := newDecoder(c); err == nil {
-		if err := c.Indexes.Check(dec.Tables()); err != nil {
-			bad("indexes", "%v", err)
-		}
 	}
 	if c.IndexMemoryMiB < 0 || c.IndexMemoryMiB > MaxIndexMemoryMiB {
 		bad("index-memory", "want 0 (the server's) to %d MiB, got %d", MaxIndexMemoryMiB, c.IndexMemoryMiB)
@@ -475,11 +427,6 @@ func (c *Config) Validate() error {
 	needPG := (c.Command == CmdRun || c.Command == CmdExport || c.Command == CmdFollow) && c.Parquet == ""
 	if needPG && c.PG == "" {
 		bad("pg", "a PostgreSQL DSN is required for %s", c.Command)
-	}
-	if c.PG != "" {
-		if _, err := pgx.ParseConfig(c.PG); err != nil {
-			bad("pg", "does not parse as a PostgreSQL DSN: %s", redactPGError(err, c.PG))
-		}
 	}
 	if c.Staging == "" {
 		bad("staging", "a staging directory is required")
@@ -552,12 +499,8 @@ func (c *Config) Validate() error {
 		bad("log-level", "want debug, info, warn or error, got %q", c.LogLevel)
 	}
 	fs = append(fs, c.validateShards()...)
-	fs = append(fs, c.validateTables()...)
 	fs = append(fs, c.validateSynthetic()...)
-	if len(fs) > 0 {
-		return &ConfigError{Fields: fs}
-	}
-	return nil
+	return fs
 }
 
 func validRPCURL(u string) error {
@@ -635,27 +578,6 @@ func validAlias(a string) error {
 	return nil
 }
 
-// redactPGError returns err's text with the DSN's password removed, since
-// pgx's parse errors may quote the DSN.
-func redactPGError(err error, dsn string) string {
-	s := err.Error()
-	if u, perr := url.Parse(dsn); perr == nil && u.User != nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			s = strings.ReplaceAll(s, pw, "xxxxx")
-		}
-	}
-	if i := strings.Index(dsn, "password="); i >= 0 {
-		pw := dsn[i+len("password="):]
-		if j := strings.IndexAny(pw, " &"); j >= 0 {
-			pw = pw[:j]
-		}
-		if pw != "" {
-			s = strings.ReplaceAll(s, pw, "xxxxx")
-		}
-	}
-	return s
-}
-
 // DefaultMemoryLimitMiB is the soft Go heap limit a blockhaul process sets
 // for a chain family (nil: the default family's) unless told otherwise
 // (--memory-limit, GOMEMLIMIT): the family's MemoryLimitMiB. Without a
@@ -667,30 +589,6 @@ func DefaultMemoryLimitMiB(f *family.Family) int64 {
 		f = family.Default
 	}
 	return f.MemoryLimitMiB
-}
-
-// family returns the family of c: the one Validate set, else (a Config
-// built by hand, as the package's tests do) the one Chain names.
-func (c *Config) family() (*family.Family, error) {
-	if c.Family != nil {
-		return c.Family, nil
-	}
-	return family.Lookup(c.Chain)
-}
-
-// takeFamily makes the family of id the family of c: a command that reads
-// a staging store takes the family the store holds, and with it the schema
-// where that was the default.
-func (c *Config) takeFamily(id chain.Family) error {
-	f := family.Of(id)
-	if f == nil {
-		return fmt.Errorf("the staging store holds chain family %s, which this blockhaul does not know", id)
-	}
-	c.Chain, c.Family = f.Name, f
-	if c.SchemaDefaulted {
-		c.Schema = f.Name
-	}
-	return nil
 }
 
 // IndexMode is --defer-indexes: whether a bounded range is filled with the

@@ -25,7 +25,7 @@ type recordedABI struct {
 // decoderRecord is cfg's decoder options that shape rows, as a schema
 // records them (export.RecordDecoders): each --abi, CometBFT's
 // --event-encoding, --bech32-prefix. Proto descriptors are not recorded.
-func decoderRecord(cfg *Config) ([]export.DecoderOption, error) {
+func decoderRecord(cfg *Job) ([]export.DecoderOption, error) {
 	var opts []export.DecoderOption
 	for _, v := range cfg.ABI {
 		sp, err := events.ParseSpec(v)
@@ -61,7 +61,7 @@ func decoderRecord(cfg *Config) ([]export.DecoderOption, error) {
 
 // recordDecoders records cfg's decoder options in its schema, once the job
 // has passed its checks and is about to write rows made with them.
-func recordDecoders(ctx context.Context, cfg *Config, db *export.Session) error {
+func recordDecoders(ctx context.Context, cfg *Job, db *export.Session) error {
 	opts, err := decoderRecord(cfg)
 	if err != nil || len(opts) == 0 {
 		return err
@@ -74,12 +74,15 @@ func recordDecoders(ctx context.Context, cfg *Config, db *export.Session) error 
 // useRecordedDecoders takes the decoder options cfg's schema records for
 // those cfg was not given (no --abi: the recorded ABIs; --event-encoding
 // auto; no --bech32-prefix), so that a check decodes staging as the rows
-// were written. It returns what it took, for the report.
-func useRecordedDecoders(ctx context.Context, cfg *Config, conn *pgx.Conn) ([]string, error) {
-	opts, err := export.ReadDecoders(ctx, conn, cfg.Schema)
+// were written: it returns the Job with them (cfg is left as it was) and
+// what it took, for the report.
+func useRecordedDecoders(ctx context.Context, job *Job, conn *pgx.Conn) (*Job, []string, error) {
+	opts, err := export.ReadDecoders(ctx, conn, job.Schema)
 	if err != nil || len(opts) == 0 {
-		return nil, err
+		return job, nil, err
 	}
+	n := *job
+	cfg := &n
 	var took, abis []string
 	dir := ""
 	defer func() {
@@ -93,16 +96,16 @@ func useRecordedDecoders(ctx context.Context, cfg *Config, conn *pgx.Conn) ([]st
 		case isABI && len(cfg.ABI) == 0:
 			var r recordedABI
 			if err := json.Unmarshal(o.Value, &r); err != nil {
-				return nil, fmt.Errorf("schema %s records --abi %s unreadably: %w", cfg.Schema, name, err)
+				return nil, nil, fmt.Errorf("schema %s records --abi %s unreadably: %w", cfg.Schema, name, err)
 			}
 			if dir == "" {
 				if dir, err = os.MkdirTemp("", "blockhaul-abi-"); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 			}
 			path := filepath.Join(dir, name+".json")
 			if err := os.WriteFile(path, r.ABI, 0o600); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			v := name + "=" + path
 			if len(r.Addresses) > 0 {
@@ -110,45 +113,47 @@ func useRecordedDecoders(ctx context.Context, cfg *Config, conn *pgx.Conn) ([]st
 			}
 			abis = append(abis, v)
 			took = append(took, "--abi "+name)
-		case o.Option == "event-encoding" && cfg.EventEncoding == family.EventEncoding(0):
+		case o.Option == "event-encoding" && cfg.Decoding.EventEncoding == family.EventEncoding(0):
 			var v string
-			if json.Unmarshal(o.Value, &v) == nil && v != cfg.EventEncoding.String() {
-				if err := cfg.EventEncoding.Set(v); err != nil {
-					return nil, fmt.Errorf("schema %s records --event-encoding %q: %w", cfg.Schema, v, err)
+			if json.Unmarshal(o.Value, &v) == nil && v != cfg.Decoding.EventEncoding.String() {
+				if err := cfg.Decoding.EventEncoding.Set(v); err != nil {
+					return nil, nil, fmt.Errorf("schema %s records --event-encoding %q: %w", cfg.Schema, v, err)
 				}
+				cfg.EventEncoding = cfg.Decoding.EventEncoding
 				took = append(took, "--event-encoding "+v)
 			}
-		case o.Option == "bech32-prefix" && cfg.Bech32Prefix == "":
+		case o.Option == "bech32-prefix" && cfg.Decoding.Bech32Prefix == "":
 			var v string
 			if json.Unmarshal(o.Value, &v) == nil && v != "" {
-				cfg.Bech32Prefix = v
+				cfg.Bech32Prefix, cfg.Decoding.Bech32Prefix = v, v
 				took = append(took, "--bech32-prefix "+v)
 			}
 		}
 	}
 	if len(abis) > 0 {
-		if err := compileABIs(cfg, abis); err != nil {
-			return nil, fmt.Errorf("schema %s records: %w", cfg.Schema, err)
+		if cfg, err = compileABIs(cfg, abis); err != nil {
+			return nil, nil, fmt.Errorf("schema %s records: %w", cfg.Schema, err)
 		}
 	}
-	return took, nil
+	return cfg, took, nil
 }
 
 // compileABIs compiles --abi values with cfg's family (for verify, the
-// store's own) into cfg.Events.
-func compileABIs(cfg *Config, values []string) error {
+// store's own): the Job decoding with them (cfg is left as it was).
+func compileABIs(cfg *Job, values []string) (*Job, error) {
 	f := cfg.Family
 	if f == nil || f.CompileABIs == nil {
 		name := "no"
 		if f != nil {
 			name = "the " + f.Name
 		}
-		return &ConfigError{Fields: []*FieldError{{Flag: "abi", Env: EnvName("abi"), Msg: fmt.Sprintf("%s family has no EVM logs to decode: --abi is for evm", name)}}}
+		return nil, &ConfigError{Fields: []*FieldError{{Flag: "abi", Env: EnvName("abi"), Msg: fmt.Sprintf("%s family has no EVM logs to decode: --abi is for evm", name)}}}
 	}
 	set, err := f.CompileABIs(values)
 	if err != nil {
-		return &ConfigError{Fields: []*FieldError{{Flag: "abi", Env: EnvName("abi"), Msg: err.Error()}}}
+		return nil, &ConfigError{Fields: []*FieldError{{Flag: "abi", Env: EnvName("abi"), Msg: err.Error()}}}
 	}
-	cfg.ABI, cfg.Events = values, set
-	return nil
+	n := *cfg
+	n.ABI, n.Decoding.ABI, n.Decoding.Events, n.Decoding.ABIDigests = values, values, set, abiDigests(values)
+	return &n, nil
 }

@@ -27,7 +27,7 @@ var estimateProbe = 3 * time.Second
 // nothing is staged. A rate above what --rps allows (the limiter's burst)
 // is brought down to it. A probe in which the node answered nothing is an
 // error naming the endpoints.
-func probeFetch(ctx context.Context, cfg *Config, log *slog.Logger) (*archive.FetchProbe, error) {
+func probeFetch(ctx context.Context, cfg *Job, log *slog.Logger) (*archive.FetchProbe, error) {
 	src, err := newSource(cfg, nil, log)
 	if err != nil {
 		return nil, err
@@ -143,7 +143,7 @@ func probeFetch(ctx context.Context, cfg *Config, log *slog.Logger) (*archive.Fe
 
 // deferredWork is what a fill of cfg's tables into empty tables defers:
 // the builds of their keys and of the --indexes set, and an ANALYZE of each.
-func deferredWork(cfg *Config, tables []chain.Table) *archive.Deferred {
+func deferredWork(cfg *Job, tables []chain.Table) *archive.Deferred {
 	d := &archive.Deferred{Always: cfg.DeferIndexes == IndexesAlways, Never: cfg.DeferIndexes == IndexesNever}
 	for _, t := range cfg.Indexes.Select(tables) {
 		d.Builds += len(t.Indexes)

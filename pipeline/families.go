@@ -4,8 +4,8 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
-	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/monitor"
@@ -14,7 +14,7 @@ import (
 // newSource returns the configured source: an RPC client when endpoints are
 // given, a node's home with --node-home, else the family's synthetic chain.
 // Building a source contacts nothing (a node home's databases are opened).
-func newSource(cfg *Config, tip func() uint64, log *slog.Logger) (loader.Source, error) {
+func newSource(cfg *Job, tip func() uint64, log *slog.Logger) (loader.Source, error) {
 	src, err := newBareSource(cfg, tip, log)
 	if err != nil || cfg.Monitor == nil {
 		return src, err
@@ -56,14 +56,11 @@ func checkRange(ctx context.Context, src loader.Source, from, to uint64) error {
 	return nil
 }
 
-func newBareSource(cfg *Config, tip func() uint64, log *slog.Logger) (loader.Source, error) {
+func newBareSource(cfg *Job, tip func() uint64, log *slog.Logger) (loader.Source, error) {
 	if cfg.Source != nil {
 		return cfg.Source, nil
 	}
-	fam, err := cfg.family()
-	if err != nil {
-		return nil, err
-	}
+	fam := cfg.Family
 	if len(cfg.RPC) > 0 {
 		return newRPCSource(fam, cfg, log)
 	}
@@ -77,39 +74,20 @@ func newBareSource(cfg *Config, tip func() uint64, log *slog.Logger) (loader.Sou
 		ReorgEvery: cfg.SyntheticReorgEvery, ReorgDepth: cfg.SyntheticReorgDepth}})
 }
 
-// newVerifier returns the family's block verification, which the loader
-// applies to every block of every source before it is staged.
-func newVerifier(cfg *Config) func([]byte) ([]byte, error) {
-	fam, err := cfg.family()
-	if err != nil {
+// newVerifier returns fam's block verification (what --verify-blocks
+// asks), which the loader applies to every block of every source before it
+// is staged.
+func newVerifier(fam *family.Family, v chain.Verification) func([]byte) ([]byte, error) {
+	if fam == nil {
 		return nil
 	}
-	return fam.Verifier(cfg.VerifyBlocks)
-}
-
-// newDecoder is the decoder of cfg's chain family, restricted to the tables
-// the job writes (--tables, --replay: cfg.SelectedTables).
-func newDecoder(cfg *Config) (export.Decoder, error) {
-	dec, err := familyDecoder(cfg)
-	if err != nil || cfg.SelectedTables == nil {
-		return dec, err
-	}
-	return export.Select(dec, cfg.SelectedTables)
-}
-
-// familyDecoder is the decoder of every table of cfg's chain family.
-func familyDecoder(cfg *Config) (export.Decoder, error) {
-	fam, err := cfg.family()
-	if err != nil {
-		return nil, err
-	}
-	return fam.NewDecoder(family.DecoderOptions{EventEncoding: cfg.EventEncoding, Messages: cfg.messages, Bech32Prefix: cfg.Bech32Prefix, Events: cfg.Events}), nil
+	return fam.Verifier(v)
 }
 
 // newRPCSource builds the JSON-RPC client of cfg.RPC and the family's
 // source on it. Each endpoint may carry as many requests at once as there
 // are fetch workers, so that one endpoint alone can keep every worker busy.
-func newRPCSource(fam *family.Family, cfg *Config, log *slog.Logger) (loader.Source, error) {
+func newRPCSource(fam *family.Family, cfg *Job, log *slog.Logger) (loader.Source, error) {
 	ccfg := jsonrpc.Config{
 		Endpoints:   cfg.RPC,
 		RPS:         cfg.RPS,

@@ -48,18 +48,21 @@ func (e *ReorgError) Fault() fault.Class { return fault.Data }
 //
 // With --backfill-from the job also runs a backfill beside the head (see
 // runBackfill); the first failure of either ends both.
-func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) (err error) {
+func runFollow(ctx context.Context, cfg *Job, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) (err error) {
 	// Another chain than the target holds is refused before anything is
 	// written.
-	dec, src, db, err := openExportJobChecked(ctx, cfg, tip, log, c, func(db *export.Session, dec export.Decoder, src loader.Source) error {
+	start := cfg.From
+	dec, src, db, err := openExportJobChecked(ctx, cfg, tip, log, c, func(db *export.Session, dec export.Decoder, src loader.Source) (err error) {
 		if err := checkTargetChain(ctx, cfg, db, store, dec, src, log); err != nil {
 			return err
 		}
-		return planHeadStart(ctx, cfg, db, log)
+		start, err = planHeadStart(ctx, cfg, db, log)
+		return err
 	})
 	if err != nil {
 		return err
 	}
+	cfg = cfg.withFrom(start)
 	if sum.From != cfg.From { // the head starts after the heights held
 		sum.From = cfg.From
 		if cfg.ToSet {
@@ -96,20 +99,17 @@ func runFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func(
 // refuses (status 2), naming the heights it could start at, a head stream
 // that has not started when the target's heights do not begin at the
 // chain's first height, or when a backfill that is not finished has that
-// start within its range (it would write those heights again). It sets
-// cfg.From, the head stream's start; it only reads.
-func planHeadStart(ctx context.Context, cfg *Config, db *export.Session, log *slog.Logger) error {
-	fam, err := cfg.family()
-	if err != nil {
-		return err
-	}
+// start within its range (it would write those heights again). It returns
+// the head stream's start; it only reads.
+func planHeadStart(ctx context.Context, cfg *Job, db *export.Session, log *slog.Logger) (uint64, error) {
+	fam := cfg.Family
 	if cfg.FromSet || cfg.From != fam.Genesis {
-		return nil // a start given (a caller's Config may set From alone)
+		return cfg.From, nil // a start given (a caller's Config may set From alone)
 	}
 	var covered []staging.Range
 	var backfills []export.Backfill
 	var cur export.Cursor
-	err = db.Do(ctx, "read the heights the target holds", func(ctx context.Context, conn *pgx.Conn) error {
+	err := db.Do(ctx, "read the heights the target holds", func(ctx context.Context, conn *pgx.Conn) error {
 		_, started, err := export.HeadStart(ctx, conn, cfg.Schema)
 		if err != nil {
 			return err
@@ -126,7 +126,7 @@ func planHeadStart(ctx context.Context, cfg *Config, db *export.Session, log *sl
 		return err
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	first := fam.Genesis
 	next := cur.Next(first)
@@ -141,9 +141,9 @@ func planHeadStart(ctx context.Context, cfg *Config, db *export.Session, log *sl
 		// after the backfills' heights it reaches.
 		if start != next {
 			log.Info("head stream goes on after the heights backfills hold above its checkpoint", "checkpoint", cur.Height, "from", start, "held", heightList(covered))
-			cfg.From = start
+			return start, nil
 		}
-		return nil
+		return cfg.From, nil
 	}
 	refuse := func(why string, from ...uint64) error {
 		opts := make([]string, len(from))
@@ -159,21 +159,20 @@ func planHeadStart(ctx context.Context, cfg *Config, db *export.Session, log *sl
 			if b.Done {
 				held = fmt.Sprintf("up to %d", b.Last)
 			}
-			return refuse(fmt.Sprintf("holds backfill %s (%d-%d) not finished (it has committed %s; run it again to finish it)", b.Alias, b.From, b.To, held),
+			return 0, refuse(fmt.Sprintf("holds backfill %s (%d-%d) not finished (it has committed %s; run it again to finish it)", b.Alias, b.From, b.To, held),
 				b.To+1, start)
 		}
 	}
 	if start == first {
 		if len(covered) > 0 {
 			last := covered[len(covered)-1].To + 1
-			return refuse(fmt.Sprintf("holds heights %s but not the chain's first height %d (--backfill-from %d fills the heights below a start beside it)", heightList(covered), first, first),
+			return 0, refuse(fmt.Sprintf("holds heights %s but not the chain's first height %d (--backfill-from %d fills the heights below a start beside it)", heightList(covered), first, first),
 				last, first)
 		}
-		return nil // an empty target: from the chain's first height
+		return cfg.From, nil // an empty target: from the chain's first height
 	}
 	log.Info("head stream starts after the heights the target holds", "from", start, "held", heightList(covered))
-	cfg.From = start
-	return nil
+	return start, nil
 }
 
 // heightList is ranges as "1-100, 200-300".
@@ -186,7 +185,7 @@ func heightList(rs []staging.Range) string {
 }
 
 // followHead is the head stream's loop.
-func followHead(ctx context.Context, cfg *Config, store *staging.Store, src loader.Source, db *export.Session, dec export.Decoder, log *slog.Logger, sum *Summary, c *counters) error {
+func followHead(ctx context.Context, cfg *Job, store *staging.Store, src loader.Source, db *export.Session, dec export.Decoder, log *slog.Logger, sum *Summary, c *counters) error {
 	head := export.Stream{Head: true, From: cfg.From}
 	// One progress line per interval says what the stream does; the
 	// engines' lines of every poll are debug output.
@@ -219,7 +218,7 @@ func followHead(ctx context.Context, cfg *Config, store *staging.Store, src load
 		}
 		if cfg.ToSet && next > cfg.To {
 			sum.Complete = true
-			return finishIndexes(ctx, cfg, db, sum, log)
+			return finishIndexes(ctx, cfg, &c.idx, db, sum, log)
 		}
 		tipH, err := src.Tip(ctx)
 		if err != nil {
@@ -323,9 +322,9 @@ func followHead(ctx context.Context, cfg *Config, store *staging.Store, src load
 }
 
 // genesisOf is the first height of cfg's chain family (0 when unknown).
-func genesisOf(cfg *Config) uint64 {
-	if fam, err := cfg.family(); err == nil {
-		return fam.Genesis
+func genesisOf(cfg *Job) uint64 {
+	if cfg.Family != nil {
+		return cfg.Family.Genesis
 	}
 	return 0
 }
@@ -337,7 +336,7 @@ func genesisOf(cfg *Config) uint64 {
 // treats it as the node's problem: the job ends (exit 1). Every endpoint
 // the job names is one the client rotates through, so a tip read that
 // keeps coming back below the height is every endpoint behind.
-func waitBehind(cfg *Config, tip, exported uint64, since *time.Time, log *slog.Logger, c *counters) error {
+func waitBehind(cfg *Job, tip, exported uint64, since *time.Time, log *slog.Logger, c *counters) error {
 	bound := time.Duration(max(cfg.ReorgWindow, 1)) * cfg.PollInterval
 	msg := fmt.Sprintf("the source's tip %d is below the exported height %d: waiting for the node to catch up", tip, exported)
 	c.m.SetReady(false, msg)
@@ -376,7 +375,7 @@ const maxUnlinkedRefetches = 3
 // --reorg-window plus --confirmations of the tip, where a chain may still
 // reorganise; it returns the span and the height of the break. Further
 // below, such an answer is no reorg but a node that is wrong.
-func unlinkedNearTip(err error, tip uint64, cfg *Config) (staging.Range, uint64, bool) {
+func unlinkedNearTip(err error, tip uint64, cfg *Job) (staging.Range, uint64, bool) {
 	var fe *loader.FetchError
 	var inv *loader.InvalidBlockError
 	if !errors.As(err, &fe) || !errors.As(err, &inv) {
@@ -392,7 +391,7 @@ func unlinkedNearTip(err error, tip uint64, cfg *Config) (staging.Range, uint64,
 // staged or exported below it): it finds the last height where staging and
 // the source agree, drops staging above it, and rolls PostgreSQL back to it
 // when exported rows are on the abandoned fork.
-func repairReorg(ctx context.Context, cfg *Config, db *export.Session, store *staging.Store, src loader.Source, tables []chain.Table, cur export.Cursor, brk uint64, log *slog.Logger, sum *Summary) error {
+func repairReorg(ctx context.Context, cfg *Job, db *export.Session, store *staging.Store, src loader.Source, tables []chain.Table, cur export.Cursor, brk uint64, log *slog.Logger, sum *Summary) error {
 	// Search past the window so that a reorg too deep to undo can still be
 	// reported with its fork height.
 	search := max(4*(cfg.ReorgWindow+cfg.Confirmations), 256)

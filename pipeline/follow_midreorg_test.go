@@ -184,7 +184,7 @@ func TestUnlinkedNearTip(t *testing.T) {
 		{&loader.FetchError{Range: span, Err: errors.New("HTTP 500")}, 1015, false},
 		{nil, 1015, false},
 	} {
-		r, h, ok := unlinkedNearTip(tc.err, tc.tip, &cfg)
+		r, h, ok := unlinkedNearTip(tc.err, tc.tip, bareJob(cfg))
 		if ok != tc.want || (ok && (r != span || h != 1007)) {
 			t.Errorf("unlinkedNearTip(%v, tip %d) = %v %d %v, want %v", tc.err, tc.tip, r, h, ok, tc.want)
 		}

@@ -26,8 +26,8 @@ const pendingLookupTimeout = 10 * time.Second
 // deferred, since the job is to stop now and its resume goes on filling
 // without them. Either way what is left unbuilt is named in sum (the
 // summary) as status names it.
-func settleIndexes(ctx context.Context, cfg *Config, db *export.Session, sum *Summary, log *slog.Logger, fillErr error) {
-	if cfg.DeferIndexes != IndexesAlways || sum.Complete {
+func settleIndexes(ctx context.Context, cfg *Job, plan *indexPlan, db *export.Session, sum *Summary, log *slog.Logger, fillErr error) {
+	if !plan.deferred || sum.Complete {
 		return
 	}
 	if ctx.Err() == nil && !errors.Is(fillErr, context.Canceled) && !errors.Is(fillErr, ErrInterrupted) {
@@ -43,7 +43,7 @@ func settleIndexes(ctx context.Context, cfg *Config, db *export.Session, sum *Su
 			}
 			keys = len(k)
 			log.Warn("the fill failed: building the indexes it dropped, so that the rows exported are queryable", "indexes", len(pending)-keys, "primary_keys", keys)
-			n, err = export.BuildIndexes(ctx, conn, cfg.Schema, indexBuildOptions(cfg, db, log))
+			n, err = export.BuildIndexes(ctx, conn, cfg.Schema, indexBuildOptions(cfg, plan, db, log))
 			return err
 		})
 		if err == nil {

@@ -54,7 +54,7 @@ func (g *leadGate) wait(ctx context.Context, to uint64) error {
 // fetchLead is run's lead: the --fetch-lead flag, or four export batches,
 // and never less than an export batch plus what the workers hold in flight
 // (below that, export could wait for heights the gate holds back).
-func fetchLead(cfg *Config) uint64 {
+func fetchLead(cfg *Job) uint64 {
 	floor := uint64(cfg.BatchBlocks) + uint64(cfg.FetchWorkers*cfg.FetchSpan)
 	lead := cfg.FetchLead
 	if lead == 0 {

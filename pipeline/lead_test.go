@@ -37,11 +37,11 @@ func TestLeadGate(t *testing.T) {
 
 func TestFetchLeadHasAFloor(t *testing.T) {
 	cfg := DefaultConfig()
-	if got, want := fetchLead(&cfg), uint64(4*cfg.BatchBlocks); got != want {
+	if got, want := fetchLead(bareJob(cfg)), uint64(4*cfg.BatchBlocks); got != want {
 		t.Fatalf("default lead %d, want %d (four export batches)", got, want)
 	}
 	cfg.FetchLead = 10
-	if got, want := fetchLead(&cfg), uint64(cfg.BatchBlocks+cfg.FetchWorkers*cfg.FetchSpan); got != want {
+	if got, want := fetchLead(bareJob(cfg)), uint64(cfg.BatchBlocks+cfg.FetchWorkers*cfg.FetchSpan); got != want {
 		t.Fatalf("lead of 10 became %d, want the floor %d", got, want)
 	}
 }
@@ -55,7 +55,7 @@ func TestRunFetchStaysWithinLeadOfExport(t *testing.T) {
 	defer conn.Close(context.Background())
 	cfg := testConfig(CmdRun, dsn, filepath.Join(t.TempDir(), "s"), nil, 1, 3000)
 	cfg.BatchBlocks, cfg.FetchWorkers, cfg.FetchSpan, cfg.FetchLead = 100, 2, 10, 400
-	lead := int64(fetchLead(&cfg))
+	lead := int64(fetchLead(bareJob(cfg)))
 	var mu sync.Mutex
 	worst := int64(-1)
 	src := newCounting(5000)

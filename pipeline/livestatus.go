@@ -54,12 +54,13 @@ const checkpointPoll = 200 * time.Millisecond
 
 // startEndpoint serves the store's endpoint while the job runs: its live
 // status, checkpoints, the monitor's routes; a follow adds replays to
-// cfg.endpoint. stop closes it and removes its socket. A job never fails
+// c.endpoint. stop closes it and removes its socket. A job never fails
 // because it could not serve it: it logs why and runs without.
-func startEndpoint(cfg *Config, store *staging.Store, m *monitor.Monitor, log *slog.Logger) (stop func()) {
+func startEndpoint(cfg *Job, store *staging.Store, c *counters, log *slog.Logger) (stop func()) {
+	m := c.m
 	started := time.Now()
 	mux := http.NewServeMux()
-	cfg.endpoint = mux
+	c.endpoint = mux
 	mux.HandleFunc("GET "+statusRoute, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(liveStatusOf(cfg, store, m, started))
@@ -86,7 +87,7 @@ func startEndpoint(cfg *Config, store *staging.Store, m *monitor.Monitor, log *s
 }
 
 // liveStatusOf is the job's status now.
-func liveStatusOf(cfg *Config, store *staging.Store, m *monitor.Monitor, started time.Time) LiveStatus {
+func liveStatusOf(cfg *Job, store *staging.Store, m *monitor.Monitor, started time.Time) LiveStatus {
 	sum := m.Summary()
 	ls := LiveStatus{PID: os.Getpid(), Command: cfg.Command, From: cfg.From, To: cfg.To, ToSet: cfg.ToSet,
 		Started: started, Updated: time.Now(), Fetch: sum.Fetch, Export: sum.Export}
@@ -136,7 +137,7 @@ func readLiveStatus(dir string) (*LiveStatus, error) {
 // liveStatus prints what the job holding dir last wrote, when err says
 // another process holds it; it returns err unchanged otherwise. Without
 // --schema, the schema --pg is read from becomes the store's family's.
-func liveStatus(cfg *Config, dir string, err error, out io.Writer) error {
+func liveStatus(cfg *Job, dir string, err error, out io.Writer) error {
 	var iu *staging.InUseError
 	if !errors.As(err, &iu) {
 		return err

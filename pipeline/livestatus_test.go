@@ -48,7 +48,7 @@ func TestLiveStatusChild(t *testing.T) {
 	cfg := synthConfig(CmdFetch, "evm", "", dir, 1, 2000)
 	cfg.FetchWorkers, cfg.FetchSpan = 1, 100
 	cfg.Progress = 20 * time.Millisecond
-	src, err := newBareSource(&cfg, func() uint64 { return 2100 }, quiet)
+	src, err := newBareSource(bareJob(cfg), func() uint64 { return 2100 }, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,6 @@ func TestProtoFlagsValidated(t *testing.T) {
 		t.Errorf("fields %v", flags)
 	}
 	cfg.Proto = nil
-	cfg.messages = nil
 	err = cfg.Validate()
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "none.binpb") {
 		t.Errorf("a missing descriptor set: %v", err)

@@ -43,11 +43,8 @@ func (c *Config) validateNodeHome(fam *family.Family) []*FieldError {
 // discarded, above its latest height (exit 2). A store that holds heights
 // already is asked which it lacks first, and only those are checked
 // (checkRunSource, loader.Fetch).
-func openNodeHome(ctx context.Context, cfg *Config) (loader.Source, error) {
-	fam, err := cfg.family()
-	if err != nil {
-		return nil, err
-	}
+func openNodeHome(ctx context.Context, cfg *Job) (loader.Source, error) {
+	fam := cfg.Family
 	kind, opts := cfg.sourceFirst()
 	src, err := fam.Source(kind, opts)
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 
 // checkStagingDirs refuses a --staging (or --merge-from) path that holds
 // something other than a staging store, before Open writes into it.
-func checkStagingDirs(cfg *Config) error {
+func checkStagingDirs(cfg *Job) error {
 	var fs []*FieldError
 	var damaged error
 	check := func(flag, dir string) {
@@ -54,7 +54,7 @@ func checkStagingDirs(cfg *Config) error {
 // listenHTTP binds --http before anything else starts, so that an address
 // in use is refused as bad input (status 2) rather than found after the
 // store is open. It returns nil without --http.
-func listenHTTP(cfg *Config) (net.Listener, error) {
+func listenHTTP(cfg *Job) (net.Listener, error) {
 	if cfg.HTTPAddr == "" {
 		return nil, nil
 	}
@@ -71,14 +71,12 @@ func listenHTTP(cfg *Config) (net.Listener, error) {
 // any schema is created for the wrong family. Without --chain the store's
 // family is taken instead (and its schema, and its default memory limit,
 // where those were the default's).
-func checkStagedChain(cfg *Config, store *staging.Store, log *slog.Logger) error {
-	fam, err := cfg.family()
-	if err != nil {
-		return err
-	}
+func checkStagedChain(cfg *Job, store *staging.Store, log *slog.Logger) error {
+	fam := cfg.Family
 	if id, ok := store.Identity(); ok && id.Family != fam.ID && !cfg.ChainSet {
 		log.Info("the staging store holds another chain family than the default: taking it", "dir", store.Dir(), "chain", id.Family.String())
-		if err := cfg.takeFamily(id.Family); err != nil {
+		var err error
+		if cfg, err = cfg.withFamily(id.Family); err != nil {
 			return err
 		}
 		held := cfg.Family
@@ -107,7 +105,7 @@ func checkStagedChain(cfg *Config, store *staging.Store, log *slog.Logger) error
 // and a fetch must not call its range staged nor add blocks beside it.
 // Generating one block asks no node; RPC sources are not asked here, so
 // that a covered range stays a no-op that contacts nothing.
-func checkSyntheticMatches(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger) error {
+func checkSyntheticMatches(ctx context.Context, cfg *Job, store *staging.Store, tip func() uint64, log *slog.Logger) error {
 	if len(cfg.RPC) > 0 || cfg.NodeHome != "" || cfg.Archive != "" || cfg.Source != nil {
 		return nil
 	}
@@ -141,7 +139,7 @@ func checkSyntheticMatches(ctx context.Context, cfg *Config, store *staging.Stor
 // status 4) before the coverage checks, when heights of the export's range
 // are missing: those gaps are the damage, not a range never fetched (which
 // would be bad input, status 2). A range the damage left whole exports.
-func checkDamage(cfg *Config, store *staging.Store) error {
+func checkDamage(cfg *Job, store *staging.Store) error {
 	d := store.Damage()
 	if d == nil {
 		return nil
@@ -174,7 +172,7 @@ func checkDamage(cfg *Config, store *staging.Store) error {
 // range whose start alone is missing passes: those heights may have been
 // exported and pruned, and the cursor, read later, says whether they are
 // needed.
-func checkStagedRange(cfg *Config, store *staging.Store) error {
+func checkStagedRange(cfg *Job, store *staging.Store) error {
 	missing, err := store.Missing(cfg.From, cfg.To)
 	if err != nil || len(missing) == 0 {
 		return err
@@ -206,7 +204,7 @@ func checkStagedRange(cfg *Config, store *staging.Store) error {
 // covered range stays a no-op that contacts no node even when it lags; a
 // chain id or tip that cannot be read is left for the run to report where
 // it always has.
-func checkRunSource(ctx context.Context, cfg *Config, store *staging.Store, src loader.Source) error {
+func checkRunSource(ctx context.Context, cfg *Job, store *staging.Store, src loader.Source) error {
 	if !cfg.ToSet {
 		return nil
 	}

@@ -20,7 +20,7 @@ import (
 // in the store has exported them, as each target itself confirms through
 // --pg's server (--force: regardless), then compacts; --dry-run says what
 // it would delete and deletes nothing.
-func Prune(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error {
+func Prune(ctx context.Context, cfg *Job, out io.Writer, log *slog.Logger) error {
 	if err := needStore("staging", cfg.Staging); err != nil {
 		return err
 	}

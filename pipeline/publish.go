@@ -65,7 +65,7 @@ func (c *Config) sourceFirst() (family.SourceKind, family.SourceOptions) {
 // Publish writes the full chunks of --staging's staged heights (--from,
 // --to) to the archive at DEST (archive/chunked), then the manifest part
 // and, unless it is a shard (--shards), the manifest.
-func Publish(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error {
+func Publish(ctx context.Context, cfg *Job, out io.Writer, log *slog.Logger) error {
 	dest := cfg.Args[0]
 	if cfg.MergeParts {
 		return mergeParts(ctx, cfg, dest, out)
@@ -141,7 +141,7 @@ func (p publishText) WriteText(out io.Writer) {
 // mergeParts writes the manifest of the archive at DEST from the manifest
 // parts under it (publish --shards writes one per shard) and its earlier
 // manifest: publish --merge-parts, which reads no staging store.
-func mergeParts(ctx context.Context, cfg Config, dest string, out io.Writer) error {
+func mergeParts(ctx context.Context, cfg *Job, dest string, out io.Writer) error {
 	bucket, err := archive.OpenBucket(ctx, dest, false)
 	if err != nil {
 		return &ConfigError{Fields: []*FieldError{{Arg: "DEST", Msg: fmt.Sprintf("%s: %v", archive.RedactURL(dest), err)}}}

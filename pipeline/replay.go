@@ -13,7 +13,7 @@ import (
 // cover (or --from/--to within them), beside whatever streams run on the
 // database, and leaves their checkpoints alone (export.Replay). When
 // another process holds --staging, Run asks it instead (requestReplay).
-func runReplay(ctx context.Context, cfg *Config, store *staging.Store, log *slog.Logger, sum *Summary, c *counters) error {
+func runReplay(ctx context.Context, cfg *Job, store *staging.Store, log *slog.Logger, sum *Summary, c *counters) error {
 	res, err := replayTables(ctx, cfg, store, log, c, replayHooks{
 		connected: func(context.Context, *export.Session) error {
 			c.m.SetReady(true, "")
@@ -43,8 +43,8 @@ type replayHooks struct {
 // replayTables is one replay of cfg.SelectedTables on its own session:
 // export --replay run here, or by a follow asked through its staging
 // directory (serveReplays).
-func replayTables(ctx context.Context, cfg *Config, store *staging.Store, log *slog.Logger, c *counters, h replayHooks) (export.Result, error) {
-	dec, err := newDecoder(cfg)
+func replayTables(ctx context.Context, cfg *Job, store *staging.Store, log *slog.Logger, c *counters, h replayHooks) (export.Result, error) {
+	dec, err := cfg.decoder()
 	if err != nil {
 		return export.Result{}, err
 	}

@@ -119,7 +119,7 @@ func TestReplayBesideFollow(t *testing.T) {
 	conn := pgtest.ConnectTo(t, dsn)
 	defer conn.Close(ctx)
 	cfg := DefaultConfig()
-	full, err := familyDecoder(&cfg)
+	full, err := bareJob(cfg).decoder()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,12 @@ type replayRequest struct {
 	Proto            []string `json:"proto,omitempty"`
 	ProtoDescriptors []string `json:"proto_descriptors,omitempty"`
 	Bech32Prefix     string   `json:"bech32_prefix,omitempty"`
+	// The EVM event decoding: the --abi values as given, and what the
+	// requester compiled them from (Decoding.ABIDigests): the holder
+	// compares the digests, so that the same ABI files reached by other
+	// paths agree and a changed file does not.
+	ABI        []string `json:"abi,omitempty"`
+	ABIDigests []string `json:"abi_digests,omitempty"`
 	// Database is databaseIdentity of the requester's --pg: the holder
 	// runs the replay on its own connection, to the same database only.
 	Database string `json:"database"`
@@ -85,6 +91,19 @@ type replayStatus struct {
 	Updated   time.Time         `json:"updated"`
 	Error     string            `json:"error,omitempty"`
 	Exit      int               `json:"exit"`
+}
+
+// newReplayRequest is the request of replay job j to the holder of its
+// staging directory, on the database dbID names: every decoding option j
+// resolved, for the holder to run it with or refuse naming the difference.
+func newReplayRequest(j *Job, dbID string) replayRequest {
+	d := &j.Decoding
+	return replayRequest{PID: os.Getpid(), Tables: d.Tables, Alias: j.Alias,
+		From: j.From, To: j.To, FromSet: j.FromSet, ToSet: j.ToSet,
+		BatchBlocks: j.BatchBlocks, SyncCommit: j.SyncCommit,
+		Chain: j.Family.Name, Schema: j.Schema, EventEncoding: d.EventEncoding.String(), Database: dbID,
+		Proto: d.Proto, ProtoDescriptors: d.ProtoDescriptors, Bech32Prefix: d.Bech32Prefix,
+		ABI: d.ABI, ABIDigests: d.ABIDigests}
 }
 
 // databaseIdentity names the database conn is connected to, the same
@@ -135,7 +154,7 @@ func (e *HeldReplayError) Fault() fault.Class {
 // rerun resumes), and a requester that dies is seen gone by the follow,
 // which cancels it too. A holder that ends or is killed meanwhile is seen
 // gone by its lock (staging.Holder) within a poll.
-func requestReplay(ctx context.Context, cfg *Config, held *staging.InUseError, out io.Writer, log *slog.Logger) (Summary, error) {
+func requestReplay(ctx context.Context, cfg *Job, held *staging.InUseError, out io.Writer, log *slog.Logger) (Summary, error) {
 	sum := Summary{Command: cfg.Command}
 	dir := cfg.Staging
 	// A job that does not take replay requests is refused at once.
@@ -154,11 +173,7 @@ func requestReplay(ctx context.Context, cfg *Config, held *staging.InUseError, o
 	if err != nil {
 		return sum, err
 	}
-	req := replayRequest{PID: os.Getpid(), Tables: cfg.SelectedTables, Alias: cfg.Alias,
-		From: cfg.From, To: cfg.To, FromSet: cfg.FromSet, ToSet: cfg.ToSet,
-		BatchBlocks: cfg.BatchBlocks, SyncCommit: cfg.SyncCommit,
-		Chain: cfg.Chain, Schema: cfg.Schema, EventEncoding: cfg.EventEncoding.String(), Database: dbID,
-		Proto: cfg.Proto, ProtoDescriptors: cfg.ProtoDescriptors, Bech32Prefix: cfg.Bech32Prefix}
+	req := newReplayRequest(cfg, dbID)
 	body, err := json.Marshal(req)
 	if err != nil {
 		return sum, err
@@ -376,7 +391,7 @@ func (w *replayWatch) answer(st replayStatus) error {
 
 // stoppedAt adds to err, a replay that ended without an answer, where its
 // progress row says it stopped.
-func (w *replayWatch) stoppedAt(ctx context.Context, cfg *Config, st replayStatus, err error) error {
+func (w *replayWatch) stoppedAt(ctx context.Context, cfg *Job, st replayStatus, err error) error {
 	if st.Alias == "" {
 		return err
 	}

@@ -33,11 +33,11 @@ import (
 // it ends, cancels a replay still running (its chunk in flight rolls back;
 // its progress row stays for a rerun to resume), answers it saying why,
 // and waits for it; requests after it are refused.
-func serveReplays(ctx context.Context, cfg *Config, store *staging.Store, log *slog.Logger, c *counters) (stop func(*error)) {
+func serveReplays(ctx context.Context, cfg *Job, store *staging.Store, log *slog.Logger, c *counters) (stop func(*error)) {
 	s := &replayServer{cfg: cfg, store: store, log: log, c: c, pid: os.Getpid(), ctx: context.WithoutCancel(ctx)}
-	if cfg.endpoint != nil {
-		cfg.endpoint.HandleFunc("POST "+replayRoute, s.serve)
-		cfg.endpoint.HandleFunc("POST "+replayRoute+"/cancel", s.withdraw)
+	if c.endpoint != nil {
+		c.endpoint.HandleFunc("POST "+replayRoute, s.serve)
+		c.endpoint.HandleFunc("POST "+replayRoute+"/cancel", s.withdraw)
 	}
 	var once sync.Once
 	return func(result *error) {
@@ -60,7 +60,7 @@ func serveReplays(ctx context.Context, cfg *Config, store *staging.Store, log *s
 
 // replayServer is serveReplays' state.
 type replayServer struct {
-	cfg   *Config
+	cfg   *Job
 	store *staging.Store
 	log   *slog.Logger
 	c     *counters
@@ -175,41 +175,29 @@ func (s *replayServer) withdraw(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// replayConfig is the follow's configuration made the export --replay req
-// asks for, or the refusal of a request this follow cannot run as asked.
-func (s *replayServer) replayConfig(req replayRequest) (*Config, error) {
-	var fs []*FieldError
+// replayConfig is the follow's job made the export --replay req asks for,
+// or the refusal of a request this follow cannot run as asked: one whose
+// decoding differs from the follow's in any option (every one is compared,
+// the ABIs by the digests of their files) is refused naming each
+// difference, since a replay through the follow decodes as its head
+// stream does.
+func (s *replayServer) replayConfig(req replayRequest) (*Job, error) {
+	own := s.cfg
+	fs := decodingDifferences(req, own)
 	bad := func(flag, format string, args ...any) {
 		fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: fmt.Sprintf(format, args...)})
-	}
-	const who = "the follow"
-	fam, ferr := family.Lookup(req.Chain)
-	own, _ := s.cfg.family()
-	if ferr != nil || fam != own {
-		bad("chain", "is %q; %s follows a %s chain", req.Chain, who, own)
-	}
-	if req.Schema != s.cfg.Schema {
-		bad("schema", "is %q; %s writes schema %q", req.Schema, who, s.cfg.Schema)
-	}
-	if req.EventEncoding != s.cfg.EventEncoding.String() {
-		bad("event-encoding", "is %s; %s decodes events as %s, and a replay through it decodes them as the head stream does", req.EventEncoding, who, s.cfg.EventEncoding)
-	}
-	if !slices.Equal(req.Proto, s.cfg.Proto) || !slices.Equal(req.ProtoDescriptors, s.cfg.ProtoDescriptors) || req.Bech32Prefix != s.cfg.Bech32Prefix {
-		bad("proto", "is --proto %q --proto-descriptors %q --bech32-prefix %q; %s decodes messages with --proto %q --proto-descriptors %q --bech32-prefix %q, and a replay through it decodes them as the head stream does (restart the follow with the new files)",
-			req.Proto, req.ProtoDescriptors, req.Bech32Prefix, who, s.cfg.Proto, s.cfg.ProtoDescriptors, s.cfg.Bech32Prefix)
 	}
 	if req.BatchBlocks <= 0 || req.BatchBlocks > MaxBatchBlocks {
 		bad("batch-blocks", "want 1 to %d blocks, got %d", MaxBatchBlocks, req.BatchBlocks)
 	}
-	rc := *s.cfg
+	rc := *own
 	rc.Command, rc.Tables, rc.Replay = CmdExport, "", req.Tables
 	if len(fs) == 0 {
-		if dec, err := familyDecoder(&rc); err != nil {
-			return nil, err
-		} else if names, err := export.ParseTables(strings.Join(req.Tables, ","), dec.Tables()); err != nil {
+		all := own.Family.NewDecoder(own.Decoding.options()).Tables()
+		if names, err := export.ParseTables(strings.Join(req.Tables, ","), all); err != nil {
 			bad("replay", "%v", err)
 		} else {
-			rc.SelectedTables = names
+			rc.Decoding.Tables = names
 		}
 	}
 	if len(fs) > 0 {
@@ -221,9 +209,56 @@ func (s *replayServer) replayConfig(req replayRequest) (*Config, error) {
 	return &rc, nil
 }
 
+// decodingDifferences names, flag by flag, where the request's chain,
+// schema and decoding differ from the follow's own job.
+func decodingDifferences(req replayRequest, own *Job) []*FieldError {
+	var fs []*FieldError
+	bad := func(flag, format string, args ...any) {
+		fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: fmt.Sprintf(format, args...)})
+	}
+	const who = "the follow"
+	d := &own.Decoding
+	if fam, err := family.Lookup(req.Chain); err != nil || fam != own.Family {
+		bad("chain", "is %q; %s follows a %s chain", req.Chain, who, own.Family)
+	}
+	if req.Schema != own.Schema {
+		bad("schema", "is %q; %s writes schema %q", req.Schema, who, own.Schema)
+	}
+	if req.EventEncoding != d.EventEncoding.String() {
+		bad("event-encoding", "is %s; %s decodes events as %s, and a replay through it decodes them as the head stream does", req.EventEncoding, who, d.EventEncoding)
+	}
+	if !slices.Equal(req.Proto, d.Proto) || !slices.Equal(req.ProtoDescriptors, d.ProtoDescriptors) || req.Bech32Prefix != d.Bech32Prefix {
+		bad("proto", "is --proto %q --proto-descriptors %q --bech32-prefix %q; %s decodes messages with --proto %q --proto-descriptors %q --bech32-prefix %q, and a replay through it decodes them as the head stream does (restart the follow with the new files)",
+			req.Proto, req.ProtoDescriptors, req.Bech32Prefix, who, d.Proto, d.ProtoDescriptors, d.Bech32Prefix)
+	}
+	if !slices.Equal(req.ABIDigests, d.ABIDigests) {
+		bad("abi", "is %s; %s decodes logs with %s, and a replay through it decodes them as the head stream does (restart the follow with the same --abi files, or replay from a copy of the store)",
+			abiList(req.ABI, req.ABIDigests), who, abiList(d.ABI, d.ABIDigests))
+	}
+	return fs
+}
+
+// abiList says which ABIs values and their digests are, for a refusal.
+func abiList(values, digests []string) string {
+	if len(values) == 0 {
+		return "no --abi"
+	}
+	parts := make([]string, len(values))
+	for i, v := range values {
+		parts[i] = "--abi " + v
+		if i < len(digests) {
+			if _, sum, ok := strings.Cut(digests[i], "="); ok {
+				sum, _, _ = strings.Cut(sum, "@")
+				parts[i] += " (" + sum[:min(len(sum), len("sha256:")+12)] + ")"
+			}
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
 // start runs the replay rc of req beside the head stream; s.mu is held.
-func (s *replayServer) start(req replayRequest, rc *Config) (*heldReplay, error) {
-	dec, err := newDecoder(rc)
+func (s *replayServer) start(req replayRequest, rc *Job) (*heldReplay, error) {
+	dec, err := rc.decoder()
 	if err != nil {
 		return nil, err
 	}
@@ -234,12 +269,12 @@ func (s *replayServer) start(req replayRequest, rc *Config) (*heldReplay, error)
 	rctx, cancel := context.WithCancelCause(s.ctx)
 	h := &heldReplay{req: req, ctx: rctx, cancel: cancel, done: make(chan struct{}), answered: make(chan struct{}), changed: make(chan struct{}, 1),
 		st: replayStatus{PID: s.pid, Requester: req.PID, Alias: alias, Rows: map[string]uint64{}}}
-	for _, t := range rc.SelectedTables {
+	for _, t := range rc.Decoding.Tables {
 		h.st.Rows[t] = 0
 	}
 	s.cur = h
 	log := s.log.With("replay", alias, "requester", req.PID)
-	log.Info("replay requested on the endpoint: running it beside the head stream", "tables", strings.Join(rc.SelectedTables, ","))
+	log.Info("replay requested on the endpoint: running it beside the head stream", "tables", strings.Join(rc.Decoding.Tables, ","))
 	names := tableNamesOf(dec)
 	hooks := replayHooks{
 		connected: func(ctx context.Context, db *export.Session) error { return s.sameDatabase(ctx, db, req) },

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -111,14 +112,21 @@ func (a AfterFill) write(out io.Writer) {
 	fmt.Fprintf(out, "  after the fill: %s, in %s\n", strings.Join(parts, "; "), a.Took.Round(100*time.Millisecond))
 }
 
-// Run runs cfg.Command. It validates cfg first; the returned error maps to
-// an exit status through ExitCode. out receives the summary.
+// Run resolves cfg (Resolve) and runs its command (Job.Run): the returned
+// error maps to an exit status through ExitCode. out receives the summary.
 func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summary, error) {
-	cfg.EnsureDefaults()
-	if err := cfg.Validate(); err != nil {
+	j, err := Resolve(cfg)
+	if err != nil {
 		return Summary{}, err
 	}
-	if err := checkStagingDirs(&cfg); err != nil {
+	return j.Run(ctx, out, log)
+}
+
+// Run runs the job's command; the returned error maps to an exit status
+// through ExitCode. out receives the summary.
+func (j *Job) Run(ctx context.Context, out io.Writer, log *slog.Logger) (Summary, error) {
+	cfg := j
+	if err := checkStagingDirs(cfg); err != nil {
 		return Summary{}, err
 	}
 	switch cfg.Command {
@@ -148,7 +156,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 	}
 	if cfg.Shards > 0 {
 		from, to := cfg.From, cfg.To
-		if !cfg.shardSlice() {
+		var ok bool
+		if cfg, ok = cfg.shardSlice(); !ok {
 			fmt.Fprintf(out, "blockhaul %s: shard %d of %d has no heights of %d..%d (slices of whole %d-height chunks): nothing to do\n",
 				cfg.Command, cfg.ShardIndex, cfg.Shards, from, to, cfg.ShardChunk)
 			return Summary{Command: cfg.Command, From: from, To: to, Complete: true}, nil
@@ -171,9 +180,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summ
 }
 
 // runJob runs fetch, export, run or follow.
-func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (Summary, error) {
+func runJob(ctx context.Context, cfg *Job, out io.Writer, log *slog.Logger) (Summary, error) {
 	if (cfg.NodeHome != "" || cfg.Archive != "") && cfg.Source == nil {
-		src, err := openNodeHome(ctx, &cfg)
+		src, err := openNodeHome(ctx, cfg)
 		if err != nil {
 			return Summary{Command: cfg.Command, From: cfg.From, To: cfg.To}, err
 		}
@@ -181,8 +190,8 @@ func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (S
 	}
 	start := time.Now()
 	sum := Summary{Command: cfg.Command, From: cfg.From, To: cfg.To}
-	tip := syntheticTipFunc(&cfg)
-	ln, err := listenHTTP(&cfg)
+	tip := syntheticTipFunc(cfg)
+	ln, err := listenHTTP(cfg)
 	if err != nil {
 		return sum, err
 	}
@@ -194,14 +203,14 @@ func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (S
 		if ln != nil {
 			ln.Close()
 		}
-		return requestReplay(ctx, &cfg, held, out, log)
+		return requestReplay(ctx, cfg, held, out, log)
 	}
 	if err == nil {
 		defer store.Close()
-		err = checkStagedChain(&cfg, store, log)
+		err = checkStagedChain(cfg, store, log)
 	}
 	if err == nil && cfg.Command != CmdExport {
-		err = checkSyntheticMatches(ctx, &cfg, store, tip, log)
+		err = checkSyntheticMatches(ctx, cfg, store, tip, log)
 	}
 	if err != nil {
 		if ln != nil {
@@ -212,12 +221,16 @@ func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (S
 
 	m := cfg.Monitor
 	if m == nil {
+		// The sources built below report to it: the job with it.
 		m = monitor.New(monitor.Options{Logger: log, Out: io.Discard, Terminal: new(bool), Interval: cfg.Progress})
-		cfg.Monitor = m // the sources built below report to it
+		n := *cfg
+		n.Monitor = m
+		cfg = &n
 	}
+	c := &counters{m: m}
 	m.PublishRetryReasons(jsonrpc.RetryReasons...)
 	m.PublishPGRetryCauses(export.TransientCauses...)
-	if dec, err := newDecoder(&cfg); err == nil {
+	if dec, err := cfg.decoder(); err == nil {
 		names := make([]string, 0)
 		for _, t := range dec.Tables() {
 			names = append(names, t.Name)
@@ -236,7 +249,7 @@ func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (S
 	defer m.Stop()
 	// status, snapshot, verify and export --replay, run beside this job,
 	// ask it on its store's endpoint.
-	defer startEndpoint(&cfg, store, m, log)()
+	defer startEndpoint(cfg, store, c, log)()
 	if ln != nil {
 		hctx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 		served := make(chan error, 1)
@@ -250,7 +263,6 @@ func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (S
 			}
 		}()
 	}
-	c := &counters{m: m}
 
 	cmd := cfg.Command
 	if cfg.Parquet != "" {
@@ -258,13 +270,13 @@ func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (S
 	}
 	switch cmd {
 	case CmdFetch:
-		err = runFetch(ctx, &cfg, store, tip, log, &sum, c)
+		err = runFetch(ctx, cfg, store, tip, log, &sum, c)
 	case CmdExport:
-		err = runExport(ctx, &cfg, store, nil, log, &sum, c)
+		err = runExport(ctx, cfg, store, nil, log, &sum, c)
 	case CmdRun:
-		err = runBoth(ctx, &cfg, store, tip, log, &sum, c)
+		err = runBoth(ctx, cfg, store, tip, log, &sum, c)
 	case CmdFollow:
-		err = runFollow(ctx, &cfg, store, tip, log, &sum, c)
+		err = runFollow(ctx, cfg, store, tip, log, &sum, c)
 	}
 	sum.Duration = time.Since(start)
 	if err != nil {
@@ -283,7 +295,7 @@ func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (S
 	ms := m.Summary()
 	ms.Command, ms.Complete = cfg.Command, sum.Complete && len(sum.IndexesPending) == 0
 	if len(cfg.Replay) > 0 {
-		ms.Replayed = cfg.SelectedTables
+		ms.Replayed = cfg.Decoding.Tables
 	}
 	ms.WriteText(out)
 	writePending(out, sum.IndexesPending, sum.KeysPending, sum.IndexesPresent)
@@ -327,7 +339,7 @@ func runJob(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) (S
 // since the generator renders any height a range asks for; else
 // DefaultSyntheticTip, so that a range without --to ends where a user trying
 // the tool expects a job to end, not at a height no machine reaches.
-func syntheticTip(cfg *Config) uint64 {
+func syntheticTip(cfg *Job) uint64 {
 	switch {
 	case cfg.SyntheticTip > 0:
 		return cfg.SyntheticTip
@@ -342,7 +354,7 @@ func syntheticTip(cfg *Config) uint64 {
 
 // resolveTo fixes the range end: --to if given (refused when above the
 // tip), else the source's tip.
-func resolveTo(ctx context.Context, cfg *Config, src loader.Source) error {
+func resolveTo(ctx context.Context, cfg *Job, src loader.Source) error {
 	tip, err := src.Tip(ctx)
 	if err != nil {
 		return fmt.Errorf("read chain tip: %w", err)
@@ -360,7 +372,7 @@ func resolveTo(ctx context.Context, cfg *Config, src loader.Source) error {
 	return nil
 }
 
-func runFetch(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
+func runFetch(ctx context.Context, cfg *Job, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
 	src, err := newSource(cfg, tip, log)
 	if err != nil {
 		return err
@@ -399,7 +411,13 @@ func runFetch(ctx context.Context, cfg *Config, store *staging.Store, tip func()
 
 // counters hands the engines' hooks to the job's monitor.
 type counters struct {
-	m      *monitor.Monitor
+	m *monitor.Monitor
+	// endpoint holds the routes of the store's endpoint while a job runs
+	// (startEndpoint); a follow adds its replays' (serveReplays).
+	endpoint *http.ServeMux
+	// idx is what the job decided of its tables' indexes
+	// (prepareIndexes), once, before any stream writes.
+	idx    indexPlan
 	reorgs uint64 // reorgs of the job's Summary already counted in m
 }
 
@@ -411,11 +429,11 @@ func (c *counters) reorgsRepaired(sum *Summary) {
 	}
 }
 
-func loaderConfig(cfg *Config, log *slog.Logger, c *counters) loader.Config {
+func loaderConfig(cfg *Job, log *slog.Logger, c *counters) loader.Config {
 	m := c.m
 	m.SetReady(true, "")
 	return loader.Config{
-		Verify:    newVerifier(cfg),
+		Verify:    newVerifier(cfg.Family, cfg.VerifyBlocks),
 		Workers:   cfg.FetchWorkers,
 		Span:      cfg.FetchSpan,
 		DownAfter: cfg.RPCDownAfter,
@@ -429,7 +447,7 @@ func loaderConfig(cfg *Config, log *slog.Logger, c *counters) loader.Config {
 	}
 }
 
-func exportConfig(cfg *Config, log *slog.Logger, c *counters) export.Config {
+func exportConfig(cfg *Job, log *slog.Logger, c *counters) export.Config {
 	c.m.SetReady(true, "")
 	alias := cfg.Alias
 	if alias == "" {
@@ -437,8 +455,8 @@ func exportConfig(cfg *Config, log *slog.Logger, c *counters) export.Config {
 	}
 	return export.Config{
 		Schema:      cfg.Schema,
-		SkipIndexes: cfg.DeferIndexes == IndexesAlways,
-		KeylessFill: cfg.keylessFill,
+		SkipIndexes: c.idx.deferred,
+		KeylessFill: c.idx.keyless,
 		Indexes:     cfg.Indexes,
 		Stream:      export.Stream{Alias: alias, From: cfg.From, To: cfg.To},
 		BatchBlocks: cfg.BatchBlocks,
@@ -456,63 +474,6 @@ func exportConfig(cfg *Config, log *slog.Logger, c *counters) export.Config {
 	}
 }
 
-func connect(ctx context.Context, cfg *Config) (*pgx.Conn, error) {
-	conn, err := pgx.Connect(ctx, cfg.PG)
-	if err != nil {
-		return nil, markConnectRefusal(&redactedError{msg: "connect to PostgreSQL: " + redactPGError(err, cfg.PG), err: err})
-	}
-	return conn, nil
-}
-
-// applicationName is how blockhaul's connections show in pg_stat_activity
-// unless the DSN names another.
-const applicationName = "blockhaul"
-
-// dialTimeout bounds one connection attempt unless the DSN sets
-// connect_timeout.
-const dialTimeout = 30 * time.Second
-
-// dialSession opens the job's PostgreSQL session: a connection that
-// reconnects and retries after transient faults within --pg-retries and
-// --pg-retry-max-wait, counting each retry in the job's metrics.
-func dialSession(ctx context.Context, cfg *Config, log *slog.Logger, c *counters) (*export.Session, error) {
-	pc, err := pgx.ParseConfig(cfg.PG)
-	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL: %s", redactPGError(err, cfg.PG))
-	}
-	if _, ok := pc.RuntimeParams["application_name"]; !ok {
-		pc.RuntimeParams["application_name"] = applicationName
-	}
-	if pc.ConnectTimeout == 0 {
-		// A server that does not answer is a fault, not a hang: at the
-		// job's start it fails the job, later it is retried.
-		pc.ConnectTimeout = dialTimeout
-	}
-	dial := func(ctx context.Context) (*pgx.Conn, error) {
-		conn, err := pgx.ConnectConfig(ctx, pc.Copy())
-		if err != nil {
-			return nil, markConnectRefusal(&redactedError{msg: "connect to PostgreSQL: " + redactPGError(err, cfg.PG), err: err})
-		}
-		return conn, nil
-	}
-	return export.Dial(ctx, dial, export.SessionOptions{
-		Policy:         export.RetryPolicy{Retries: cfg.PGRetries, MaxWait: cfg.PGRetryMaxWait},
-		Logger:         log,
-		OnRetry:        func(cause string, _ error) { c.m.PGRetry(cause) },
-		FailUnanswered: true,
-	})
-}
-
-// redactedError is err with a message that holds no credential; it keeps
-// err's chain for classification (export.TransientCause).
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
 // loadCursor reads a stream's cursor through db, riding out transient
 // faults.
 func loadCursor(ctx context.Context, db *export.Session, schema string, s export.Stream) (cur export.Cursor, err error) {
@@ -524,11 +485,11 @@ func loadCursor(ctx context.Context, db *export.Session, schema string, s export
 }
 
 // runExport exports [from, to] from staging alone; it never builds a source.
-func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
+func runExport(ctx context.Context, cfg *Job, store *staging.Store, _ func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
 	if len(cfg.Replay) > 0 {
 		return runReplay(ctx, cfg, store, log, sum, c)
 	}
-	dec, err := newDecoder(cfg)
+	dec, err := cfg.decoder()
 	if err != nil {
 		return err
 	}
@@ -562,7 +523,7 @@ func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() 
 	if err := recordDecoders(ctx, cfg, db); err != nil {
 		return err
 	}
-	if err := prepareIndexes(ctx, cfg, db, dec, log); err != nil {
+	if err := prepareIndexes(ctx, cfg, db, dec, log, c); err != nil {
 		return err
 	}
 	ecfg := exportConfig(cfg, log, c)
@@ -580,12 +541,12 @@ func runExport(ctx context.Context, cfg *Config, store *staging.Store, _ func() 
 	closeSessions() // before the index builds dial their connections
 	sum.Export = res
 	sum.Complete = res.Complete
-	return endFill(ctx, cfg, db, sum, log, err)
+	return endFill(ctx, cfg, &c.idx, db, sum, log, err)
 }
 
 // streamSessions returns db and n - 1 more sessions, and a function that
 // closes the ones it dialled (once, however often it is called).
-func streamSessions(ctx context.Context, cfg *Config, db *export.Session, n int, log *slog.Logger, c *counters) ([]*export.Session, func(), error) {
+func streamSessions(ctx context.Context, cfg *Job, db *export.Session, n int, log *slog.Logger, c *counters) ([]*export.Session, func(), error) {
 	sessions := []*export.Session{db}
 	closeAll := func() {
 		for _, s := range sessions[1:] {
@@ -607,35 +568,43 @@ func streamSessions(ctx context.Context, cfg *Config, db *export.Session, n int,
 // whether the fill runs without secondary indexes (cfg.DeferIndexes becomes
 // always or never): it drops them for a deferred fill, and otherwise builds
 // any that an earlier run deferred.
-func prepareIndexes(ctx context.Context, cfg *Config, db *export.Session, dec export.Decoder, log *slog.Logger) error {
-	mode := cfg.DeferIndexes
+func prepareIndexes(ctx context.Context, cfg *Job, db *export.Session, dec export.Decoder, log *slog.Logger, c *counters) error {
 	return db.Do(ctx, "prepare schema "+cfg.Schema, func(ctx context.Context, conn *pgx.Conn) error {
-		cfg.DeferIndexes, cfg.keylessFill = mode, "" // as given, on every attempt
-		if err := resolveIndexWorkers(ctx, cfg, conn, log); err != nil {
+		c.idx = indexPlan{} // decided afresh on every attempt
+		workers, why, err := resolveIndexWorkers(ctx, cfg, conn, log)
+		if err != nil {
 			return err
 		}
-		return prepareIndexesOn(ctx, cfg, conn, dec, indexBuildOptions(cfg, db, log))
+		c.idx.workers, c.idx.workersWhy = workers, why
+		return prepareIndexesOn(ctx, cfg, &c.idx, conn, dec, indexBuildOptions(cfg, &c.idx, db, log))
 	})
+}
+
+// indexPlan is what a job decided, once, about its tables' indexes: whether
+// the fill runs without its secondary indexes (--defer-indexes resolved),
+// the token of the primary keys it deferred (export.DeferKeys), and how
+// many deferred builds run at once and why (--index-workers resolved).
+type indexPlan struct {
+	deferred   bool
+	keyless    string
+	workers    int
+	workersWhy string
 }
 
 // indexBuildOptions is how the job builds deferred indexes: --index-workers
 // at once (export.DefaultIndexWorkers while auto is not yet resolved), the
 // connections beyond the session's own dialled as it dials.
-func indexBuildOptions(cfg *Config, db *export.Session, log *slog.Logger) export.BuildOptions {
-	return export.BuildOptions{Workers: cmp.Or(cfg.IndexWorkers, export.DefaultIndexWorkers), Dial: db.Dialer(), MaintenanceWorkMem: cfg.IndexMemoryMiB << 20, Logger: log}
+func indexBuildOptions(cfg *Job, plan *indexPlan, db *export.Session, log *slog.Logger) export.BuildOptions {
+	return export.BuildOptions{Workers: cmp.Or(plan.workers, cfg.IndexWorkers, export.DefaultIndexWorkers), Dial: db.Dialer(), MaintenanceWorkMem: cfg.IndexMemoryMiB << 20, Logger: log}
 }
 
-func prepareIndexesOn(ctx context.Context, cfg *Config, conn *pgx.Conn, dec export.Decoder, bo export.BuildOptions) error {
+func prepareIndexesOn(ctx context.Context, cfg *Job, plan *indexPlan, conn *pgx.Conn, dec export.Decoder, bo export.BuildOptions) error {
 	log := bo.Logger
 	deferring, why, err := resolveIndexMode(ctx, cfg, conn, dec)
 	if err != nil {
 		return err
 	}
-	if deferring {
-		cfg.DeferIndexes = IndexesAlways
-	} else {
-		cfg.DeferIndexes = IndexesNever
-	}
+	plan.deferred = deferring
 	tables := cfg.Indexes.Select(dec.Tables())
 	if err := export.EnsureSchema(ctx, conn, cfg.Schema, tables, deferring, log); err != nil {
 		return err
@@ -648,7 +617,7 @@ func prepareIndexesOn(ctx context.Context, cfg *Config, conn *pgx.Conn, dec expo
 	if err := export.DeferIndexes(ctx, conn, cfg.Schema, tables, log); err != nil {
 		return err
 	}
-	return prepareKeys(ctx, cfg, conn, tables, bo)
+	return prepareKeys(ctx, cfg, plan, conn, tables, bo)
 }
 
 // prepareKeys decides whether a deferred fill also runs without the tables'
@@ -657,7 +626,7 @@ func prepareIndexesOn(ctx context.Context, cfg *Config, conn *pgx.Conn, dec expo
 // finds them deferred by another builds them before it writes, so that
 // rows meet rows through the keys as they always did. follow never drops
 // them (its range does not end), nor a fill whose alias is not known yet.
-func prepareKeys(ctx context.Context, cfg *Config, conn *pgx.Conn, tables []chain.Table, bo export.BuildOptions) error {
+func prepareKeys(ctx context.Context, cfg *Job, plan *indexPlan, conn *pgx.Conn, tables []chain.Table, bo export.BuildOptions) error {
 	if cfg.Command != CmdFollow && cfg.ToSet {
 		alias := cfg.Alias
 		if alias == "" {
@@ -665,7 +634,7 @@ func prepareKeys(ctx context.Context, cfg *Config, conn *pgx.Conn, tables []chai
 		}
 		token, err := export.DeferKeys(ctx, conn, cfg.Schema, tables, alias, bo.Logger)
 		if err != nil || token != "" {
-			cfg.keylessFill = token
+			plan.keyless = token
 			return err
 		}
 	}
@@ -683,7 +652,7 @@ func prepareKeys(ctx context.Context, cfg *Config, conn *pgx.Conn, tables []chai
 // tables yet) and carries on a deferral an earlier run left pending; it
 // never defers for follow, whose range does not end, nor beside tables that
 // already hold rows another stream may be serving.
-func resolveIndexMode(ctx context.Context, cfg *Config, conn *pgx.Conn, dec export.Decoder) (bool, string, error) {
+func resolveIndexMode(ctx context.Context, cfg *Job, conn *pgx.Conn, dec export.Decoder) (bool, string, error) {
 	switch cfg.DeferIndexes {
 	case IndexesAlways:
 		return true, "--defer-indexes=always", nil
@@ -704,9 +673,9 @@ func resolveIndexMode(ctx context.Context, cfg *Config, conn *pgx.Conn, dec expo
 // endFill ends a bounded fill whose fetch and export returned fillErr:
 // on failure it settles the deferred indexes and returns fillErr; on
 // success it builds them and analyzes what was filled.
-func endFill(ctx context.Context, cfg *Config, db *export.Session, sum *Summary, log *slog.Logger, fillErr error) error {
+func endFill(ctx context.Context, cfg *Job, plan *indexPlan, db *export.Session, sum *Summary, log *slog.Logger, fillErr error) error {
 	if fillErr != nil {
-		settleIndexes(ctx, cfg, db, sum, log, fillErr)
+		settleIndexes(ctx, cfg, plan, db, sum, log, fillErr)
 		return fillErr
 	}
 	// The tables filled are analyzed by the index builds' workers, each
@@ -720,7 +689,7 @@ func endFill(ctx context.Context, cfg *Config, db *export.Session, sum *Summary,
 	if analyzes(cfg, sum) {
 		tables = filledTables(sum.Export)
 	}
-	if sum.Complete && cfg.Command != CmdFollow && cfg.DeferIndexes == IndexesAlways {
+	if sum.Complete && cfg.Command != CmdFollow && plan.deferred {
 		var pending []string
 		if err := db.Do(ctx, "read deferred indexes", func(ctx context.Context, conn *pgx.Conn) (err error) {
 			pending, err = export.PendingTables(ctx, conn, cfg.Schema)
@@ -732,7 +701,7 @@ func endFill(ctx context.Context, cfg *Config, db *export.Session, sum *Summary,
 	}
 	var mu sync.Mutex
 	analyzed := map[string]bool{}
-	bo := indexBuildOptions(cfg, db, log)
+	bo := indexBuildOptions(cfg, plan, db, log)
 	if !cfg.AnalyzeAfterBuilds {
 		bo.Analyze = tables
 		bo.OnAnalyze = func(table string, took time.Duration, err error) {
@@ -746,7 +715,7 @@ func endFill(ctx context.Context, cfg *Config, db *export.Session, sum *Summary,
 			mu.Unlock()
 		}
 	}
-	if err := finishIndexesWith(ctx, cfg, db, sum, bo); err != nil {
+	if err := finishIndexesWith(ctx, cfg, plan, db, sum, bo); err != nil {
 		return err
 	}
 	mu.Lock()
@@ -775,15 +744,15 @@ func filledTables(res export.Result) []string {
 }
 
 // finishIndexes builds the deferred indexes once the range is complete.
-func finishIndexes(ctx context.Context, cfg *Config, db *export.Session, sum *Summary, log *slog.Logger) error {
+func finishIndexes(ctx context.Context, cfg *Job, plan *indexPlan, db *export.Session, sum *Summary, log *slog.Logger) error {
 	start := time.Now()
 	defer func() { sum.AfterFill.Took += time.Since(start) }()
-	return finishIndexesWith(ctx, cfg, db, sum, indexBuildOptions(cfg, db, log))
+	return finishIndexesWith(ctx, cfg, plan, db, sum, indexBuildOptions(cfg, plan, db, log))
 }
 
 // finishIndexesWith is finishIndexes with the build options bo.
-func finishIndexesWith(ctx context.Context, cfg *Config, db *export.Session, sum *Summary, bo export.BuildOptions) error {
-	if cfg.DeferIndexes != IndexesAlways || !sum.Complete {
+func finishIndexesWith(ctx context.Context, cfg *Job, plan *indexPlan, db *export.Session, sum *Summary, bo export.BuildOptions) error {
+	if !plan.deferred || !sum.Complete {
 		return nil
 	}
 	// What was pending before the first attempt less what is left: the
@@ -819,7 +788,7 @@ func finishIndexesWith(ctx context.Context, cfg *Config, db *export.Session, sum
 		a.Indexes += len(pending) - len(keys) - (left - leftKeys)
 		a.Keys += len(keys) - leftKeys
 		if len(pending) > left {
-			a.Workers, a.WorkersWhy = bo.Workers, cmp.Or(cfg.indexWorkersWhy, "--index-workers")
+			a.Workers, a.WorkersWhy = bo.Workers, cmp.Or(plan.workersWhy, "--index-workers")
 		}
 	}
 	return err
@@ -828,7 +797,7 @@ func finishIndexesWith(ctx context.Context, cfg *Config, db *export.Session, sum
 // runBoth fetches and exports at once: export follows the contiguous prefix
 // that fetch has staged. A range the alias already completed returns at once
 // without contacting the source.
-func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
+func runBoth(ctx context.Context, cfg *Job, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
 	// Refuse a foreign target table, a range above the tip or another
 	// chain than the target holds before the schema, the backfill row or
 	// an index is touched.
@@ -863,7 +832,7 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 		if cur.Valid && cur.Height >= cfg.To {
 			sum.Complete, sum.Export.Last = true, cur
 			log.Info("range already complete", "alias", ecfg.Stream.Alias, "from", cfg.From, "to", cfg.To)
-			return endFill(ctx, cfg, db, sum, log, nil)
+			return endFill(ctx, cfg, &c.idx, db, sum, log, nil)
 		}
 	}
 	if !cfg.ToSet {
@@ -903,14 +872,14 @@ func runBoth(ctx context.Context, cfg *Config, store *staging.Store, tip func() 
 		st, res, err = fetchAndExport(ctx, cfg, store, src, db, dec, ecfg, cur.Next(cfg.From), log, c)
 	}
 	sum.Fetch, sum.Export, sum.Complete = st, res, res.Complete
-	return endFill(ctx, cfg, db, sum, log, err)
+	return endFill(ctx, cfg, &c.idx, db, sum, log, err)
 }
 
 // fetchAndExport stages [next, ecfg.Stream.To] from src while it exports
 // that stream over db, export following the contiguous staged prefix and
 // fetch held within the lead of what export has committed. It is run's
 // core, and the core of a backfill beside the head stream.
-func fetchAndExport(ctx context.Context, cfg *Config, store *staging.Store, src loader.Source, db *export.Session, dec export.Decoder, ecfg export.Config, next uint64, log *slog.Logger, c *counters) (loader.Stats, export.Result, error) {
+func fetchAndExport(ctx context.Context, cfg *Job, store *staging.Store, src loader.Source, db *export.Session, dec export.Decoder, ecfg export.Config, next uint64, log *slog.Logger, c *counters) (loader.Stats, export.Result, error) {
 	to := ecfg.Stream.To
 	progress := loader.NewProgress(next, to)
 	ecfg.Available = progress.Wait
@@ -949,7 +918,7 @@ func fetchAndExport(ctx context.Context, cfg *Config, store *staging.Store, src 
 // beside its own export, as fetchAndExport does a whole range, with an Nth
 // of the fetch workers. The blocks on both sides of every seam are staged
 // first, so that the seams can be checked before any sub-range starts.
-func fetchAndExportStreams(ctx context.Context, cfg *Config, store *staging.Store, src loader.Source, db *export.Session, dec export.Decoder, ecfg export.Config, n int, log *slog.Logger, c *counters) (loader.Stats, export.Result, error) {
+func fetchAndExportStreams(ctx context.Context, cfg *Job, store *staging.Store, src loader.Source, db *export.Session, dec export.Decoder, ecfg export.Config, n int, log *slog.Logger, c *counters) (loader.Stats, export.Result, error) {
 	parts := export.SplitRange(ecfg.Stream.From, ecfg.Stream.To, n)
 	var mu sync.Mutex // guards fetched
 	var fetched loader.Stats
@@ -999,7 +968,7 @@ func fetchAndExportStreams(ctx context.Context, cfg *Config, store *staging.Stor
 // on the rows that are there (follow leaves it to autovacuum: it adds a
 // few rows at a time). A failure is logged, not returned: the range is
 // complete and its rows are right, only the planner's statistics are stale.
-func analyzeFilled(ctx context.Context, cfg *Config, db *export.Session, sum *Summary, log *slog.Logger) int {
+func analyzeFilled(ctx context.Context, cfg *Job, db *export.Session, sum *Summary, log *slog.Logger) int {
 	if !analyzes(cfg, sum) {
 		return 0
 	}
@@ -1008,7 +977,7 @@ func analyzeFilled(ctx context.Context, cfg *Config, db *export.Session, sum *Su
 
 // analyzeTables ANALYZEs the tables named (analyzeFilled) and returns how
 // many it analyzed; a failure is logged, not returned.
-func analyzeTables(ctx context.Context, cfg *Config, db *export.Session, tables []string, log *slog.Logger) int {
+func analyzeTables(ctx context.Context, cfg *Job, db *export.Session, tables []string, log *slog.Logger) int {
 	if len(tables) == 0 {
 		return 0
 	}
@@ -1028,7 +997,7 @@ func analyzeTables(ctx context.Context, cfg *Config, db *export.Session, tables 
 
 // analyzes reports whether the job ANALYZEs the tables it filled: a
 // completed bounded run or export that exported something.
-func analyzes(cfg *Config, sum *Summary) bool {
+func analyzes(cfg *Job, sum *Summary) bool {
 	return sum.Complete && sum.Export.Blocks > 0 && cfg.Command != CmdFollow
 }
 
@@ -1037,8 +1006,8 @@ func analyzes(cfg *Config, sum *Summary) bool {
 // with its indexes prepared. check, when not nil, runs once connected and
 // before the schema is touched: what it refuses leaves nothing behind. The
 // caller closes the session.
-func openExportJobChecked(ctx context.Context, cfg *Config, tip func() uint64, log *slog.Logger, c *counters, check func(*export.Session, export.Decoder, loader.Source) error) (export.Decoder, loader.Source, *export.Session, error) {
-	dec, err := newDecoder(cfg)
+func openExportJobChecked(ctx context.Context, cfg *Job, tip func() uint64, log *slog.Logger, c *counters, check func(*export.Session, export.Decoder, loader.Source) error) (export.Decoder, loader.Source, *export.Session, error) {
+	dec, err := cfg.decoder()
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -1058,7 +1027,7 @@ func openExportJobChecked(ctx context.Context, cfg *Config, tip func() uint64, l
 			return nil, nil, nil, err
 		}
 	}
-	if err := prepareIndexes(ctx, cfg, db, dec, log); err != nil {
+	if err := prepareIndexes(ctx, cfg, db, dec, log, c); err != nil {
 		closeSource(src)
 		db.Close(context.WithoutCancel(ctx))
 		return nil, nil, nil, err
@@ -1069,7 +1038,7 @@ func openExportJobChecked(ctx context.Context, cfg *Config, tip func() uint64, l
 // Merge copies the blocks staged in --merge-from (within --from and --to,
 // either alone bounding one side) into --staging: disjoint ranges fetched
 // by separate processes become one store that export can read.
-func Merge(cfg Config, out io.Writer) (Summary, error) {
+func Merge(cfg *Job, out io.Writer) (Summary, error) {
 	sum := Summary{Command: CmdMerge, From: cfg.From, To: cfg.To}
 	if err := needStore("merge-from", cfg.MergeFrom); err != nil {
 		return sum, err

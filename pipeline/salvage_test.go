@@ -135,7 +135,7 @@ func manifestPath(t *testing.T, stg string) string {
 func repairRecorded(t *testing.T, chainName, stg string, tip uint64) (archive.RepairReport, *recordingSource) {
 	t.Helper()
 	cfg := repairCmd(chainName, stg)
-	src, err := newSource(&cfg, func() uint64 { return tip }, quiet)
+	src, err := newSource(bareJob(cfg), func() uint64 { return tip }, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}

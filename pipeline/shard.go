@@ -119,15 +119,15 @@ func (c *Config) restoreShards() []archive.Shard {
 	return out
 }
 
-// shardSlice narrows cfg's range to its shard's slice. ok is false when the
-// shard has nothing to fetch; cfg is then unchanged.
-func (c *Config) shardSlice() (ok bool) {
-	if c.Shards == 0 {
-		return true
+// shardSlice is j narrowed to its shard's slice. ok is false when the
+// shard has nothing to fetch.
+func (j *Job) shardSlice() (_ *Job, ok bool) {
+	if j.Shards == 0 {
+		return j, true
 	}
-	lo, hi, ok := ShardRange(c.From, c.To, c.ShardChunk, uint64(c.Shards), uint64(c.ShardIndex))
-	if ok {
-		c.From, c.To = lo, hi
+	lo, hi, ok := ShardRange(j.From, j.To, j.ShardChunk, uint64(j.Shards), uint64(j.ShardIndex))
+	if !ok {
+		return j, false
 	}
-	return ok
+	return j.withRange(lo, hi), true
 }

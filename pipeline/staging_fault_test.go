@@ -70,7 +70,7 @@ func TestStatusSaysTheStoreIsDamaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	err = Status(context.Background(), Config{Staging: dir}, &out)
+	err = Status(context.Background(), bareJob(Config{Staging: dir}), &out)
 	var ce *staging.CorruptStoreError
 	if !errors.As(err, &ce) || ExitCode(err) != ExitData || !strings.Contains(out.String(), "damaged:") {
 		t.Fatalf("status of a store whose WAL lost records: %v (exit %d)\n%s", err, ExitCode(err), out.String())

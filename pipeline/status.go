@@ -20,11 +20,11 @@ import (
 // checkpoints) and, when --pg is given, the checkpoints PostgreSQL holds. A
 // --staging directory that is not there is refused as verify refuses it
 // (exit 2).
-func Status(ctx context.Context, cfg Config, out io.Writer) error {
+func Status(ctx context.Context, cfg *Job, out io.Writer) error {
 	if err := needDir("staging", cfg.Staging); err != nil {
 		return err
 	}
-	if err := stagingStatus(&cfg, out); err != nil {
+	if err := stagingStatus(cfg, out); err != nil {
 		return err
 	}
 	if cfg.PG == "" {
@@ -35,7 +35,7 @@ func Status(ctx context.Context, cfg Config, out io.Writer) error {
 
 // stagingStatus prints the store's part. Without --schema, the schema
 // --pg is read from becomes the store's family's (not --chain's).
-func stagingStatus(cfg *Config, out io.Writer) (err error) {
+func stagingStatus(cfg *Job, out io.Writer) (err error) {
 	// Read-only: status writes nothing, so it answers on a full disk too.
 	store, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
 	if ns := (*staging.NoStoreError)(nil); errors.As(err, &ns) {
@@ -160,8 +160,8 @@ func ranges(rs []staging.Range, max int) string {
 	return s
 }
 
-func pgStatus(ctx context.Context, cfg Config, out io.Writer) error {
-	conn, err := connect(ctx, &cfg)
+func pgStatus(ctx context.Context, cfg *Job, out io.Writer) error {
+	conn, err := connect(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -255,17 +255,17 @@ func pgStatus(ctx context.Context, cfg Config, out io.Writer) error {
 		}
 		writePending(out, pending, keys, present)
 	}
-	return tableFacts(ctx, conn, &cfg, out)
+	return tableFacts(ctx, conn, cfg, out)
 }
 
 // tableFacts prints the facts the family's tables declare about their rows
 // (chain.Fact: what a decoder left undecoded), for the tables the schema
 // has. They may scan their tables, so they come last.
-func tableFacts(ctx context.Context, conn *pgx.Conn, cfg *Config, out io.Writer) error {
-	dec, err := familyDecoder(cfg)
-	if err != nil {
+func tableFacts(ctx context.Context, conn *pgx.Conn, cfg *Job, out io.Writer) error {
+	if cfg.Family == nil {
 		return nil // no family: nothing to say of its tables
 	}
+	dec := cfg.Family.NewDecoder(cfg.Decoding.options())
 	qs := chain.QuoteIdent(cfg.Schema)
 	for _, t := range dec.Tables() {
 		if len(t.Facts) == 0 {

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -106,7 +105,7 @@ func batchesText(blocks, batches uint64, batchBlocks int) string {
 var machineCPUs = func() int { return runtime.GOMAXPROCS(0) }
 
 // readStreamFacts learns from the server what autoStreams needs.
-func readStreamFacts(ctx context.Context, conn *pgx.Conn, cfg *Config, blocks uint64) (streamFacts, error) {
+func readStreamFacts(ctx context.Context, conn *pgx.Conn, cfg *Job, blocks uint64) (streamFacts, error) {
 	f := streamFacts{CPUs: machineCPUs(), Blocks: blocks, BatchBlocks: cfg.BatchBlocks, FreeConns: -1}
 	var maxConns, reserved, inUse int
 	var addr *string
@@ -159,7 +158,7 @@ func isLocalAddr(s string) bool {
 // beside is the other streams the process runs (follow's head), for the
 // heap limit: with cfg.MemoryLimitPerStream set, it becomes that times
 // n + beside.
-func planStreams(ctx context.Context, cfg *Config, db *export.Session, s export.Stream, beside int, log *slog.Logger) (n int, why string, err error) {
+func planStreams(ctx context.Context, cfg *Job, db *export.Session, s export.Stream, beside int, log *slog.Logger) (n int, why string, err error) {
 	var recorded int
 	var ok bool
 	var f streamFacts
@@ -208,7 +207,7 @@ func planStreams(ctx context.Context, cfg *Config, db *export.Session, s export.
 
 // brinIndexes names the BRIN indexes the job's tables have (--indexes),
 // whose selectivity rests on the rows' order in the heap.
-func brinIndexes(cfg *Config) []string {
+func brinIndexes(cfg *Job) []string {
 	if cfg.Family == nil {
 		return nil
 	}
@@ -263,19 +262,17 @@ func autoIndexWorkers(cpus int, local bool) (int, string) {
 	return n, fmt.Sprintf("auto: PostgreSQL on this machine, one build a CPU of its %d, at most %d", cpus, export.DefaultIndexWorkers)
 }
 
-// resolveIndexWorkers sets cfg.IndexWorkers when it is auto (0), from
-// where the server runs, and logs the count and why; a count given is kept.
-func resolveIndexWorkers(ctx context.Context, cfg *Config, conn *pgx.Conn, log *slog.Logger) error {
+// resolveIndexWorkers is --index-workers, auto (0) resolved from the
+// machine and where the server is, and why that many.
+func resolveIndexWorkers(ctx context.Context, cfg *Job, conn *pgx.Conn, log *slog.Logger) (int, string, error) {
 	if cfg.IndexWorkers > 0 {
-		cfg.indexWorkersWhy = cmp.Or(cfg.indexWorkersWhy, "--index-workers")
-		return nil
+		return cfg.IndexWorkers, "--index-workers", nil
 	}
 	var addr *string
 	if err := conn.QueryRow(ctx, `SELECT host(inet_server_addr())`).Scan(&addr); err != nil {
-		return fmt.Errorf("read the server's address: %w", err)
+		return 0, "", fmt.Errorf("read the server's address: %w", err)
 	}
 	n, why := autoIndexWorkers(machineCPUs(), serverLocal(addr))
-	cfg.IndexWorkers, cfg.indexWorkersWhy = n, why
 	log.Info("index workers", "workers", n, "reason", why)
-	return nil
+	return n, why, nil
 }

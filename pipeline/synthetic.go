@@ -32,7 +32,7 @@ func (c *Config) fetchesSynthetic() bool {
 // syntheticTip) without --synthetic-block-time; with it, the chain starts
 // at --synthetic-tip (else at --from) and grows by one block each
 // --synthetic-block-time from the moment the job starts, on cfg.Clock.
-func syntheticTipFunc(cfg *Config) func() uint64 {
+func syntheticTipFunc(cfg *Job) func() uint64 {
 	if cfg.SyntheticBlockTime <= 0 {
 		t := syntheticTip(cfg)
 		return func() uint64 { return t }

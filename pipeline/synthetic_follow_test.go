@@ -27,7 +27,7 @@ func TestSyntheticTipFunc(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg.Clock = func() time.Time { return now }
 	cfg.From = 50
-	tip := syntheticTipFunc(&cfg) // starts at --from
+	tip := syntheticTipFunc(bareJob(cfg)) // starts at --from
 	for _, step := range []struct {
 		d    time.Duration
 		want uint64
@@ -38,11 +38,11 @@ func TestSyntheticTipFunc(t *testing.T) {
 		}
 	}
 	cfg.SyntheticTip = 1000 // starts at --synthetic-tip
-	if got := syntheticTipFunc(&cfg)(); got != 1000 {
+	if got := syntheticTipFunc(bareJob(cfg))(); got != 1000 {
 		t.Fatalf("tip %d, want 1000", got)
 	}
 	cfg.SyntheticBlockTime = 0 // a fixed tip, as before
-	if got := syntheticTipFunc(&cfg)(); got != 1000 {
+	if got := syntheticTipFunc(bareJob(cfg))(); got != 1000 {
 		t.Fatalf("fixed tip %d, want 1000", got)
 	}
 }

@@ -33,7 +33,7 @@ func TestSyntheticChainTip(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "above the chain tip 50") {
 		t.Fatalf("--to 60 with --synthetic-tip 50: %v, want a refusal naming the tip", err)
 	}
-	if c := (Config{ToSet: true, To: 100, Confirmations: 5}); syntheticTip(&c) != 105 {
-		t.Fatalf("follow --to 100 --confirmations 5: tip %d, want 105 (--to must be confirmable)", syntheticTip(&c))
+	if c := (Config{ToSet: true, To: 100, Confirmations: 5}); syntheticTip(bareJob(c)) != 105 {
+		t.Fatalf("follow --to 100 --confirmations 5: tip %d, want 105 (--to must be confirmable)", syntheticTip(bareJob(c)))
 	}
 }

@@ -4,37 +4,31 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/export"
 )
 
-// validateTables reads --tables and --replay against the chain family's
-// tables into SelectedTables: an unknown name is refused naming it and the
-// valid ones.
-func (c *Config) validateTables() []*FieldError {
-	c.SelectedTables = nil
+// validateTables reads --tables and --replay against all, the chain
+// family's tables: the tables the job writes (nil for every one of them).
+// An unknown name is refused naming it and the valid ones.
+func (c *Config) validateTables(all []chain.Table) (selected []string, fs []*FieldError) {
 	if c.Tables == "" && len(c.Replay) == 0 {
-		return nil
+		return nil, nil
 	}
-	var fs []*FieldError
 	bad := func(flag, msg string) {
 		fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: msg})
 	}
-	dec, err := familyDecoder(c)
-	if err != nil {
-		return nil // --chain says what is wrong
-	}
-	all := dec.Tables()
 	if c.Tables != "" {
 		if !slices.Contains([]string{CmdRun, CmdExport, CmdFollow}, c.Command) {
 			bad("tables", "chooses the tables run, export and follow write; "+c.Command+" does not write tables")
 		} else if names, err := export.ParseTables(c.Tables, all); err != nil {
 			bad("tables", err.Error())
 		} else {
-			c.SelectedTables = names
+			selected = names
 		}
 	}
 	if len(c.Replay) == 0 {
-		return fs
+		return selected, fs
 	}
 	switch {
 	case c.Command != CmdExport:
@@ -47,10 +41,10 @@ func (c *Config) validateTables() []*FieldError {
 			bad("replay", err.Error())
 			break
 		}
-		c.SelectedTables = names
+		selected = names
 		if c.ExportStreams > 1 {
 			bad("export-streams", "a replay is one stream; leave out --export-streams")
 		}
 	}
-	return fs
+	return selected, fs
 }

@@ -61,7 +61,7 @@ func familyTablesOf(t *testing.T, chainName string) []chain.Table {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Chain = chainName
-	dec, err := familyDecoder(&cfg)
+	dec, err := bareJob(cfg).decoder()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,8 +183,8 @@ func TestReplayRefusedOutsideExport(t *testing.T) {
 	}
 	cfg := testConfig(CmdExport, "postgres://127.0.0.1/x", "s", nil, 1, 10)
 	cfg.Replay = []string{"events", "transactions"}
-	cfg.EnsureDefaults()
-	if err := cfg.Validate(); err != nil || strings.Join(cfg.SelectedTables, ",") != "transactions,events" {
-		t.Errorf("export --replay events,transactions: %v, selected %v", err, cfg.SelectedTables)
+	j, err := Resolve(cfg)
+	if err != nil || strings.Join(j.Decoding.Tables, ",") != "transactions,events" {
+		t.Errorf("export --replay events,transactions: %v, selected %v", err, j.Decoding.Tables)
 	}
 }

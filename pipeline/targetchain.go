@@ -22,7 +22,7 @@ import (
 // not hold them and the job is to fetch anyway (src not nil): a range
 // already staged asks no node. Export checks again, against staging, in
 // the transaction of its first batch.
-func checkTargetChain(ctx context.Context, cfg *Config, db *export.Session, store *staging.Store, dec export.Decoder, src loader.Source, log *slog.Logger) error {
+func checkTargetChain(ctx context.Context, cfg *Job, db *export.Session, store *staging.Store, dec export.Decoder, src loader.Source, log *slog.Logger) error {
 	claim, staged, err := export.StagedClaim(store)
 	if err != nil {
 		return err
@@ -79,7 +79,7 @@ func checkTargetChain(ctx context.Context, cfg *Config, db *export.Session, stor
 // job's: another family's tables differ in every column, and a list of
 // them would hide that the schema holds another chain (*export.WrongChainError,
 // as for another chain of the same family).
-func checkTargetFamily(ctx context.Context, cfg *Config, db *export.Session, store *staging.Store, src loader.Source) error {
+func checkTargetFamily(ctx context.Context, cfg *Job, db *export.Session, store *staging.Store, src loader.Source) error {
 	claim, staged, err := export.StagedClaim(store)
 	if err != nil {
 		return err
@@ -110,7 +110,7 @@ func checkTargetFamily(ctx context.Context, cfg *Config, db *export.Session, sto
 
 // sourceName names the job's source in errors, without an endpoint (whose
 // URL may hold a credential).
-func sourceName(cfg *Config) string {
+func sourceName(cfg *Job) string {
 	switch {
 	case cfg.Source != nil:
 		return "the source"

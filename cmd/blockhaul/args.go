@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -346,20 +344,9 @@ func redactValue(flag, v string) string {
 // dsnHasPassword reports whether a PostgreSQL DSN, URL or key=value form,
 // carries a password itself (not through PGPASSWORD or a passfile).
 func dsnHasPassword(dsn string) bool {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return strings.Contains(dsn, "@") // unparsable: assume the worst
-		}
-		if _, ok := u.User.Password(); ok {
-			return true
-		}
-		return u.Query().Get("password") != ""
-	}
-	return kvPassword.MatchString(dsn)
+	_, ok := pipeline.DSNPassword(dsn)
+	return ok
 }
-
-var kvPassword = regexp.MustCompile(`(^|\s)password\s*=\s*[^\s]`)
 
 // closest returns the candidate nearest to s by edit distance (case
 // ignored), if it is near enough to be what was meant.

@@ -52,10 +52,10 @@ func run(args []string) int {
 	cfg.BackfillFromSet = given(cl.fs, "backfill-from")
 	cfg.BelowSet = given(cl.fs, "below")
 	cfg.ChainSet = given(cl.fs, "chain")
-	cfg.EnsureDefaults()
 	problems := cl.problems
 	var ce *pipeline.ConfigError
-	if err := cfg.Validate(); errors.As(err, &ce) {
+	job, err := pipeline.Resolve(*cfg)
+	if errors.As(err, &ce) {
 		// A flag whose value did not parse is said once, for that: its
 		// unset value (--to 0 for a --to of 2^64) is no second problem.
 		for _, f := range ce.Fields {
@@ -77,7 +77,8 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "blockhaul:", err)
 		return pipeline.ExitConfig
 	}
-	cfg.MemoryLimitPerStream = setMemoryLimit(*cl.memLimit, cfg.Family)
+	cfg = &job.Config
+	perStream := setMemoryLimit(*cl.memLimit, job.Family)
 	con := monitor.NewConsole(os.Stderr)
 	log := newLogger(cfg, con)
 	if cfg.LogFormat == "json" {
@@ -85,11 +86,11 @@ func run(args []string) int {
 	} else {
 		warn(cl.warnings, nil)
 	}
-	cfg.Monitor = monitor.New(monitor.Options{Logger: log, Out: con, Interval: cfg.Progress})
+	job = job.Wired(monitor.New(monitor.Options{Logger: log, Out: con, Interval: cfg.Progress}), perStream)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	_, err := pipeline.Run(ctx, *cfg, os.Stdout, log)
+	_, err = job.Run(ctx, os.Stdout, log)
 	code := pipeline.ExitCode(err)
 	var held *pipeline.HeldReplayError
 	switch {
