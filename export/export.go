@@ -58,13 +58,6 @@ type Config struct {
 	// grow no further; it returns the prefix's last height. Nil means the
 	// range is already staged (the export command).
 	Available func(ctx context.Context, h uint64) (last uint64, ok bool, err error)
-	// RunPart, if set, exports sub-range i of RunStreams in place of Run:
-	// it is given the sub-range's session and Config (its Stream, OnBatch
-	// serialised with the other parts') and must export it with Run,
-	// setting Available if the sub-range is being staged meanwhile.
-	// RunStreams still needs the blocks on both sides of every seam staged
-	// before it starts. Ignored by Run.
-	RunPart func(ctx context.Context, i int, sess *Session, part Config) (Result, error)
 	// Logger receives progress logs. Default: discard.
 	Logger *slog.Logger
 	// OnBatch, if set, is called after each committed batch.
@@ -72,7 +65,7 @@ type Config struct {
 	// OnStart, if set, is called once the stream's checkpoint is read, with
 	// the first height it will export (Stream.To + 1 when it is complete),
 	// before anything is committed: again on each retry after a transient
-	// fault. RunStreams calls it for each sub-range, as it calls OnBatch.
+	// fault. RunParts calls it for each sub-range, as it calls OnBatch.
 	OnStart func(s Stream, next uint64)
 }
 

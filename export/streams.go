@@ -59,49 +59,76 @@ func (e *SeamError) Error() string {
 		e.Height, e.ParentHash, e.PrevHash, e.Height-1)
 }
 
+// Parts is the one split of a backfill's range into n export streams:
+// contiguous sub-ranges of near-equal size (SplitRange), each a backfill of
+// its own, alias PartAlias(s.Alias, i, n), with its own checkpoint row. One
+// part is s itself.
+func Parts(s Stream, n int) []Stream {
+	ranges := SplitRange(s.From, s.To, n)
+	if len(ranges) == 1 {
+		return []Stream{s}
+	}
+	parts := make([]Stream, len(ranges))
+	for i, r := range ranges {
+		parts[i] = Stream{Alias: PartAlias(s.Alias, i, len(ranges)), From: r[0], To: r[1]}
+	}
+	return parts
+}
+
 // RunStreams exports a backfill's range over len(sessions) streams at once:
-// the range is split into contiguous sub-ranges, each a backfill of its own
-// (alias PartAlias(cfg.Stream.Alias, i, n)) with its own checkpoint row,
-// exported by Run on its own session, so every invariant of Run holds per
-// sub-range and a kill resumes each sub-range where it stopped. The seams
-// between sub-ranges are checked against staging's headers before anything
-// is committed. The backfill's own row is registered with the whole range
-// and marked complete, at the range's last block, only once every
-// sub-range is. One session is Run itself. With cfg.RunPart set, each
-// sub-range is exported through it rather than by Run directly (run stages
-// each sub-range beside its export that way). Resume with the same number of
-// streams (RecordedStreams reads it back): another number names other
-// sub-ranges, which start over (their rows merge with those already
-// present).
+// the range is split into Parts, each exported by Run on its own session,
+// so every invariant of Run holds per sub-range and a kill resumes each
+// sub-range where it stopped (OpenStreams, RunParts, CloseStreams). One
+// session is Run itself. Resume with the same number of streams
+// (RecordedStreams reads it back): another number names other sub-ranges,
+// which start over (their rows merge with those already present).
 func RunStreams(ctx context.Context, sessions []*Session, store *staging.Store, dec Decoder, cfg Config) (Result, error) {
 	if len(sessions) == 1 {
 		return Run(ctx, sessions[0], store, dec, cfg)
 	}
-	cfg.ensureDefaults()
-	if err := cfg.Validate(); err != nil {
-		return Result{}, err
-	}
 	if len(sessions) == 0 {
 		return Result{}, errors.New("export: no sessions for the export streams")
-	}
-	if cfg.Stream.Head {
-		return Result{}, errors.New("export: the head stream cannot be split into export streams")
 	}
 	if cfg.Available != nil {
 		return Result{}, errors.New("export: export streams need the whole range staged")
 	}
 	start := time.Now()
-	parent := cfg.Stream
-	parts := SplitRange(parent.From, parent.To, len(sessions))
-	res := Result{Rows: map[string]uint64{}}
+	parts := Parts(cfg.Stream, len(sessions))
+	done, res, err := OpenStreams(ctx, sessions[0], store, dec, cfg, parts)
+	if err != nil || done {
+		res.Duration = time.Since(start)
+		return res, err
+	}
+	res, err = RunParts(ctx, dec, cfg, parts, func(ctx context.Context, i int, pc Config) (Result, error) {
+		return Run(ctx, sessions[i], store, dec, pc)
+	})
+	if err == nil {
+		res, err = CloseStreams(ctx, sessions[0], cfg, parts, res)
+	}
+	res.Duration = time.Since(start)
+	return res, err
+}
+
+// OpenStreams registers cfg.Stream, a backfill split into parts (Parts),
+// before any part runs: its schema made, its alias refused if another
+// range holds it, and every seam between parts checked against staging's
+// headers, so nothing is committed across a break. done is true, with the
+// result, when the backfill is complete already.
+func OpenStreams(ctx context.Context, sess *Session, store *staging.Store, dec Decoder, cfg Config, parts []Stream) (done bool, res Result, err error) {
+	cfg.ensureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return false, res, err
+	}
+	if cfg.Stream.Head {
+		return false, res, errors.New("export: the head stream cannot be split into export streams")
+	}
+	res = Result{Rows: map[string]uint64{}}
 	for _, t := range dec.Tables() {
 		res.Rows[t.Name] = 0
 	}
-
-	// Register the backfill (refusing an alias of another range); nothing
-	// to do when it is complete already.
+	parent := cfg.Stream
 	var cur Cursor
-	err := sessions[0].Do(ctx, "register "+parent.Name(), func(ctx context.Context, conn *pgx.Conn) error {
+	err = sess.Do(ctx, "register "+parent.Name(), func(ctx context.Context, conn *pgx.Conn) error {
 		if err := checkStaged(ctx, conn, cfg.Schema, dec, store); err != nil {
 			return err
 		}
@@ -113,32 +140,43 @@ func RunStreams(ctx context.Context, sessions []*Session, store *staging.Store, 
 		return err
 	})
 	if err != nil {
-		return res, err
+		return false, res, err
 	}
 	if cur.Valid && cur.Height >= parent.To {
 		res.Last, res.Complete = cur, true
-		res.Duration = time.Since(start)
-		return res, nil
+		return true, res, nil
 	}
+	return false, res, CheckSeams(store, parts)
+}
 
-	// Every seam is checked from staging before any sub-range starts.
+// CheckSeams checks, from staging's headers, that the first block of every
+// part links to the last block of the part before it.
+func CheckSeams(store *staging.Store, parts []Stream) error {
 	for _, p := range parts[1:] {
-		hash, _, herr := store.Header(p[0] - 1)
+		hash, _, herr := store.Header(p.From - 1)
 		if herr != nil {
-			return res, fmt.Errorf("export: read staged block %d at a stream seam: %w", p[0]-1, herr)
+			return fmt.Errorf("export: read staged block %d at a stream seam: %w", p.From-1, herr)
 		}
-		_, parentHash, herr := store.Header(p[0])
+		_, parentHash, herr := store.Header(p.From)
 		if herr != nil {
-			return res, fmt.Errorf("export: read staged block %d at a stream seam: %w", p[0], herr)
+			return fmt.Errorf("export: read staged block %d at a stream seam: %w", p.From, herr)
 		}
 		if !bytes.Equal(parentHash, hash) {
-			return res, &SeamError{Height: p[0], ParentHash: parentHash, PrevHash: hash}
+			return &SeamError{Height: p.From, ParentHash: parentHash, PrevHash: hash}
 		}
 	}
+	return nil
+}
 
-	// The first stream to fail cancels the others: what they fail with
-	// afterwards (a query cut short, a closed connection, not always
-	// wrapping context.Canceled) is its effect, so its index is kept.
+// RunParts runs run for every part at once, each given cfg for its part
+// (its Stream, its Logger, OnBatch and OnStart serialised with the other
+// parts'), and sums their results. The first part to fail cancels the
+// others: what they fail with afterwards (a query cut short, a closed
+// connection, not always wrapping context.Canceled) is its effect, so the
+// error returned is the first part's; when the caller's ctx was cancelled
+// first, a part's error that says so (or the context's own).
+func RunParts(ctx context.Context, dec Decoder, cfg Config, parts []Stream, run func(ctx context.Context, i int, part Config) (Result, error)) (Result, error) {
+	cfg.ensureDefaults()
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var cause atomic.Int64
@@ -148,31 +186,11 @@ func RunStreams(ctx context.Context, sessions []*Session, store *staging.Store, 
 	var wg sync.WaitGroup
 	var mu sync.Mutex // serialises OnBatch and OnStart
 	for i, p := range parts {
-		pc := cfg
-		pc.Stream = Stream{Alias: PartAlias(parent.Alias, i, len(parts)), From: p[0], To: p[1]}
-		pc.Logger = cfg.Logger.With("part", i+1, "of", len(parts))
-		if cfg.OnBatch != nil {
-			pc.OnBatch = func(b BatchStats) {
-				mu.Lock()
-				defer mu.Unlock()
-				cfg.OnBatch(b)
-			}
-		}
-		if cfg.OnStart != nil {
-			pc.OnStart = func(s Stream, next uint64) {
-				mu.Lock()
-				defer mu.Unlock()
-				cfg.OnStart(s, next)
-			}
-		}
+		pc := partConfig(cfg, p, i, len(parts), &mu)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if cfg.RunPart != nil {
-				results[i], errs[i] = cfg.RunPart(sctx, i, sessions[i], pc)
-			} else {
-				results[i], errs[i] = Run(sctx, sessions[i], store, dec, pc)
-			}
+			results[i], errs[i] = run(sctx, i, pc)
 			if errs[i] != nil {
 				if ctx.Err() == nil { // not the caller's cancellation
 					cause.CompareAndSwap(-1, int64(i))
@@ -182,8 +200,56 @@ func RunStreams(ctx context.Context, sessions []*Session, store *staging.Store, 
 		}()
 	}
 	wg.Wait()
+	res := sumResults(dec, results)
+	var first error
+	if i := cause.Load(); i >= 0 {
+		first = errs[i]
+	} else if slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
+		first = ctx.Err()
+		for _, e := range errs {
+			if errors.Is(e, context.Canceled) {
+				first = e
+				break
+			}
+		}
+	}
+	if first == nil && !res.Complete {
+		first = ctx.Err()
+	}
+	if first != nil {
+		res.Complete = false
+	}
+	return res, first
+}
 
-	res.Complete = true
+// partConfig is cfg for part p, the i-th of n, its hooks serialised by mu.
+func partConfig(cfg Config, p Stream, i, n int, mu *sync.Mutex) Config {
+	pc := cfg
+	pc.Stream = p
+	pc.Logger = cfg.Logger.With("part", i+1, "of", n)
+	if cfg.OnBatch != nil {
+		pc.OnBatch = func(b BatchStats) {
+			mu.Lock()
+			defer mu.Unlock()
+			cfg.OnBatch(b)
+		}
+	}
+	if cfg.OnStart != nil {
+		pc.OnStart = func(s Stream, next uint64) {
+			mu.Lock()
+			defer mu.Unlock()
+			cfg.OnStart(s, next)
+		}
+	}
+	return pc
+}
+
+// sumResults adds up the parts' results, in part order.
+func sumResults(dec Decoder, results []Result) Result {
+	res := Result{Rows: map[string]uint64{}, Complete: true}
+	for _, t := range dec.Tables() {
+		res.Rows[t.Name] = 0
+	}
 	for i, r := range results {
 		if r.Blocks > 0 && (res.Blocks == 0 || r.Start < res.Start) {
 			res.Start = r.Start
@@ -199,42 +265,23 @@ func RunStreams(ctx context.Context, sessions []*Session, store *staging.Store, 
 			res.Last = r.Last
 		}
 	}
-	// The error that stopped the export, not the failures its
-	// cancellation caused in the other streams. When the caller's context
-	// was cancelled first, a stream's error that says so (or the
-	// context's own).
-	var first error
-	if i := cause.Load(); i >= 0 {
-		first = errs[i]
-	} else if slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
-		first = ctx.Err()
-		for _, e := range errs {
-			if errors.Is(e, context.Canceled) {
-				first = e
-				break
-			}
-		}
-	}
-	if first != nil || !res.Complete {
-		res.Complete = false
-		res.Duration = time.Since(start)
-		if first == nil {
-			first = ctx.Err()
-		}
-		return res, first
-	}
+	return res
+}
 
-	// Every sub-range is complete: so is the backfill.
-	last := parts[len(parts)-1][1]
-	err = sessions[0].Do(ctx, "complete "+parent.Name(), func(ctx context.Context, conn *pgx.Conn) error {
+// CloseStreams marks cfg.Stream, split into parts whose results res sums,
+// complete at its range's last block, once every part's row is complete,
+// in one transaction.
+func CloseStreams(ctx context.Context, sess *Session, cfg Config, parts []Stream, res Result) (Result, error) {
+	parent := cfg.Stream
+	last := parts[len(parts)-1].To
+	err := sess.Do(ctx, "complete "+parent.Name(), func(ctx context.Context, conn *pgx.Conn) error {
 		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if err := checkPartsComplete(ctx, tx, cfg.Schema, parent.Alias, parts); err != nil {
+			if err := checkPartsComplete(ctx, tx, cfg.Schema, parts); err != nil {
 				return err
 			}
 			return saveCursor(ctx, tx, cfg.Schema, parent, parent.From, last, res.Last.Hash)
 		})
 	})
-	res.Duration = time.Since(start)
 	if err != nil {
 		res.Complete = false
 		return res, err
@@ -245,15 +292,15 @@ func RunStreams(ctx context.Context, sessions []*Session, store *staging.Store, 
 
 // checkPartsComplete confirms, inside the transaction that completes the
 // backfill, that every sub-range's row is complete.
-func checkPartsComplete(ctx context.Context, tx pgx.Tx, schema, alias string, parts [][2]uint64) error {
-	for i, p := range parts {
+func checkPartsComplete(ctx context.Context, tx pgx.Tx, schema string, parts []Stream) error {
+	for _, p := range parts {
 		var h *int64
-		a := PartAlias(alias, i, len(parts))
+		a := p.Alias
 		err := tx.QueryRow(ctx, fmt.Sprintf("SELECT last_height FROM %s.%s WHERE alias = $1", chain.QuoteIdent(schema), backfillTable), a).Scan(&h)
 		if err != nil {
 			return fmt.Errorf("export: read backfill %q: %w", a, err)
 		}
-		if h == nil || uint64(*h) < p[1] {
+		if h == nil || uint64(*h) < p.To {
 			return fmt.Errorf("export: backfill %q is not complete", a)
 		}
 	}

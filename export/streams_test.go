@@ -144,7 +144,8 @@ func TestStreamsRefuseABrokenSeamBeforeCommitting(t *testing.T) {
 	}
 }
 
-// The stream that failed first is what RunStreams reports, whatever the
+// The stream that failed first is what RunParts (and so RunStreams and the
+// pipeline's driver) reports, whatever the
 // others fail with once its failure has cancelled them: a query cut short
 // there can surface as pgx's "conn closed", which does not wrap
 // context.Canceled (make test failed once with "export: identify database:
@@ -154,29 +155,28 @@ func TestStreamsReportTheFirstFailureNotItsEffects(t *testing.T) {
 	e.stage(1, faultRange, items)
 	killed := errors.New("killed")
 	cfg := faultConfig()
-	cfg.RunPart = func(ctx context.Context, i int, _ *Session, _ Config) (Result, error) {
+	parts := Parts(cfg.Stream, 2)
+	_, err := RunParts(e.ctx, testDecoder{}, cfg, parts, func(ctx context.Context, i int, _ Config) (Result, error) {
 		if i == 1 {
 			return Result{}, killed
 		}
 		<-ctx.Done() // stream 1's failure cancels this one
 		return Result{}, errors.New("export: identify database: conn closed")
-	}
-	_, err := RunStreams(e.ctx, fixedSessions(t, e.conn.Config().ConnString(), 2), e.store, testDecoder{}, cfg)
+	})
 	if !errors.Is(err, killed) {
-		t.Fatalf("RunStreams: %v, want the failure that stopped the other stream (%v)", err, killed)
+		t.Fatalf("RunParts: %v, want the failure that stopped the other stream (%v)", err, killed)
 	}
 
 	// The caller's cancellation is reported as such, even when no stream's
 	// error wraps it.
 	ctx, cancel := context.WithCancel(e.ctx)
-	cfg.RunPart = func(ctx context.Context, i int, _ *Session, _ Config) (Result, error) {
+	if _, err := RunParts(ctx, testDecoder{}, cfg, parts, func(ctx context.Context, i int, _ Config) (Result, error) {
 		if i == 0 {
 			cancel()
 		}
 		<-ctx.Done()
 		return Result{}, errors.New("conn closed")
-	}
-	if _, err := RunStreams(ctx, fixedSessions(t, e.conn.Config().ConnString(), 2), e.store, testDecoder{}, cfg); !errors.Is(err, context.Canceled) {
-		t.Fatalf("RunStreams cancelled by its caller: %v, want context.Canceled", err)
+	}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("RunParts cancelled by its caller: %v, want context.Canceled", err)
 	}
 }

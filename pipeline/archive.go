@@ -255,7 +255,7 @@ func Verify(ctx context.Context, cfg *Job, out io.Writer) error {
 	}
 	r.Staging.Dir = cfg.Staging // not the checkpoint's directory
 	var proof []byte
-	if r.Trust, proof, err = proveStore(ctx, &cfg, store); err != nil {
+	if r.Trust, proof, err = proveStore(ctx, cfg, store); err != nil {
 		return err
 	}
 	if conn != nil {

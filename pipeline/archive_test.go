@@ -900,7 +900,7 @@ func TestEstimateProbesTheNode(t *testing.T) {
 	}
 	// CometBFT's default indexes: 7 keys, the --indexes set's indexes, an
 	// ANALYZE a table, their time at 0.77 of the fill's.
-	want := deferredWork(&Config{Indexes: DefaultConfig().Indexes}, family.CometBFT.Tables())
+	want := deferredWork(&Job{Config: Config{Indexes: DefaultConfig().Indexes}}, family.CometBFT.Tables())
 	if a := est.AfterFill; a.Builds != want.Builds || a.Analyzes != len(family.CometBFT.Tables()) || a.Builds <= a.Analyzes ||
 		a.Seconds != est.ExportSeconds*family.CometBFT.Rates.AfterFillPerFill || a.Seconds <= 0 {
 		t.Errorf("after the fill %+v; want %d builds, %d ANALYZEs, %.2f of the fill's %v s", a, want.Builds, len(family.CometBFT.Tables()), family.CometBFT.Rates.AfterFillPerFill, est.ExportSeconds)

@@ -64,11 +64,12 @@ func planBackfill(ctx context.Context, cfg *Job, db *export.Session, src loader.
 	return &BackfillSummary{Stream: s}, nil
 }
 
-// runBackfill fills bf's range beside the head stream, as run does a range:
-// fetch into the job's staging store through the job's source, export over
-// a session of its own, into its own status row — never the head's
-// checkpoint. Rows the range shares with another stream's are merged, not
-// duplicated (export's conflict path). It resumes from its own cursor.
+// runBackfill fills bf's range beside the head stream, as run does a range
+// (backfillStages): fetch into the job's staging store through the job's
+// source, export over a session of its own, into its own status row — never
+// the head's checkpoint. Rows the range shares with another stream's are
+// merged, not duplicated (export's conflict path). It resumes from its own
+// cursor.
 func runBackfill(ctx context.Context, cfg *Job, store *staging.Store, src loader.Source, dec export.Decoder, bf *BackfillSummary, log *slog.Logger, c *counters) error {
 	log = log.With("backfill", bf.Stream.Alias)
 	db, err := dialSession(ctx, cfg, log, c)
@@ -76,39 +77,52 @@ func runBackfill(ctx context.Context, cfg *Job, store *staging.Store, src loader
 		return err
 	}
 	defer db.Close(context.WithoutCancel(ctx))
-	cur, err := loadCursor(ctx, db, cfg.Schema, bf.Stream)
-	if err != nil {
-		return fmt.Errorf("backfill %s: %w", bf.Stream.Alias, err)
-	}
-	if cur.Valid && cur.Height >= bf.Stream.To {
-		bf.Complete, bf.Export.Last = true, cur
-		log.Info("backfill already complete", "from", bf.Stream.From, "to", bf.Stream.To)
-		return nil
-	}
-	n, why, err := planStreams(ctx, cfg, db, bf.Stream, 1, log)
-	if err != nil {
-		return fmt.Errorf("backfill %s: %w", bf.Stream.Alias, err)
-	}
-	bf.Streams, bf.StreamsWhy = n, why
-	log.Info("backfill beside the head stream", "from", bf.Stream.From, "to", bf.Stream.To, "next", cur.Next(bf.Stream.From), "streams", n)
-	ecfg := exportConfig(cfg, demoteInfo(log), c)
+	ecfg := exportConfig(cfg, &c.idx, demoteInfo(log), c)
 	ecfg.Stream = bf.Stream
 	ecfg.OnBatch = func(b export.BatchStats) {
 		c.m.BackfillExported(b.From, b.To, b.Rows, b.Commit, b.Conflicted)
 	}
 	ecfg.OnStart = nil // the job's progress is the head's; the backfill has its own summary
-	var st loader.Stats
-	var res export.Result
-	if n > 1 {
-		st, res, err = fetchAndExportStreams(ctx, cfg, store, src, db, dec, ecfg, n, demoteInfo(log), c)
-	} else {
-		st, res, err = fetchAndExport(ctx, cfg, store, src, db, dec, ecfg, cur.Next(bf.Stream.From), demoteInfo(log), c)
-	}
-	bf.Fetch, bf.Export, bf.Complete = st, res, res.Complete
+	f := &fill{job: cfg, store: store, src: src, dec: dec, db: db, plan: &c.idx, log: log, c: c, ecfg: ecfg}
+	err = f.run(ctx, backfillStages, func(_ context.Context, f *fill, err error) error {
+		bf.Streams, bf.StreamsWhy = f.n, f.why
+		bf.Fetch, bf.Export, bf.Complete = f.fetched, f.exported, f.exported.Complete
+		if err == nil && !f.done {
+			log.Info("backfill complete", "from", bf.Stream.From, "to", bf.Stream.To, "blocks", f.exported.Blocks)
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("backfill %s: %w", bf.Stream.Alias, err)
 	}
-	log.Info("backfill complete", "from", bf.Stream.From, "to", bf.Stream.To, "blocks", res.Blocks)
+	return nil
+}
+
+// rangeOfBackfill is the range stage of follow's backfill: its range was
+// planned (planBackfill); nothing more to do when it is complete already.
+func rangeOfBackfill(ctx context.Context, f *fill) error {
+	s := f.ecfg.Stream
+	cur, err := loadCursor(ctx, f.db, f.job.Schema, s)
+	if err != nil {
+		return err
+	}
+	if cur.Valid && cur.Height >= s.To {
+		f.done, f.exported.Last, f.exported.Complete = true, cur, true
+		f.log.Info("backfill already complete", "from", s.From, "to", s.To)
+		return nil
+	}
+	f.next = cur.Next(s.From)
+	return nil
+}
+
+// backfillStreams is the streams stage of follow's backfill: planFillStreams
+// beside the head stream, said in the job's log.
+func backfillStreams(ctx context.Context, f *fill) error {
+	if err := planFillStreams(ctx, f); err != nil {
+		return err
+	}
+	s := f.ecfg.Stream
+	f.log.Info("backfill beside the head stream", "from", s.From, "to", s.To, "next", f.next, "streams", f.n)
 	return nil
 }
 

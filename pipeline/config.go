@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,28 +25,6 @@ import (
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/monitor"
 )
-
-// Commands.
-const (
-	CmdRun    = "run"
-	CmdFetch  = "fetch"
-	CmdExport = "export"
-	CmdStatus = "status"
-	CmdFollow = "follow"
-	CmdMerge  = "merge"
-
-	CmdChecksum = "checksum" // archive commands (pipeline/archive.go)
-	CmdVerify   = "verify"
-	CmdPrune    = "prune"
-	CmdRepair   = "repair"
-	CmdSnapshot = "snapshot"
-	CmdRestore  = "restore"
-	CmdPublish  = "publish"
-	CmdEstimate = "estimate"
-)
-
-// Commands are the commands Run knows, in the order the usage lists them.
-var Commands = []string{CmdRun, CmdFetch, CmdExport, CmdFollow, CmdMerge, CmdStatus, CmdChecksum, CmdVerify, CmdRepair, CmdPrune, CmdSnapshot, CmdRestore, CmdPublish, CmdEstimate}
 
 // Config is everything one blockhaul invocation needs. Field comments name
 // the flag that sets each field.
@@ -375,11 +352,12 @@ func (c *Config) validate(fam *family.Family) []*FieldError {
 	bad := func(flag, format string, args ...any) {
 		fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: fmt.Sprintf(format, args...)})
 	}
+	cmd := commandNamed(c.Command)
 	switch {
-	case c.Command == CmdChecksum || c.Command == CmdVerify || c.Command == CmdRepair || c.Command == CmdPrune || c.Command == CmdSnapshot || c.Command == CmdRestore || c.Command == CmdPublish || c.Command == CmdEstimate:
-		fs = append(fs, c.validateArchive()...)
-	case !slices.Contains(Commands, c.Command):
+	case cmd == nil:
 		fs = append(fs, &FieldError{Msg: fmt.Sprintf("unknown command %q (want one of %s)", c.Command, strings.Join(Commands, ", "))})
+	case cmd.validate != nil:
+		fs = append(fs, cmd.validate(c)...)
 	}
 	switch c.DeferIndexes {
 	case IndexesAuto, IndexesAlways, IndexesNever, "":
@@ -395,7 +373,7 @@ func (c *Config) validate(fam *family.Family) []*FieldError {
 	if c.ToSet && c.To < c.From {
 		bad("to", "%d is below --from %d", c.To, c.From)
 	}
-	if fam != nil && c.From < fam.Genesis && slices.Contains([]string{CmdRun, CmdFetch, CmdExport, CmdFollow}, c.Command) {
+	if fam != nil && c.From < fam.Genesis && cmd != nil && cmd.job != nil {
 		bad("from", "%s heights start at %d, got %d", fam.Title, fam.Genesis, c.From)
 	}
 	seen := make(map[string]int, len(c.RPC))
@@ -424,8 +402,7 @@ func (c *Config) validate(fam *family.Family) []*FieldError {
 		}
 	}
 	fs = append(fs, c.validateParquet()...)
-	needPG := (c.Command == CmdRun || c.Command == CmdExport || c.Command == CmdFollow) && c.Parquet == ""
-	if needPG && c.PG == "" {
+	if cmd != nil && cmd.writes && c.Parquet == "" && c.PG == "" {
 		bad("pg", "a PostgreSQL DSN is required for %s", c.Command)
 	}
 	if c.Staging == "" {
@@ -456,7 +433,7 @@ func (c *Config) validate(fam *family.Family) []*FieldError {
 		bad("export-streams", "want auto or 1 to %d, got %d", MaxExportStreams, c.ExportStreams)
 	case c.ExportStreams > 1 && c.Command == CmdFollow && !c.BackfillFromSet:
 		bad("export-streams", "follow's head stream is one stream; --export-streams splits its --backfill-from range")
-	case c.ExportStreams > 1 && c.Command != CmdExport && c.Command != CmdRun && c.Command != CmdFollow:
+	case c.ExportStreams > 1 && (cmd == nil || !cmd.writes):
 		bad("export-streams", "only export, run and follow --backfill-from split a bounded range into streams; %s exports with one", c.Command)
 	}
 	if c.PGRetries < 0 || c.PGRetries > 1000 {

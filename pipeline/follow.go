@@ -52,25 +52,25 @@ func runFollow(ctx context.Context, cfg *Job, store *staging.Store, tip func() u
 	// Another chain than the target holds is refused before anything is
 	// written.
 	start := cfg.From
-	dec, src, db, err := openExportJobChecked(ctx, cfg, tip, log, c, func(db *export.Session, dec export.Decoder, src loader.Source) (err error) {
-		if err := checkTargetChain(ctx, cfg, db, store, dec, src, log); err != nil {
+	f, err := openFill(ctx, cfg, store, tip, log, c, func(f *fill) (err error) {
+		if err := checkTargetChain(ctx, cfg, f.db, store, f.dec, f.src, log); err != nil {
 			return err
 		}
-		start, err = planHeadStart(ctx, cfg, db, log)
+		start, err = planHeadStart(ctx, cfg, f.db, log)
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	cfg = cfg.withFrom(start)
+	dec, src, db := f.dec, f.src, f.db
 	if sum.From != cfg.From { // the head starts after the heights held
 		sum.From = cfg.From
 		if cfg.ToSet {
 			c.m.SetRange(cfg.From, cfg.To)
 		}
 	}
-	defer closeSource(src)
-	defer db.Close(context.WithoutCancel(ctx))
+	defer f.close(ctx)
 	if err := recordDecoders(ctx, cfg, db); err != nil {
 		return err
 	}
@@ -291,7 +291,7 @@ func followHead(ctx context.Context, cfg *Job, store *staging.Store, src loader.
 			target = min(target, cfg.To)
 		}
 		if target >= next {
-			ecfg := exportConfig(cfg, plog, c)
+			ecfg := exportConfig(cfg, &c.idx, plog, c)
 			ecfg.Stream = export.Stream{Head: true, From: cfg.From, To: target}
 			res, err := export.Run(ctx, db, store, dec, ecfg)
 			addExport(&sum.Export, res)

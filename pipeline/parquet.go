@@ -67,7 +67,7 @@ func (c *Config) validateParquet() []*FieldError {
 }
 
 // segmentBlocks is --segment-blocks, or the family's default.
-func (c *Config) segmentBlocks() uint64 {
+func (c *Job) segmentBlocks() uint64 {
 	if c.SegmentBlocksSet {
 		return c.SegmentBlocks
 	}
@@ -121,7 +121,7 @@ func checkWritable(ctx context.Context, b *blob.Bucket, dest string) error {
 
 // decoderOptions are the flags that shape a decoder's rows, as the
 // manifest records them.
-func decoderOptions(cfg *Config) map[string]string {
+func decoderOptions(cfg *Job) map[string]string {
 	o := map[string]string{}
 	if cfg.Tables != "" {
 		o["tables"] = cfg.Tables
@@ -155,8 +155,8 @@ type parquetJob struct {
 // openParquetJob opens and checks --parquet before anything is fetched or
 // written: a destination that cannot be written, or that holds another
 // chain's segments, or objects that are not segments, is refused.
-func openParquetJob(ctx context.Context, cfg *Config, store *staging.Store, log *slog.Logger, c *counters) (*parquetJob, error) {
-	dec, err := newDecoder(cfg)
+func openParquetJob(ctx context.Context, cfg *Job, store *staging.Store, log *slog.Logger, c *counters) (*parquetJob, error) {
+	dec, err := cfg.decoder()
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +232,7 @@ func (p *ParquetSummary) write(out io.Writer) {
 }
 
 // runParquetJob runs export, run or follow with --parquet.
-func runParquetJob(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
+func runParquetJob(ctx context.Context, cfg *Job, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
 	switch cfg.Command {
 	case CmdExport:
 		return runParquetExport(ctx, cfg, store, log, sum, c)
@@ -246,7 +246,7 @@ func runParquetJob(ctx context.Context, cfg *Config, store *staging.Store, tip f
 
 // runParquetExport writes the staged range as Parquet segments: export
 // --parquet. It never builds a source and never connects to PostgreSQL.
-func runParquetExport(ctx context.Context, cfg *Config, store *staging.Store, log *slog.Logger, sum *Summary, c *counters) error {
+func runParquetExport(ctx context.Context, cfg *Job, store *staging.Store, log *slog.Logger, sum *Summary, c *counters) error {
 	if err := checkDamage(cfg, store); err != nil {
 		return err
 	}
@@ -258,7 +258,7 @@ func runParquetExport(ctx context.Context, cfg *Config, store *staging.Store, lo
 		if !ok {
 			return &export.GapError{Height: cfg.From}
 		}
-		cfg.To, cfg.ToSet = last, true
+		cfg = cfg.withRange(cfg.From, last)
 	}
 	sum.To = cfg.To
 	c.m.SetRange(cfg.From, cfg.To)
@@ -281,7 +281,7 @@ func runParquetExport(ctx context.Context, cfg *Config, store *staging.Store, lo
 
 // runParquetRun fetches the range into staging, then writes it as Parquet
 // segments: run --parquet, without PostgreSQL.
-func runParquetRun(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
+func runParquetRun(ctx context.Context, cfg *Job, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
 	// The destination is checked before anything is fetched.
 	j, err := openParquetJob(ctx, cfg, store, log, c)
 	if err != nil {
@@ -294,6 +294,7 @@ func runParquetRun(ctx context.Context, cfg *Config, store *staging.Store, tip f
 	if !sum.Complete {
 		return nil
 	}
+	cfg = cfg.withRange(cfg.From, sum.To) // the end fetch resolved
 	if _, err := parquet.Check(ctx, j.bucket, store, j.dec.Tables(), j.pcfg); err != nil {
 		return err
 	}
@@ -308,13 +309,13 @@ func runParquetRun(ctx context.Context, cfg *Config, store *staging.Store, tip f
 
 // VerifyParquet checks --parquet against its manifest, and against
 // --staging when that holds a store.
-func VerifyParquet(ctx context.Context, cfg Config, out io.Writer) error {
+func VerifyParquet(ctx context.Context, cfg *Job, out io.Writer) error {
 	b, err := openParquetDest(ctx, cfg.Parquet, false)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	vc := parquet.VerifyConfig{Dest: archive.RedactURL(cfg.Parquet), Options: decoderOptions(&cfg), Version: cfg.Version}
+	vc := parquet.VerifyConfig{Dest: archive.RedactURL(cfg.Parquet), Options: decoderOptions(cfg), Version: cfg.Version}
 	if cfg.Staging != "" && staging.HasStore(cfg.Staging) {
 		store, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
 		if err != nil {
@@ -322,11 +323,12 @@ func VerifyParquet(ctx context.Context, cfg Config, out io.Writer) error {
 		}
 		defer store.Close()
 		if id, ok := store.Identity(); ok {
-			if err := cfg.takeFamily(id.Family); err != nil {
+			var err error
+			if cfg, err = cfg.withFamily(id.Family); err != nil {
 				return err
 			}
 		}
-		dec, err := newDecoder(&cfg)
+		dec, err := cfg.decoder()
 		if err != nil {
 			return err
 		}
@@ -386,7 +388,7 @@ func byteSize(n int64) string {
 // once its last height is --confirmations below the tip (final), and, with
 // --to, the last part-segment once --to is final. A signal stops it between
 // segments or aborts the one being written (nothing of it is listed).
-func runParquetFollow(ctx context.Context, cfg *Config, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
+func runParquetFollow(ctx context.Context, cfg *Job, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
 	j, err := openParquetJob(ctx, cfg, store, log, c)
 	if err != nil {
 		return err

@@ -221,8 +221,8 @@ func checkRunSource(ctx context.Context, cfg *Job, store *staging.Store, src loa
 	}
 	h, err := src.Tip(ctx)
 	if err == nil && cfg.To > h {
-		c := *cfg
-		return resolveTo(ctx, &c, src)
+		_, err := resolveTo(ctx, cfg, src)
+		return err
 	}
 	// A source that can say which height it cannot serve (a node home
 	// pruned below it) is asked now, before the schema is touched.

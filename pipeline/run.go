@@ -1,19 +1,15 @@
 package pipeline
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/blockhaul/blockhaul/chain"
 	"github.com/blockhaul/blockhaul/chain/jsonrpc"
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/internal/fault"
@@ -21,7 +17,6 @@ import (
 	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
-	"golang.org/x/sync/errgroup"
 )
 
 // Exit statuses, documented in docs/exit-status.md. A Kubernetes Job retries any
@@ -129,30 +124,9 @@ func (j *Job) Run(ctx context.Context, out io.Writer, log *slog.Logger) (Summary
 	if err := checkStagingDirs(cfg); err != nil {
 		return Summary{}, err
 	}
-	switch cfg.Command {
-	case CmdStatus:
-		return Summary{Command: CmdStatus}, Status(ctx, cfg, out)
-	case CmdMerge:
-		return Merge(cfg, out)
-	case CmdChecksum:
-		return Summary{Command: cfg.Command}, Checksum(ctx, cfg, out)
-	case CmdVerify:
-		if cfg.Parquet != "" {
-			return Summary{Command: cfg.Command}, VerifyParquet(ctx, cfg, out)
-		}
-		return Summary{Command: cfg.Command}, Verify(ctx, cfg, out)
-	case CmdPrune:
-		return Summary{Command: cfg.Command}, Prune(ctx, cfg, out, log)
-	case CmdRepair:
-		return Summary{Command: cfg.Command}, Repair(ctx, cfg, out, log)
-	case CmdSnapshot:
-		return Summary{Command: cfg.Command}, Snapshot(ctx, cfg, out)
-	case CmdRestore:
-		return Summary{Command: cfg.Command}, Restore(ctx, cfg, out, log)
-	case CmdPublish:
-		return Summary{Command: cfg.Command}, Publish(ctx, cfg, out, log)
-	case CmdEstimate:
-		return Summary{Command: cfg.Command}, Estimate(ctx, cfg, out, log)
+	cmd := commandNamed(cfg.Command)
+	if cmd.run != nil {
+		return cmd.run(ctx, cfg, out, log)
 	}
 	if cfg.Shards > 0 {
 		from, to := cfg.From, cfg.To
@@ -168,7 +142,7 @@ func (j *Job) Run(ctx context.Context, out io.Writer, log *slog.Logger) (Summary
 	// A job that fails before it stages anything leaves no staging
 	// directory it made.
 	made := staging.ToMake(cfg.Staging)
-	sum, err := runJob(ctx, cfg, out, log)
+	sum, err := runJob(ctx, cfg, cmd, out, log)
 	if err != nil && made != "" {
 		if removed, rerr := staging.RemoveUnused(cfg.Staging, made); rerr != nil {
 			log.Warn("staging: the store this job made and staged nothing in is left", "dir", cfg.Staging, "err", rerr)
@@ -179,8 +153,9 @@ func (j *Job) Run(ctx context.Context, out io.Writer, log *slog.Logger) (Summary
 	return sum, err
 }
 
-// runJob runs fetch, export, run or follow.
-func runJob(ctx context.Context, cfg *Job, out io.Writer, log *slog.Logger) (Summary, error) {
+// runJob runs a command that stages and exports (fetch, export, run,
+// follow: cmd.job) in the frame they share.
+func runJob(ctx context.Context, cfg *Job, cmd *command, out io.Writer, log *slog.Logger) (Summary, error) {
 	if (cfg.NodeHome != "" || cfg.Archive != "") && cfg.Source == nil {
 		src, err := openNodeHome(ctx, cfg)
 		if err != nil {
@@ -264,20 +239,11 @@ func runJob(ctx context.Context, cfg *Job, out io.Writer, log *slog.Logger) (Sum
 		}()
 	}
 
-	cmd := cfg.Command
+	run := cmd.job
 	if cfg.Parquet != "" {
-		cmd, err = "", runParquetJob(ctx, &cfg, store, tip, log, &sum, c)
+		run = runParquetJob // the tables as Parquet segments in place of PostgreSQL
 	}
-	switch cmd {
-	case CmdFetch:
-		err = runFetch(ctx, cfg, store, tip, log, &sum, c)
-	case CmdExport:
-		err = runExport(ctx, cfg, store, nil, log, &sum, c)
-	case CmdRun:
-		err = runBoth(ctx, cfg, store, tip, log, &sum, c)
-	case CmdFollow:
-		err = runFollow(ctx, cfg, store, tip, log, &sum, c)
-	}
+	err = run(ctx, cfg, store, tip, log, &sum, c)
 	sum.Duration = time.Since(start)
 	if err != nil {
 		m.SetReady(false, err.Error())
@@ -353,23 +319,22 @@ func syntheticTip(cfg *Job) uint64 {
 }
 
 // resolveTo fixes the range end: --to if given (refused when above the
-// tip), else the source's tip.
-func resolveTo(ctx context.Context, cfg *Job, src loader.Source) error {
+// tip), else the source's tip. It returns cfg over that range.
+func resolveTo(ctx context.Context, cfg *Job, src loader.Source) (*Job, error) {
 	tip, err := src.Tip(ctx)
 	if err != nil {
-		return fmt.Errorf("read chain tip: %w", err)
+		return nil, fmt.Errorf("read chain tip: %w", err)
 	}
 	if !cfg.ToSet {
-		cfg.To, cfg.ToSet = tip, true
-		if cfg.To < cfg.From {
-			return fmt.Errorf("--from %d is above the chain tip %d", cfg.From, tip)
+		if tip < cfg.From {
+			return nil, fmt.Errorf("--from %d is above the chain tip %d", cfg.From, tip)
 		}
-		return nil
+		return cfg.withRange(cfg.From, tip), nil
 	}
 	if cfg.To > tip {
-		return fmt.Errorf("range end %d is above the chain tip %d: refusing rather than clamping (lower --to, or wait for the chain)", cfg.To, tip)
+		return nil, fmt.Errorf("range end %d is above the chain tip %d: refusing rather than clamping (lower --to, or wait for the chain)", cfg.To, tip)
 	}
-	return nil
+	return cfg, nil
 }
 
 func runFetch(ctx context.Context, cfg *Job, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
@@ -387,7 +352,8 @@ func runFetch(ctx context.Context, cfg *Job, store *staging.Store, tip func() ui
 			}
 		}
 	}
-	if err := resolveTo(ctx, cfg, src); err != nil {
+	cfg, err = resolveTo(ctx, cfg, src)
+	if err != nil {
 		return err
 	}
 	sum.To = cfg.To
@@ -447,7 +413,7 @@ func loaderConfig(cfg *Job, log *slog.Logger, c *counters) loader.Config {
 	}
 }
 
-func exportConfig(cfg *Job, log *slog.Logger, c *counters) export.Config {
+func exportConfig(cfg *Job, plan *indexPlan, log *slog.Logger, c *counters) export.Config {
 	c.m.SetReady(true, "")
 	alias := cfg.Alias
 	if alias == "" {
@@ -455,8 +421,8 @@ func exportConfig(cfg *Job, log *slog.Logger, c *counters) export.Config {
 	}
 	return export.Config{
 		Schema:      cfg.Schema,
-		SkipIndexes: c.idx.deferred,
-		KeylessFill: c.idx.keyless,
+		SkipIndexes: plan.deferred,
+		KeylessFill: plan.keyless,
 		Indexes:     cfg.Indexes,
 		Stream:      export.Stream{Alias: alias, From: cfg.From, To: cfg.To},
 		BatchBlocks: cfg.BatchBlocks,
@@ -482,557 +448,6 @@ func loadCursor(ctx context.Context, db *export.Session, schema string, s export
 		return err
 	})
 	return cur, err
-}
-
-// runExport exports [from, to] from staging alone; it never builds a source.
-func runExport(ctx context.Context, cfg *Job, store *staging.Store, _ func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
-	if len(cfg.Replay) > 0 {
-		return runReplay(ctx, cfg, store, log, sum, c)
-	}
-	dec, err := cfg.decoder()
-	if err != nil {
-		return err
-	}
-	if err := checkDamage(cfg, store); err != nil {
-		return err
-	}
-	if !cfg.ToSet {
-		// Without --to, export what is staged contiguously from --from.
-		last, ok, err := store.ContiguousFrom(cfg.From, ^uint64(0))
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return &export.GapError{Height: cfg.From}
-		}
-		cfg.To, cfg.ToSet = last, true
-	}
-	sum.To = cfg.To
-	c.m.SetRange(cfg.From, cfg.To) // the summary shows the range also when --to was omitted
-	if err := checkStagedRange(cfg, store); err != nil {
-		return err
-	}
-	db, err := dialSession(ctx, cfg, log, c)
-	if err != nil {
-		return err
-	}
-	defer db.Close(context.WithoutCancel(ctx))
-	if err := checkTargetChain(ctx, cfg, db, store, dec, nil, log); err != nil {
-		return err
-	}
-	if err := recordDecoders(ctx, cfg, db); err != nil {
-		return err
-	}
-	if err := prepareIndexes(ctx, cfg, db, dec, log, c); err != nil {
-		return err
-	}
-	ecfg := exportConfig(cfg, log, c)
-	n, why, err := planStreams(ctx, cfg, db, ecfg.Stream, 0, log)
-	if err != nil {
-		return err
-	}
-	sum.Streams, sum.StreamsWhy = n, why
-	sessions, closeSessions, err := streamSessions(ctx, cfg, db, n, log, c)
-	defer closeSessions()
-	if err != nil {
-		return err
-	}
-	res, err := export.RunStreams(ctx, sessions, store, dec, ecfg)
-	closeSessions() // before the index builds dial their connections
-	sum.Export = res
-	sum.Complete = res.Complete
-	return endFill(ctx, cfg, &c.idx, db, sum, log, err)
-}
-
-// streamSessions returns db and n - 1 more sessions, and a function that
-// closes the ones it dialled (once, however often it is called).
-func streamSessions(ctx context.Context, cfg *Job, db *export.Session, n int, log *slog.Logger, c *counters) ([]*export.Session, func(), error) {
-	sessions := []*export.Session{db}
-	closeAll := func() {
-		for _, s := range sessions[1:] {
-			s.Close(context.WithoutCancel(ctx))
-		}
-		sessions = sessions[:1]
-	}
-	for range n - 1 {
-		s, err := dialSession(ctx, cfg, log, c)
-		if err != nil {
-			return sessions, closeAll, err
-		}
-		sessions = append(sessions, s)
-	}
-	return sessions, closeAll, nil
-}
-
-// prepareIndexes creates the schema and decides, once for the invocation,
-// whether the fill runs without secondary indexes (cfg.DeferIndexes becomes
-// always or never): it drops them for a deferred fill, and otherwise builds
-// any that an earlier run deferred.
-func prepareIndexes(ctx context.Context, cfg *Job, db *export.Session, dec export.Decoder, log *slog.Logger, c *counters) error {
-	return db.Do(ctx, "prepare schema "+cfg.Schema, func(ctx context.Context, conn *pgx.Conn) error {
-		c.idx = indexPlan{} // decided afresh on every attempt
-		workers, why, err := resolveIndexWorkers(ctx, cfg, conn, log)
-		if err != nil {
-			return err
-		}
-		c.idx.workers, c.idx.workersWhy = workers, why
-		return prepareIndexesOn(ctx, cfg, &c.idx, conn, dec, indexBuildOptions(cfg, &c.idx, db, log))
-	})
-}
-
-// indexPlan is what a job decided, once, about its tables' indexes: whether
-// the fill runs without its secondary indexes (--defer-indexes resolved),
-// the token of the primary keys it deferred (export.DeferKeys), and how
-// many deferred builds run at once and why (--index-workers resolved).
-type indexPlan struct {
-	deferred   bool
-	keyless    string
-	workers    int
-	workersWhy string
-}
-
-// indexBuildOptions is how the job builds deferred indexes: --index-workers
-// at once (export.DefaultIndexWorkers while auto is not yet resolved), the
-// connections beyond the session's own dialled as it dials.
-func indexBuildOptions(cfg *Job, plan *indexPlan, db *export.Session, log *slog.Logger) export.BuildOptions {
-	return export.BuildOptions{Workers: cmp.Or(plan.workers, cfg.IndexWorkers, export.DefaultIndexWorkers), Dial: db.Dialer(), MaintenanceWorkMem: cfg.IndexMemoryMiB << 20, Logger: log}
-}
-
-func prepareIndexesOn(ctx context.Context, cfg *Job, plan *indexPlan, conn *pgx.Conn, dec export.Decoder, bo export.BuildOptions) error {
-	log := bo.Logger
-	deferring, why, err := resolveIndexMode(ctx, cfg, conn, dec)
-	if err != nil {
-		return err
-	}
-	plan.deferred = deferring
-	tables := cfg.Indexes.Select(dec.Tables())
-	if err := export.EnsureSchema(ctx, conn, cfg.Schema, tables, deferring, log); err != nil {
-		return err
-	}
-	if !deferring {
-		_, err = export.BuildIndexes(ctx, conn, cfg.Schema, bo)
-		return err
-	}
-	log.Info("filling without secondary indexes", "reason", why)
-	if err := export.DeferIndexes(ctx, conn, cfg.Schema, tables, log); err != nil {
-		return err
-	}
-	return prepareKeys(ctx, cfg, plan, conn, tables, bo)
-}
-
-// prepareKeys decides whether a deferred fill also runs without the tables'
-// primary keys: export.DeferKeys drops them over empty tables, or lets a
-// resume of the alias that dropped them go on without them; a run that
-// finds them deferred by another builds them before it writes, so that
-// rows meet rows through the keys as they always did. follow never drops
-// them (its range does not end), nor a fill whose alias is not known yet.
-func prepareKeys(ctx context.Context, cfg *Job, plan *indexPlan, conn *pgx.Conn, tables []chain.Table, bo export.BuildOptions) error {
-	if cfg.Command != CmdFollow && cfg.ToSet {
-		alias := cfg.Alias
-		if alias == "" {
-			alias = export.DefaultAlias(cfg.From, cfg.To)
-		}
-		token, err := export.DeferKeys(ctx, conn, cfg.Schema, tables, alias, bo.Logger)
-		if err != nil || token != "" {
-			plan.keyless = token
-			return err
-		}
-	}
-	if pending, err := export.KeysDeferred(ctx, conn, cfg.Schema, ""); err != nil || !pending {
-		return err
-	}
-	bo.Logger.Info("primary keys deferred by another fill: building them before writing, so that the rows it wrote merge")
-	_, err := export.BuildKeys(ctx, conn, cfg.Schema, bo)
-	return err
-}
-
-// resolveIndexMode applies --defer-indexes to this invocation. auto defers
-// a bounded fill of empty tables (a fresh rebuild: building each index once
-// at the end is cheaper than growing it row by row, and nothing reads the
-// tables yet) and carries on a deferral an earlier run left pending; it
-// never defers for follow, whose range does not end, nor beside tables that
-// already hold rows another stream may be serving.
-func resolveIndexMode(ctx context.Context, cfg *Job, conn *pgx.Conn, dec export.Decoder) (bool, string, error) {
-	switch cfg.DeferIndexes {
-	case IndexesAlways:
-		return true, "--defer-indexes=always", nil
-	case IndexesNever:
-		return false, "", nil
-	}
-	if cfg.Command == CmdFollow {
-		return false, "", nil
-	}
-	pending, err := export.IndexesDeferred(ctx, conn, cfg.Schema)
-	if err != nil || pending {
-		return pending, "an earlier run deferred them", err
-	}
-	empty, err := export.TablesEmpty(ctx, conn, cfg.Schema, dec.Tables())
-	return empty, "the tables are empty", err
-}
-
-// endFill ends a bounded fill whose fetch and export returned fillErr:
-// on failure it settles the deferred indexes and returns fillErr; on
-// success it builds them and analyzes what was filled.
-func endFill(ctx context.Context, cfg *Job, plan *indexPlan, db *export.Session, sum *Summary, log *slog.Logger, fillErr error) error {
-	if fillErr != nil {
-		settleIndexes(ctx, cfg, plan, db, sum, log, fillErr)
-		return fillErr
-	}
-	// The tables filled are analyzed by the index builds' workers, each
-	// once its own indexes are built, while other tables' still build;
-	// what they did not analyze is analyzed after. So are the tables whose
-	// deferred builds an earlier, stopped run of the fill left to this one:
-	// that run's ANALYZE never came, and this one may fill nothing itself.
-	start := time.Now()
-	defer func() { sum.AfterFill.Took += time.Since(start) }()
-	var tables []string
-	if analyzes(cfg, sum) {
-		tables = filledTables(sum.Export)
-	}
-	if sum.Complete && cfg.Command != CmdFollow && plan.deferred {
-		var pending []string
-		if err := db.Do(ctx, "read deferred indexes", func(ctx context.Context, conn *pgx.Conn) (err error) {
-			pending, err = export.PendingTables(ctx, conn, cfg.Schema)
-			return err
-		}); err != nil {
-			return err
-		}
-		tables = slices.Compact(slices.Sorted(slices.Values(append(tables, pending...))))
-	}
-	var mu sync.Mutex
-	analyzed := map[string]bool{}
-	bo := indexBuildOptions(cfg, plan, db, log)
-	if !cfg.AnalyzeAfterBuilds {
-		bo.Analyze = tables
-		bo.OnAnalyze = func(table string, took time.Duration, err error) {
-			if err != nil {
-				log.Warn("planner statistics not updated beside the index builds; analyzing after them", "table", table, "err", err)
-				return
-			}
-			log.Info("table analyzed", "table", table, "took", took.Round(time.Millisecond))
-			mu.Lock()
-			analyzed[table] = true
-			mu.Unlock()
-		}
-	}
-	if err := finishIndexesWith(ctx, cfg, plan, db, sum, bo); err != nil {
-		return err
-	}
-	mu.Lock()
-	var rest []string
-	for _, t := range tables {
-		if !analyzed[t] {
-			rest = append(rest, t)
-		}
-	}
-	sum.AfterFill.Analyzed = len(analyzed)
-	mu.Unlock()
-	sum.AfterFill.Analyzed += analyzeTables(ctx, cfg, db, rest, log)
-	return nil
-}
-
-// filledTables are the tables res put rows in, in name order.
-func filledTables(res export.Result) []string {
-	var out []string
-	for t, n := range res.Rows {
-		if n > 0 {
-			out = append(out, t)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// finishIndexes builds the deferred indexes once the range is complete.
-func finishIndexes(ctx context.Context, cfg *Job, plan *indexPlan, db *export.Session, sum *Summary, log *slog.Logger) error {
-	start := time.Now()
-	defer func() { sum.AfterFill.Took += time.Since(start) }()
-	return finishIndexesWith(ctx, cfg, plan, db, sum, indexBuildOptions(cfg, plan, db, log))
-}
-
-// finishIndexesWith is finishIndexes with the build options bo.
-func finishIndexesWith(ctx context.Context, cfg *Job, plan *indexPlan, db *export.Session, sum *Summary, bo export.BuildOptions) error {
-	if !plan.deferred || !sum.Complete {
-		return nil
-	}
-	// What was pending before the first attempt less what is left: the
-	// builds run GIN and GiST first, so a count of builds alone does not
-	// say which were keys. A failure that names nothing left counts none.
-	var pending, keys []string
-	read := false
-	err := db.Do(ctx, "build deferred indexes", func(ctx context.Context, conn *pgx.Conn) error {
-		if !read {
-			p, err := export.PendingIndexes(ctx, conn, cfg.Schema)
-			if err != nil {
-				return err
-			}
-			if keys, err = export.PendingKeys(ctx, conn, cfg.Schema); err != nil {
-				return err
-			}
-			pending, read = p, true
-		}
-		_, err := export.BuildIndexes(ctx, conn, cfg.Schema, bo)
-		return err
-	})
-	var pe *export.IndexesPendingError
-	if errors.As(err, &pe) {
-		sum.IndexesPending, sum.KeysPending = pe.Pending, pe.Keys
-		sum.IndexesPresent = indexesPresent(ctx, cfg, db, pe.Pending, bo.Logger)
-	}
-	if err == nil || pe != nil {
-		a := &sum.AfterFill
-		var left, leftKeys int
-		if pe != nil {
-			left, leftKeys = len(pe.Pending), len(pe.Keys)
-		}
-		a.Indexes += len(pending) - len(keys) - (left - leftKeys)
-		a.Keys += len(keys) - leftKeys
-		if len(pending) > left {
-			a.Workers, a.WorkersWhy = bo.Workers, cmp.Or(plan.workersWhy, "--index-workers")
-		}
-	}
-	return err
-}
-
-// runBoth fetches and exports at once: export follows the contiguous prefix
-// that fetch has staged. A range the alias already completed returns at once
-// without contacting the source.
-func runBoth(ctx context.Context, cfg *Job, store *staging.Store, tip func() uint64, log *slog.Logger, sum *Summary, c *counters) error {
-	// Refuse a foreign target table, a range above the tip or another
-	// chain than the target holds before the schema, the backfill row or
-	// an index is touched.
-	dec, src, db, err := openExportJobChecked(ctx, cfg, tip, log, c, func(db *export.Session, dec export.Decoder, src loader.Source) error {
-		if err := checkTargetFamily(ctx, cfg, db, store, src); err != nil {
-			return err
-		}
-		if err := db.Do(ctx, "check tables of "+cfg.Schema, func(ctx context.Context, conn *pgx.Conn) error {
-			return export.CheckShapes(ctx, conn, cfg.Schema, dec.Tables())
-		}); err != nil {
-			return err
-		}
-		if err := checkRunSource(ctx, cfg, store, src); err != nil {
-			return err
-		}
-		return checkTargetChain(ctx, cfg, db, store, dec, src, log)
-	})
-	if err != nil {
-		return err
-	}
-	defer closeSource(src)
-	defer db.Close(context.WithoutCancel(ctx))
-	if err := recordDecoders(ctx, cfg, db); err != nil {
-		return err
-	}
-	if cfg.ToSet {
-		ecfg := exportConfig(cfg, log, c)
-		cur, err := loadCursor(ctx, db, cfg.Schema, ecfg.Stream)
-		if err != nil {
-			return err
-		}
-		if cur.Valid && cur.Height >= cfg.To {
-			sum.Complete, sum.Export.Last = true, cur
-			log.Info("range already complete", "alias", ecfg.Stream.Alias, "from", cfg.From, "to", cfg.To)
-			return endFill(ctx, cfg, &c.idx, db, sum, log, nil)
-		}
-	}
-	if !cfg.ToSet {
-		// A backfill without an end stops where the head stream started.
-		var start uint64
-		var ok bool
-		if err := db.Do(ctx, "read head start", func(ctx context.Context, conn *pgx.Conn) (err error) {
-			start, ok, err = export.HeadStart(ctx, conn, cfg.Schema)
-			return err
-		}); err != nil {
-			return err
-		} else if ok && start > cfg.From {
-			cfg.To, cfg.ToSet = start-1, true
-			log.Info("backfill runs up to where the head stream started", "to", cfg.To)
-		}
-	}
-	if err := resolveTo(ctx, cfg, src); err != nil {
-		return err
-	}
-	sum.To = cfg.To
-	c.m.SetRange(cfg.From, cfg.To) // the summary shows the range also when --to was omitted
-	ecfg := exportConfig(cfg, log, c)
-	cur, err := loadCursor(ctx, db, cfg.Schema, ecfg.Stream)
-	if err != nil {
-		return err
-	}
-	n, why, err := planStreams(ctx, cfg, db, ecfg.Stream, 0, log)
-	if err != nil {
-		return err
-	}
-	sum.Streams, sum.StreamsWhy = n, why
-	var st loader.Stats
-	var res export.Result
-	if n > 1 {
-		st, res, err = fetchAndExportStreams(ctx, cfg, store, src, db, dec, ecfg, n, log, c)
-	} else {
-		st, res, err = fetchAndExport(ctx, cfg, store, src, db, dec, ecfg, cur.Next(cfg.From), log, c)
-	}
-	sum.Fetch, sum.Export, sum.Complete = st, res, res.Complete
-	return endFill(ctx, cfg, &c.idx, db, sum, log, err)
-}
-
-// fetchAndExport stages [next, ecfg.Stream.To] from src while it exports
-// that stream over db, export following the contiguous staged prefix and
-// fetch held within the lead of what export has committed. It is run's
-// core, and the core of a backfill beside the head stream.
-func fetchAndExport(ctx context.Context, cfg *Job, store *staging.Store, src loader.Source, db *export.Session, dec export.Decoder, ecfg export.Config, next uint64, log *slog.Logger, c *counters) (loader.Stats, export.Result, error) {
-	to := ecfg.Stream.To
-	progress := loader.NewProgress(next, to)
-	ecfg.Available = progress.Wait
-	gate := newLeadGate(fetchLead(cfg), next)
-	onBatch := ecfg.OnBatch
-	ecfg.OnBatch = func(b export.BatchStats) {
-		if onBatch != nil {
-			onBatch(b)
-		}
-		gate.advance(b.To)
-	}
-	lcfg := loaderConfig(cfg, log, c)
-	lcfg.Gate = gate.wait
-	if err := withProver(ctx, cfg, store, src, next, log, &lcfg); err != nil {
-		return loader.Stats{}, export.Result{}, err
-	}
-	var st loader.Stats
-	var res export.Result
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) {
-		st, err = loader.Fetch(gctx, src, store, next, to, lcfg, progress)
-		return err
-	})
-	g.Go(func() (err error) {
-		res, err = export.Run(gctx, db, store, dec, ecfg)
-		return err
-	})
-	err := g.Wait()
-	return st, res, err
-}
-
-// fetchAndExportStreams is fetchAndExport over n export streams (run's,
-// and follow's backfill's): ecfg.Stream is split as export splits it
-// (export.RunStreams: one backfill row per sub-range, the seams checked
-// against staging before anything commits), and each sub-range is fetched
-// beside its own export, as fetchAndExport does a whole range, with an Nth
-// of the fetch workers. The blocks on both sides of every seam are staged
-// first, so that the seams can be checked before any sub-range starts.
-func fetchAndExportStreams(ctx context.Context, cfg *Job, store *staging.Store, src loader.Source, db *export.Session, dec export.Decoder, ecfg export.Config, n int, log *slog.Logger, c *counters) (loader.Stats, export.Result, error) {
-	parts := export.SplitRange(ecfg.Stream.From, ecfg.Stream.To, n)
-	var mu sync.Mutex // guards fetched
-	var fetched loader.Stats
-	addStats := func(st loader.Stats) {
-		mu.Lock()
-		defer mu.Unlock()
-		addFetch(&fetched, st)
-	}
-	lcfg := loaderConfig(cfg, log, c)
-	// A chain of trust takes heights in order; the sub-ranges are fetched
-	// at once, beside their exports: they are staged unproven, and a
-	// verify proves them (docs/trust.md).
-	log.Warn("export streams fetch their sub-ranges at once: the history they stage is not proven by the chain of trust; verify proves it")
-	for _, p := range parts[1:] {
-		st, err := loader.Fetch(ctx, src, store, p[0]-1, p[0], lcfg, nil)
-		addStats(st)
-		if err != nil {
-			return fetched, export.Result{}, err
-		}
-	}
-	sessions, closeSessions, err := streamSessions(ctx, cfg, db, len(parts), log, c)
-	defer closeSessions()
-	if err != nil {
-		return fetched, export.Result{}, err
-	}
-	pcfg := *cfg
-	pcfg.FetchWorkers = max(1, cfg.FetchWorkers/len(parts))
-	pcfg.Trust = TrustOff
-	ecfg.RunPart = func(ctx context.Context, i int, sess *export.Session, part export.Config) (export.Result, error) {
-		cur, err := loadCursor(ctx, sess, cfg.Schema, part.Stream)
-		if err != nil {
-			return export.Result{}, err
-		}
-		if next := cur.Next(part.Stream.From); next <= part.Stream.To {
-			st, res, err := fetchAndExport(ctx, &pcfg, store, src, sess, dec, part, next, log.With("part", i+1, "of", len(parts)), c)
-			addStats(st)
-			return res, err
-		}
-		return export.Run(ctx, sess, store, dec, part) // complete already
-	}
-	res, err := export.RunStreams(ctx, sessions, store, dec, ecfg)
-	return fetched, res, err
-}
-
-// analyzeFilled runs ANALYZE on the tables a completed bounded run or
-// export filled, so that the first queries after a bulk load are planned
-// on the rows that are there (follow leaves it to autovacuum: it adds a
-// few rows at a time). A failure is logged, not returned: the range is
-// complete and its rows are right, only the planner's statistics are stale.
-func analyzeFilled(ctx context.Context, cfg *Job, db *export.Session, sum *Summary, log *slog.Logger) int {
-	if !analyzes(cfg, sum) {
-		return 0
-	}
-	return analyzeTables(ctx, cfg, db, filledTables(sum.Export), log)
-}
-
-// analyzeTables ANALYZEs the tables named (analyzeFilled) and returns how
-// many it analyzed; a failure is logged, not returned.
-func analyzeTables(ctx context.Context, cfg *Job, db *export.Session, tables []string, log *slog.Logger) int {
-	if len(tables) == 0 {
-		return 0
-	}
-	start := time.Now()
-	var done []string
-	err := db.Do(ctx, "analyze", func(ctx context.Context, conn *pgx.Conn) (err error) {
-		done, err = export.AnalyzeTables(ctx, conn, cfg.Schema, tables)
-		return err
-	})
-	if err != nil {
-		log.Warn("planner statistics not updated; run ANALYZE on the tables", "err", err)
-		return 0
-	}
-	log.Info("analyzed the tables filled", "tables", done, "took", time.Since(start).Round(time.Millisecond))
-	return len(done)
-}
-
-// analyzes reports whether the job ANALYZEs the tables it filled: a
-// completed bounded run or export that exported something.
-func analyzes(cfg *Job, sum *Summary) bool {
-	return sum.Complete && sum.Export.Blocks > 0 && cfg.Command != CmdFollow
-}
-
-// openExportJobChecked builds what run and follow need: the decoder, the
-// source (which contacts nothing yet), a PostgreSQL session, and the schema
-// with its indexes prepared. check, when not nil, runs once connected and
-// before the schema is touched: what it refuses leaves nothing behind. The
-// caller closes the session.
-func openExportJobChecked(ctx context.Context, cfg *Job, tip func() uint64, log *slog.Logger, c *counters, check func(*export.Session, export.Decoder, loader.Source) error) (export.Decoder, loader.Source, *export.Session, error) {
-	dec, err := cfg.decoder()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	src, err := newSource(cfg, tip, log)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	db, err := dialSession(ctx, cfg, log, c)
-	if err != nil {
-		closeSource(src)
-		return nil, nil, nil, err
-	}
-	if check != nil {
-		if err := check(db, dec, src); err != nil {
-			closeSource(src)
-			db.Close(context.WithoutCancel(ctx))
-			return nil, nil, nil, err
-		}
-	}
-	if err := prepareIndexes(ctx, cfg, db, dec, log, c); err != nil {
-		closeSource(src)
-		db.Close(context.WithoutCancel(ctx))
-		return nil, nil, nil, err
-	}
-	return dec, src, db, nil
 }
 
 // Merge copies the blocks staged in --merge-from (within --from and --to,

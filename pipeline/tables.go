@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"slices"
 	"strings"
 
 	"github.com/blockhaul/blockhaul/chain"
@@ -19,7 +18,7 @@ func (c *Config) validateTables(all []chain.Table) (selected []string, fs []*Fie
 		fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: msg})
 	}
 	if c.Tables != "" {
-		if !slices.Contains([]string{CmdRun, CmdExport, CmdFollow}, c.Command) {
+		if cmd := commandNamed(c.Command); cmd == nil || !cmd.writes {
 			bad("tables", "chooses the tables run, export and follow write; "+c.Command+" does not write tables")
 		} else if names, err := export.ParseTables(c.Tables, all); err != nil {
 			bad("tables", err.Error())

@@ -32,12 +32,9 @@ const (
 // is run where it can start, and where it cannot the job goes on
 // unproven, saying so in a warning (a node that serves no /genesis, a
 // range that starts above it): status then says the store is not proven.
-func newProver(ctx context.Context, cfg *Config, store *staging.Store, src loader.Source, from uint64, log *slog.Logger) (loader.Prover, error) {
-	fam, err := cfg.family()
-	if err != nil {
-		return nil, err
-	}
-	if fam.Trust == nil || cfg.Trust == TrustOff {
+func newProver(ctx context.Context, cfg *Job, store *staging.Store, src loader.Source, from uint64, log *slog.Logger) (loader.Prover, error) {
+	fam := cfg.Family
+	if fam == nil || fam.Trust == nil || cfg.Trust == TrustOff {
 		return nil, nil
 	}
 	cp, _, err := store.Trust()
@@ -72,7 +69,7 @@ func newProver(ctx context.Context, cfg *Config, store *staging.Store, src loade
 }
 
 // withProver sets lc's chain of trust (newProver) for a fetch from from.
-func withProver(ctx context.Context, cfg *Config, store *staging.Store, src loader.Source, from uint64, log *slog.Logger, lc *loader.Config) error {
+func withProver(ctx context.Context, cfg *Job, store *staging.Store, src loader.Source, from uint64, log *slog.Logger, lc *loader.Config) error {
 	p, err := newProver(ctx, cfg, store, src, from, log)
 	if err != nil {
 		return err
@@ -122,7 +119,7 @@ func (r TrustReport) String() string {
 // offline: every staged record from the root's height up, the last proven
 // height by the proof the checkpoint keeps. It returns the report and,
 // when it proved beyond the store's checkpoint, the checkpoint to record.
-func proveStore(ctx context.Context, cfg *Config, store *staging.Store) (*archive.TrustReport, []byte, error) {
+func proveStore(ctx context.Context, cfg *Job, store *staging.Store) (*archive.TrustReport, []byte, error) {
 	id, ok := store.Identity()
 	if !ok {
 		return nil, nil, nil

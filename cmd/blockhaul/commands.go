@@ -16,28 +16,35 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// commandDoc is one command's line in the usage and the head of its help.
+// commandDoc is one command of the binary as a value: its line in the
+// usage, the head of its help, and what its positional argument is (a
+// directory or URL for snapshot, restore and publish, completed as a
+// directory; nothing for the rest).
 type commandDoc struct {
 	args  string // what follows the command name in its synopsis
 	short string
 	long  string
+	// dirArg: the command takes one positional DEST or SRC.
+	dirArg bool
 }
 
+// commandDocs declares every command pipeline runs (pipeline.Commands); a
+// flag says which commands use it (flags.go).
 var commandDocs = map[string]commandDoc{
-	cmdRun:      {"--pg DSN --from N --to M", "fetch and export at once", "Fetches the range into staging and exports it to PostgreSQL at the same time: export follows the contiguous prefix fetch has staged. Exit 0 once the whole range is exported."},
-	cmdFetch:    {"--from N --to M", "stage blocks only", "Fetches the range into the staging store; never touches PostgreSQL."},
-	cmdExport:   {"--pg DSN --from N --to M", "export staged blocks; no network but the database", "Exports staged blocks to PostgreSQL in height order, one transaction per batch with its checkpoint; needs no RPC node."},
-	cmdFollow:   {"--pg DSN [--from N]", "the head stream: tail the chain tip", "Fetches and exports new blocks as the chain produces them, repairs reorgs within --reorg-window, and runs until stopped (or --to)."},
-	cmdMerge:    {"--merge-from DIR", "copy another staging directory's blocks into --staging", "Copies the blocks of another staging store (of the same chain) into --staging, checking continuity where they meet."},
-	cmdStatus:   {"[--pg DSN]", "staged ranges, gaps and checkpoints", "Shows the staged ranges and gaps, and with --pg each stream's checkpoint; works beside a running job."},
-	cmdChecksum: {"--pg DSN [--against DSN2]", "digest every exported row; compare two databases", "Digests every exported row chunk by chunk; with --against compares two databases (exit 4 when they differ)."},
-	cmdVerify:   {"[--deep] [--pg DSN]", "check every staged record, the chain, and PostgreSQL against it", "Checks every staged record's checksum and hashes and the chain's continuity; with --pg, PostgreSQL's blocks and their chain across streams and ranges, and every table's rows against the rows the staged blocks decode to, by per-chunk digests (--chunk). It says clean only when every table was compared over every exported height, and names what was not (exit 4 when something is wrong)."},
-	cmdRepair:   {"[--rpc URL] [--from N --to M]", "refetch what verify finds missing or wrong; salvage a damaged store", "Refetches the records verify finds missing or wrong, and salvages a store Pebble cannot open."},
-	cmdPrune:    {"--below H --pg DSN [--force]", "delete staged blocks every target has exported", "Deletes staged heights below --below once every target database whose checkpoint the store mirrors has exported them, as each target itself confirms (its checkpoint rows, and the rows under them), reached through --pg's server; a target unreachable, gone, reset or behind the store's mirror of its checkpoint is refused (exit 4), and heights no target has exported are refused (exit 2), since they are nowhere else. --dry-run prints what a prune would delete (heights, size, the targets holding them) and deletes nothing; --force deletes regardless."},
-	cmdSnapshot: {"DEST", "consistent copy of --staging to a directory or blob URL", "Writes a consistent copy of --staging to DEST: a directory, or a blob URL (file://, s3://, gs://, azblob://)."},
-	cmdRestore:  {"SRC", "restore a snapshot into --staging, verified first", "Restores a snapshot from SRC into --staging, verified before it replaces anything."},
-	cmdPublish:  {"DEST", "write staged blocks as a chunk archive anyone can seed from", "Writes the full chunks of --staging's staged blocks to DEST (a directory, or a blob URL: file://, s3://, gs://, azblob://) under DEST/<chain-id>/: fixed-size chunks of the raw records, zstd-compressed, and a manifest of their heights, hashes and SHA-256 digests, written last (docs/format/archive.md). Chunks already there are not uploaded again; a killed publish resumes. --archive reads it back."},
-	cmdEstimate: {"--from N --to M [--pg DSN]", "heights, bytes and time a job would take; disk room", "Estimates the heights, staged bytes, rows and time of a range, and whether the disk has room."},
+	cmdRun:      {"--pg DSN --from N --to M", "fetch and export at once", "Fetches the range into staging and exports it to PostgreSQL at the same time: export follows the contiguous prefix fetch has staged. Exit 0 once the whole range is exported.", false},
+	cmdFetch:    {"--from N --to M", "stage blocks only", "Fetches the range into the staging store; never touches PostgreSQL.", false},
+	cmdExport:   {"--pg DSN --from N --to M", "export staged blocks; no network but the database", "Exports staged blocks to PostgreSQL in height order, one transaction per batch with its checkpoint; needs no RPC node.", false},
+	cmdFollow:   {"--pg DSN [--from N]", "the head stream: tail the chain tip", "Fetches and exports new blocks as the chain produces them, repairs reorgs within --reorg-window, and runs until stopped (or --to).", false},
+	cmdMerge:    {"--merge-from DIR", "copy another staging directory's blocks into --staging", "Copies the blocks of another staging store (of the same chain) into --staging, checking continuity where they meet.", false},
+	cmdStatus:   {"[--pg DSN]", "staged ranges, gaps and checkpoints", "Shows the staged ranges and gaps, and with --pg each stream's checkpoint; works beside a running job.", false},
+	cmdChecksum: {"--pg DSN [--against DSN2]", "digest every exported row; compare two databases", "Digests every exported row chunk by chunk; with --against compares two databases (exit 4 when they differ).", false},
+	cmdVerify:   {"[--deep] [--pg DSN]", "check every staged record, the chain, and PostgreSQL against it", "Checks every staged record's checksum and hashes and the chain's continuity; with --pg, PostgreSQL's blocks and their chain across streams and ranges, and every table's rows against the rows the staged blocks decode to, by per-chunk digests (--chunk). It says clean only when every table was compared over every exported height, and names what was not (exit 4 when something is wrong).", false},
+	cmdRepair:   {"[--rpc URL] [--from N --to M]", "refetch what verify finds missing or wrong; salvage a damaged store", "Refetches the records verify finds missing or wrong, and salvages a store Pebble cannot open.", false},
+	cmdPrune:    {"--below H --pg DSN [--force]", "delete staged blocks every target has exported", "Deletes staged heights below --below once every target database whose checkpoint the store mirrors has exported them, as each target itself confirms (its checkpoint rows, and the rows under them), reached through --pg's server; a target unreachable, gone, reset or behind the store's mirror of its checkpoint is refused (exit 4), and heights no target has exported are refused (exit 2), since they are nowhere else. --dry-run prints what a prune would delete (heights, size, the targets holding them) and deletes nothing; --force deletes regardless.", false},
+	cmdSnapshot: {"DEST", "consistent copy of --staging to a directory or blob URL", "Writes a consistent copy of --staging to DEST: a directory, or a blob URL (file://, s3://, gs://, azblob://).", true},
+	cmdRestore:  {"SRC", "restore a snapshot into --staging, verified first", "Restores a snapshot from SRC into --staging, verified before it replaces anything.", true},
+	cmdPublish:  {"DEST", "write staged blocks as a chunk archive anyone can seed from", "Writes the full chunks of --staging's staged blocks to DEST (a directory, or a blob URL: file://, s3://, gs://, azblob://) under DEST/<chain-id>/: fixed-size chunks of the raw records, zstd-compressed, and a manifest of their heights, hashes and SHA-256 digests, written last (docs/format/archive.md). Chunks already there are not uploaded again; a killed publish resumes. --archive reads it back.", true},
+	cmdEstimate: {"--from N --to M [--pg DSN]", "heights, bytes and time a job would take; disk room", "Estimates the heights, staged bytes, rows and time of a range, and whether the disk has room.", false},
 }
 
 const exitStatusText = `Exit status: 0 range complete (or check clean); 1 runtime failure; 2 invalid configuration; 3 interrupted part way (resumable); 4 fatal data error (continuity break, corrupt record, wrong chain, a check that found the data wrong).`
@@ -157,16 +164,14 @@ func newRoot(environ []string, run func(j *jobCommand, args []string) error) (*c
 		}
 		_ = j.cmd.MarkFlagDirname("staging")
 		_ = j.cmd.MarkFlagDirname("merge-from")
-		switch name {
-		case cmdSnapshot, cmdRestore, cmdPublish:
+		j.cmd.ValidArgsFunction = cobra.NoFileCompletions
+		if doc.dirArg {
 			j.cmd.ValidArgsFunction = func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 				if len(args) > 0 {
 					return nil, cobra.ShellCompDirectiveNoFileComp
 				}
 				return nil, cobra.ShellCompDirectiveFilterDirs
 			}
-		default:
-			j.cmd.ValidArgsFunction = cobra.NoFileCompletions
 		}
 		root.AddCommand(j.cmd)
 		jobs[j.cmd] = j
