@@ -15,7 +15,6 @@ import (
 
 	"github.com/blockhaul/blockhaul/archive"
 	"github.com/blockhaul/blockhaul/chain"
-	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/loader"
 	"github.com/blockhaul/blockhaul/monitor"
 	"github.com/blockhaul/blockhaul/staging"
@@ -247,8 +246,8 @@ func Verify(ctx context.Context, cfg *Job, out io.Writer) error {
 		return err
 	}
 	vcfg := archive.VerifyConfig{From: cfg.From, To: cfg.To, FromSet: cfg.FromSet, ToSet: cfg.ToSet, Deep: cfg.Deep, Decoder: dec, Chunk: cfg.Chunk}
-	if fam := family.Of(dec.Family()); fam != nil {
-		vcfg.Recompute = fam.Verifier(chain.VerifyFull)
+	if cfg.Family != nil {
+		vcfg.Recompute = cfg.Family.Verifier(chain.VerifyFull)
 	}
 	if r.Staging, err = archive.Verify(store, vcfg); err != nil {
 		return err
@@ -576,8 +575,8 @@ func Repair(ctx context.Context, cfg *Job, out io.Writer, log *slog.Logger) erro
 		return err
 	}
 	vcfg := archive.VerifyConfig{From: cfg.From, To: cfg.To, FromSet: cfg.FromSet, ToSet: cfg.ToSet, Deep: true, Decoder: dec}
-	if fam := family.Of(dec.Family()); fam != nil {
-		vcfg.Recompute = fam.Verifier(chain.VerifyFull)
+	if cfg.Family != nil {
+		vcfg.Recompute = cfg.Family.Verifier(chain.VerifyFull)
 	}
 	t := syntheticTip(cfg)
 	if staged && hi > t && cfg.SyntheticTip == 0 {

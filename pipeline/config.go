@@ -339,7 +339,8 @@ func (c *Config) EnsureDefaults() {
 // Validate checks every field and reports all problems at once as a
 // *ConfigError: Resolve without the Job.
 func (c *Config) Validate() error {
-	if _, fs := c.resolve(); len(fs) > 0 {
+	fam, err := family.Lookup(c.Chain)
+	if _, fs := c.resolve(fam, err); len(fs) > 0 {
 		return &ConfigError{Fields: fs}
 	}
 	return nil

@@ -85,25 +85,26 @@ func (d *Decoding) decoder(fam *family.Family) (export.Decoder, error) {
 // compiled. Every invalid field is reported at once as a *ConfigError.
 func Resolve(cfg Config) (*Job, error) {
 	cfg.EnsureDefaults()
-	j, fs := cfg.resolve()
+	fam, err := family.Lookup(cfg.Chain)
+	j, fs := cfg.resolve(fam, err)
 	if len(fs) > 0 {
 		return nil, &ConfigError{Fields: fs}
 	}
 	return j, nil
 }
 
-// resolve is Resolve on a Config whose defaults are in: the Job, and every
-// problem found.
-func (c Config) resolve() (*Job, []*FieldError) {
+// resolve is Resolve on a Config whose defaults are in, of family fam
+// (ferr: why --chain names none): the Job, and every problem found.
+func (c Config) resolve(fam *family.Family, ferr error) (*Job, []*FieldError) {
 	j := &Job{Config: c}
 	var fs []*FieldError
 	bad := func(flag, format string, args ...any) {
 		fs = append(fs, &FieldError{Flag: flag, Env: EnvName(flag), Msg: fmt.Sprintf(format, args...)})
 	}
-	fam, err := family.Lookup(c.Chain)
-	if err != nil {
-		bad("chain", "%v", err)
+	if ferr != nil {
+		bad("chain", "%v", ferr)
 	}
+	var err error
 	j.Family = fam
 	j.Decoding, fs = c.resolveDecoding(fam, fs)
 	if c.PG != "" {

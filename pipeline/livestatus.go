@@ -137,14 +137,15 @@ func readLiveStatus(dir string) (*LiveStatus, error) {
 // liveStatus prints what the job holding dir last wrote, when err says
 // another process holds it; it returns err unchanged otherwise. Without
 // --schema, the schema --pg is read from becomes the store's family's.
-func liveStatus(cfg *Job, dir string, err error, out io.Writer) error {
+func liveStatus(cfg *Job, dir string, err error, out io.Writer) (string, error) {
+	schema := cfg.Schema
 	var iu *staging.InUseError
 	if !errors.As(err, &iu) {
-		return err
+		return schema, err
 	}
 	ls, rerr := readLiveStatus(dir)
 	if rerr != nil {
-		return err
+		return schema, err
 	}
 	fmt.Fprintf(out, "staging %s: in use by a running blockhaul %s (pid %d), started %s\n", dir, ls.Command, ls.PID, ls.Started.UTC().Format(time.RFC3339))
 	rng := fmt.Sprintf("%d-", ls.From)
@@ -156,7 +157,7 @@ func liveStatus(cfg *Job, dir string, err error, out io.Writer) error {
 	}
 	if id := ls.Chain; id != nil {
 		if cfg.SchemaDefaulted {
-			cfg.Schema = id.Family.String()
+			schema = id.Family.String()
 		}
 		fmt.Fprintf(out, "  chain:    %s %q, identified by block %d %X (the first staged)\n", id.Family, id.ChainID, id.FirstHeight, id.FirstHash)
 	}
@@ -207,7 +208,7 @@ func liveStatus(cfg *Job, dir string, err error, out io.Writer) error {
 		}
 	}
 	writeMirrors(out, ls.Mirrors)
-	return nil
+	return schema, nil
 }
 
 // gapsOf is what of [from, to] the sorted, disjoint ranges rs leave out.

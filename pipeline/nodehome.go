@@ -63,7 +63,6 @@ func openNodeHome(ctx context.Context, cfg *Job) (loader.Source, error) {
 			return nil, err
 		}
 	}
-	cfg.Source = src
 	return src, nil
 }
 

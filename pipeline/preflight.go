@@ -70,33 +70,35 @@ func listenHTTP(cfg *Job) (net.Listener, error) {
 // --chain, as *staging.WrongChainError (status 4) from every command, before
 // any schema is created for the wrong family. Without --chain the store's
 // family is taken instead (and its schema, and its default memory limit,
-// where those were the default's).
-func checkStagedChain(cfg *Job, store *staging.Store, log *slog.Logger) error {
+// where those were the default's): it returns the job the store decides.
+func checkStagedChain(cfg *Job, store *staging.Store, log *slog.Logger) (*Job, error) {
 	fam := cfg.Family
 	if id, ok := store.Identity(); ok && id.Family != fam.ID && !cfg.ChainSet {
 		log.Info("the staging store holds another chain family than the default: taking it", "dir", store.Dir(), "chain", id.Family.String())
-		var err error
-		if cfg, err = cfg.withFamily(id.Family); err != nil {
-			return err
+		held, err := cfg.withFamily(id.Family)
+		if err != nil {
+			return nil, err
 		}
-		held := cfg.Family
+		if held == cfg {
+			return cfg, nil
+		}
 		// The range starts at the family's first block unless --from
 		// says otherwise (EnsureDefaults gave the default family's).
-		if !cfg.FromSet {
-			cfg.From = held.Genesis
+		if !held.FromSet {
+			held.From = held.Family.Genesis
 		}
-		if cfg.MemoryLimitPerStream == DefaultMemoryLimitMiB(fam)<<20 {
-			cfg.MemoryLimitPerStream = DefaultMemoryLimitMiB(held) << 20
-			debug.SetMemoryLimit(cfg.MemoryLimitPerStream)
+		if held.MemoryLimitPerStream == DefaultMemoryLimitMiB(fam)<<20 {
+			held.MemoryLimitPerStream = DefaultMemoryLimitMiB(held.Family) << 20
+			debug.SetMemoryLimit(held.MemoryLimitPerStream)
 		}
-		return nil
+		return held, nil
 	}
 	if id, ok := store.Identity(); ok && id.Family != fam.ID {
-		return &staging.WrongChainError{Dir: store.Dir(),
+		return nil, &staging.WrongChainError{Dir: store.Dir(),
 			Have:  fmt.Sprintf("%s chain %q", id.Family, id.ChainID),
 			Given: fmt.Sprintf("--chain %s", fam)}
 	}
-	return nil
+	return cfg, nil
 }
 
 // checkSyntheticMatches compares the lowest staged block with the one the

@@ -82,10 +82,11 @@ func Publish(ctx context.Context, cfg *Job, out io.Writer, log *slog.Logger) err
 	}
 	defer store.Close()
 	id, ok := store.Identity()
-	fam := family.Of(id.Family)
-	if !ok || fam == nil {
+	held, ferr := cfg.withFamily(id.Family)
+	if !ok || ferr != nil {
 		return &ConfigError{Fields: []*FieldError{{Flag: "staging", Env: EnvName("staging"), Msg: fmt.Sprintf("%s holds no chain yet: nothing to publish", cfg.Staging)}}}
 	}
+	fam := held.Family
 	bucket, err := archive.OpenBucket(ctx, dest, true)
 	if err != nil {
 		return &ConfigError{Fields: []*FieldError{{Arg: "DEST", Msg: fmt.Sprintf("%s: %v", archive.RedactURL(dest), err)}}}

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/export"
-	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/staging"
 	"github.com/jackc/pgx/v5"
 )
@@ -218,7 +217,7 @@ func decodingDifferences(req replayRequest, own *Job) []*FieldError {
 	}
 	const who = "the follow"
 	d := &own.Decoding
-	if fam, err := family.Lookup(req.Chain); err != nil || fam != own.Family {
+	if req.Chain != own.Family.Name { // the requester sends its family's name, not an alias
 		bad("chain", "is %q; %s follows a %s chain", req.Chain, who, own.Family)
 	}
 	if req.Schema != own.Schema {

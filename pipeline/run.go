@@ -182,7 +182,10 @@ func runJob(ctx context.Context, cfg *Job, cmd *command, out io.Writer, log *slo
 	}
 	if err == nil {
 		defer store.Close()
-		err = checkStagedChain(cfg, store, log)
+		var held *Job
+		if held, err = checkStagedChain(cfg, store, log); err == nil {
+			cfg = held
+		}
 	}
 	if err == nil && cfg.Command != CmdExport {
 		err = checkSyntheticMatches(ctx, cfg, store, tip, log)

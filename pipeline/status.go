@@ -24,8 +24,14 @@ func Status(ctx context.Context, cfg *Job, out io.Writer) error {
 	if err := needDir("staging", cfg.Staging); err != nil {
 		return err
 	}
-	if err := stagingStatus(cfg, out); err != nil {
+	schema, err := stagingStatus(cfg, out)
+	if err != nil {
 		return err
+	}
+	if schema != cfg.Schema {
+		n := *cfg
+		n.Schema = schema
+		cfg = &n
 	}
 	if cfg.PG == "" {
 		return nil
@@ -33,14 +39,15 @@ func Status(ctx context.Context, cfg *Job, out io.Writer) error {
 	return pgStatus(ctx, cfg, out)
 }
 
-// stagingStatus prints the store's part. Without --schema, the schema
-// --pg is read from becomes the store's family's (not --chain's).
-func stagingStatus(cfg *Job, out io.Writer) (err error) {
+// stagingStatus prints the store's part, and returns the schema --pg is
+// read from: without --schema, the store's family's (not --chain's).
+func stagingStatus(cfg *Job, out io.Writer) (schema string, err error) {
+	schema = cfg.Schema
 	// Read-only: status writes nothing, so it answers on a full disk too.
 	store, err := staging.Open(cfg.Staging, staging.Options{ReadOnly: true})
 	if ns := (*staging.NoStoreError)(nil); errors.As(err, &ns) {
 		fmt.Fprintf(out, "staging %s: none (an empty directory: nothing staged)\n", cfg.Staging)
-		return nil
+		return schema, nil
 	}
 	if err != nil {
 		return liveStatus(cfg, cfg.Staging, err, out)
@@ -50,7 +57,7 @@ func stagingStatus(cfg *Job, out io.Writer) (err error) {
 	// leaves out what it has not opened since the store was.
 	size, err := store.Size()
 	if err != nil {
-		return err
+		return schema, err
 	}
 	fmt.Fprintf(out, "staging %s (%s)\n", store.Dir(), size)
 	if d := store.Damage(); d != nil {
@@ -64,11 +71,11 @@ func stagingStatus(cfg *Job, out io.Writer) (err error) {
 	}
 	lo, hi, ok, err := store.Bounds()
 	if err != nil {
-		return err
+		return schema, err
 	}
 	if id, ok := store.Identity(); ok {
 		if cfg.SchemaDefaulted {
-			cfg.Schema = id.Family.String()
+			schema = id.Family.String()
 		}
 		// The identity block is the first one staged into the store, not
 		// its lowest height: ranges below it may have been staged since.
@@ -78,55 +85,62 @@ func stagingStatus(cfg *Job, out io.Writer) (err error) {
 	}
 	if ok {
 		fmt.Fprintf(out, "  heights:  lowest staged %d, highest staged %d\n", lo, hi)
-	}
-	if !ok {
-		fmt.Fprintln(out, "  staged:   nothing")
+		err = writeStaged(cfg, store, lo, hi, out)
 	} else {
-		// --from alone bounds the low side; --to alone keeps --from's
-		// default, the chain's first block, so that what is missing below
-		// the lowest staged height of the range is shown.
-		from, to := lo, hi
-		if cfg.FromSet || cfg.ToSet {
-			from = cfg.From
-		}
-		if cfg.ToSet {
-			to = cfg.To
-		}
-		staged, err := store.Staged(from, to)
-		if err != nil {
-			return err
-		}
-		missing, err := store.Missing(from, to)
-		if err != nil {
-			return err
-		}
-		var n uint64
-		for _, r := range staged {
-			n += r.Len()
-		}
-		fmt.Fprintf(out, "  staged:   %d blocks in %d-%d, ranges %s\n", n, from, to, ranges(staged, 8))
-		if len(missing) > 0 {
-			var m uint64
-			for _, r := range missing {
-				m += r.Len()
-			}
-			fmt.Fprintf(out, "  gaps:     %d heights, %s\n", m, ranges(missing, 8))
-		} else {
-			fmt.Fprintln(out, "  gaps:     none")
-		}
+		fmt.Fprintln(out, "  staged:   nothing")
+	}
+	if err != nil {
+		return schema, err
 	}
 	if id, bound := store.Identity(); bound && family.Of(id.Family) != nil && family.Of(id.Family).TrustProven != nil {
 		tr, err := trustStatus(store)
 		if err != nil {
-			return err
+			return schema, err
 		}
 		fmt.Fprintf(out, "  trust:    %s\n", tr)
 	}
 	mirrors, err := store.Mirrors()
 	if err != nil {
-		return err
+		return schema, err
 	}
 	writeMirrors(out, mirrors)
+	return schema, nil
+}
+
+// writeStaged prints what the store holds of the range status looks at
+// and its gaps: --from alone bounds the low side; --to alone keeps --from's
+// default, the chain's first block, so that what is missing below the
+// lowest staged height (lo; hi the highest) is shown.
+func writeStaged(cfg *Job, store *staging.Store, lo, hi uint64, out io.Writer) error {
+	from, to := lo, hi
+	if cfg.FromSet || cfg.ToSet {
+		from = cfg.From
+	}
+	if cfg.ToSet {
+		to = cfg.To
+	}
+	staged, err := store.Staged(from, to)
+	if err != nil {
+		return err
+	}
+	missing, err := store.Missing(from, to)
+	if err != nil {
+		return err
+	}
+	var n uint64
+	for _, r := range staged {
+		n += r.Len()
+	}
+	fmt.Fprintf(out, "  staged:   %d blocks in %d-%d, ranges %s\n", n, from, to, ranges(staged, 8))
+	if len(missing) > 0 {
+		var m uint64
+		for _, r := range missing {
+			m += r.Len()
+		}
+		fmt.Fprintf(out, "  gaps:     %d heights, %s\n", m, ranges(missing, 8))
+	} else {
+		fmt.Fprintln(out, "  gaps:     none")
+	}
 	return nil
 }
 

@@ -133,46 +133,7 @@ func newRoot(environ []string, run func(j *jobCommand, args []string) error) (*c
 	root.SetVersionTemplate(strings.ReplaceAll(versionText(), "{{", "{{`{{`}}"))
 	jobs := map[*cobra.Command]*jobCommand{}
 	for _, name := range pipeline.Commands {
-		doc := commandDocs[name]
-		j := &jobCommand{cfg: &pipeline.Config{}, proc: &processFlags{}, collecting: true, environ: environ}
-		j.cmd = &cobra.Command{
-			Use:   name + " " + doc.args,
-			Short: doc.short,
-			Long:  doc.long,
-			Args:  cobra.ArbitraryArgs,
-			RunE:  func(c *cobra.Command, args []string) error { return run(j, args) },
-			// Unknown flags reach run with the stray words, which says
-			// what was meant of each (did you mean …?).
-			FParseErrWhitelist: cobra.FParseErrWhitelist{UnknownFlagsHandling: pflag.PassUnknownFlagToArgs},
-		}
-		fs := j.cmd.Flags()
-		j.values = defineFlags(fs, j.cfg, j.proc)
-		fs.VisitAll(func(f *pflag.Flag) {
-			f.Hidden = !usedBy(f, name)
-			f.Value = &lenientValue{Value: f.Value, name: f.Name, job: j, unused: f.Hidden}
-			if say, ok := f.Annotations[annSays+name]; ok {
-				f.Usage = say[0]
-				if len(say) > 1 {
-					f.DefValue = ""
-				}
-			}
-		})
-		for flag, values := range j.values {
-			_ = j.cmd.RegisterFlagCompletionFunc(flag, func(_ *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
-				return values(j.cfg, prefix), cobra.ShellCompDirectiveNoFileComp
-			})
-		}
-		_ = j.cmd.MarkFlagDirname("staging")
-		_ = j.cmd.MarkFlagDirname("merge-from")
-		j.cmd.ValidArgsFunction = cobra.NoFileCompletions
-		if doc.dirArg {
-			j.cmd.ValidArgsFunction = func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-				if len(args) > 0 {
-					return nil, cobra.ShellCompDirectiveNoFileComp
-				}
-				return nil, cobra.ShellCompDirectiveFilterDirs
-			}
-		}
+		j := newJobCommand(name, environ, run)
 		root.AddCommand(j.cmd)
 		jobs[j.cmd] = j
 	}
@@ -186,7 +147,72 @@ func newRoot(environ []string, run func(j *jobCommand, args []string) error) (*c
 		},
 		ValidArgsFunction: cobra.NoFileCompletions,
 	})
-	root.SetHelpCommand(&cobra.Command{
+	root.SetHelpCommand(helpCommand(root))
+	strictCompletion(root)
+	root.SetHelpFunc(func(c *cobra.Command, _ []string) {
+		out := c.OutOrStdout()
+		switch j := jobs[c]; {
+		case c == root:
+			writeRootHelp(out)
+		case j != nil:
+			writeCommandHelp(out, j)
+		default: // version, completion and its shells, help
+			writeOtherHelp(out, c)
+		}
+	})
+	return root, jobs
+}
+
+// newJobCommand is the cobra command of pipeline command name, its flags
+// bound to a Config of its own; run is called with it and the words its
+// flags did not take.
+func newJobCommand(name string, environ []string, run func(j *jobCommand, args []string) error) *jobCommand {
+	doc := commandDocs[name]
+	j := &jobCommand{cfg: &pipeline.Config{}, proc: &processFlags{}, collecting: true, environ: environ}
+	j.cmd = &cobra.Command{
+		Use:   name + " " + doc.args,
+		Short: doc.short,
+		Long:  doc.long,
+		Args:  cobra.ArbitraryArgs,
+		RunE:  func(c *cobra.Command, args []string) error { return run(j, args) },
+		// Unknown flags reach run with the stray words, which says
+		// what was meant of each (did you mean …?).
+		FParseErrWhitelist: cobra.FParseErrWhitelist{UnknownFlagsHandling: pflag.PassUnknownFlagToArgs},
+	}
+	fs := j.cmd.Flags()
+	j.values = defineFlags(fs, j.cfg, j.proc)
+	fs.VisitAll(func(f *pflag.Flag) {
+		f.Hidden = !usedBy(f, name)
+		f.Value = &lenientValue{Value: f.Value, name: f.Name, job: j, unused: f.Hidden}
+		if say, ok := f.Annotations[annSays+name]; ok {
+			f.Usage = say[0]
+			if len(say) > 1 {
+				f.DefValue = ""
+			}
+		}
+	})
+	for flag, values := range j.values {
+		_ = j.cmd.RegisterFlagCompletionFunc(flag, func(_ *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
+			return values(j.cfg, prefix), cobra.ShellCompDirectiveNoFileComp
+		})
+	}
+	_ = j.cmd.MarkFlagDirname("staging")
+	_ = j.cmd.MarkFlagDirname("merge-from")
+	j.cmd.ValidArgsFunction = cobra.NoFileCompletions
+	if doc.dirArg {
+		j.cmd.ValidArgsFunction = func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return nil, cobra.ShellCompDirectiveFilterDirs
+		}
+	}
+	return j
+}
+
+// helpCommand is help [COMMAND] of root.
+func helpCommand(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
 		Use:   "help [COMMAND]",
 		Short: "this help, or a command's flags",
 		RunE: func(c *cobra.Command, args []string) error {
@@ -208,9 +234,12 @@ func newRoot(environ []string, run func(j *jobCommand, args []string) error) (*c
 			}
 			return out, cobra.ShellCompDirectiveNoFileComp
 		},
-	})
-	// completion SHELL: cobra's, but a shell it does not know is an error
-	// (cobra prints the help and exits 0).
+	}
+}
+
+// strictCompletion makes cobra's completion SHELL refuse a shell it does not
+// know (cobra prints the help and exits 0).
+func strictCompletion(root *cobra.Command) {
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		if c.Name() != "completion" {
@@ -233,18 +262,6 @@ func newRoot(environ []string, run func(j *jobCommand, args []string) error) (*c
 			return errors.New(msg)
 		}
 	}
-	root.SetHelpFunc(func(c *cobra.Command, _ []string) {
-		out := c.OutOrStdout()
-		switch j := jobs[c]; {
-		case c == root:
-			writeRootHelp(out)
-		case j != nil:
-			writeCommandHelp(out, j)
-		default: // version, completion and its shells, help
-			writeOtherHelp(out, c)
-		}
-	})
-	return root, jobs
 }
 
 // unknownCommand names the closest command to w, if one is close.

@@ -199,6 +199,20 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	dc := pipeline.DefaultConfig()
 	fs.SortFlags = false
 
+	defineSourceFlags(d, fs, cfg, dc)
+	defineRangeFlags(d, fs, cfg, dc)
+	defineStagingFlags(d, fs, cfg, dc)
+	defineDatabaseFlags(d, fs, cfg, dc)
+	defineFetchFlags(d, fs, cfg, dc)
+	defineExportFlags(d, fs, cfg, dc)
+	defineFollowFlags(d, fs, cfg, dc)
+	defineReportFlags(d, fs, cfg, dc)
+	defineWatchFlags(d, fs, cfg, dc, proc)
+	return d.values
+}
+
+// defineSourceFlags defines the flags of the source: where blocks come from.
+func defineSourceFlags(d *flagDefs, fs *pflag.FlagSet, cfg *pipeline.Config, dc pipeline.Config) {
 	def(d, fs.StringVar, &cfg.Chain, "chain", dc.Chain, "chain family: "+strings.Join(family.Names(), " or "),
 		in(groupSource, sourcing, onPG, []string{cmdExport}).oneOf(family.Names()...))
 	defValue(d, &rpcList{urls: &cfg.RPC}, "rpc", "RPC endpoint URL(s), comma separated; without --rpc or --node-home, the synthetic chain", in(groupSource, sourcing, []string{cmdEstimate}).
@@ -218,7 +232,10 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.DurationVar, &cfg.SyntheticBlockTime, "synthetic-block-time", 0, "the synthetic chain grows by one block each this long, from --synthetic-tip (else --from) when the job starts (0: a fixed tip)", in(groupSource, sourcing))
 	def(d, fs.Uint64Var, &cfg.SyntheticReorgEvery, "synthetic-reorg-every", 0, "the synthetic chain reorganises each time its tip reaches a multiple of this, replacing the --synthetic-reorg-depth blocks below it (0: never)", in(groupSource, sourcing))
 	def(d, fs.Uint64Var, &cfg.SyntheticReorgDepth, "synthetic-reorg-depth", dc.SyntheticReorgDepth, "blocks each synthetic reorg replaces", in(groupSource, sourcing))
+}
 
+// defineRangeFlags defines the flags of the range and the backfill alias.
+func defineRangeFlags(d *flagDefs, fs *pflag.FlagSet, cfg *pipeline.Config, dc pipeline.Config) {
 	def(d, fs.Uint64Var, &cfg.From, "from", dc.From, "first height (inclusive); without it, the chain's first block: cometbft 1, evm 0 (its genesis)",
 		in(groupRange, ranged, []string{cmdRestore}).
 			saying("first height of the sharded fetch's range (with --shards and --to: each shard's snapshot must hold its slice; a fetch from evm 0, its genesis, is held by the default 1's slices too)", cmdRestore).
@@ -242,7 +259,10 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 			saying("last height published; default: the highest staged (a chunk not full is not published)", cmdPublish))
 	to.DefValue = "" // not 0, which is no valid end of a range from 1
 	def(d, fs.StringVar, &cfg.Alias, "alias", "", "name of this backfill (default: range-FROM-TO)", in(groupRange, []string{cmdRun, cmdExport, cmdFollow}))
+}
 
+// defineStagingFlags defines the flags of the staging directories.
+func defineStagingFlags(d *flagDefs, fs *pflag.FlagSet, cfg *pipeline.Config, dc pipeline.Config) {
 	def(d, fs.StringVar, &cfg.Staging, "staging", dc.Staging, "staging directory", in(groupStaging, without(every, cmdChecksum)).
 		saying("staging directory the blocks are fetched into", cmdRun, cmdFetch, cmdFollow).
 		saying("staging directory the blocks are exported from", cmdExport).
@@ -256,7 +276,10 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 		saying("directory the snapshot is restored into: new, or empty", cmdRestore).
 		saying("staging directory a job would fetch into: its bytes per block, and its filesystem's room", cmdEstimate))
 	def(d, fs.StringVar, &cfg.MergeFrom, "merge-from", "", "merge: the staging directory to copy blocks from", in(groupStaging, []string{cmdMerge}))
+}
 
+// defineDatabaseFlags defines the flags of the database, its indexes and the decoding options.
+func defineDatabaseFlags(d *flagDefs, fs *pflag.FlagSet, cfg *pipeline.Config, dc pipeline.Config) {
 	const dsn = " (URL or key=value; a password is better in BLOCKHAUL_PG or PGPASSWORD)"
 	def(d, fs.StringVar, &cfg.PG, "pg", "", "PostgreSQL DSN"+dsn, in(groupDatabase, onPG, []string{cmdPrune}).
 		saying("PostgreSQL DSN of the server of the targets the store mirrors: prune asks each target's database there, with these credentials, for its checkpoints and rows before it deletes"+dsn, cmdPrune).
@@ -291,7 +314,10 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 			saying("evm: the ABIs the schema's event tables were exported with, NAME=FILE[@ADDRESS,...] (repeatable); default: those the schema records, so its event tables are compared too", cmdChecksum, cmdVerify))
 	def(d, fs.StringVar, &cfg.Tables, "tables", "", "the tables to write, comma separated (blocks,transactions), or all but those given with a leading - (-logs); default all", in(groupExport, exporting).tableList())
 	def(d, fs.StringSliceVar, &cfg.Replay, "replay", nil, "export: write these tables again in place from staging, over the heights the checkpoints cover (or --from/--to within them), beside a running follow", in(groupExport, []string{cmdExport}).tableList())
+}
 
+// defineFetchFlags defines the flags of the Parquet output, fetch and shards.
+func defineFetchFlags(d *flagDefs, fs *pflag.FlagSet, cfg *pipeline.Config, dc pipeline.Config) {
 	def(d, fs.StringVar, &cfg.Parquet, "parquet", "", "write the tables as Parquet files in place of PostgreSQL, to this directory or URL (file://, s3://, gs://, azblob://): one file per table per segment of --segment-blocks heights, and a manifest (docs/parquet.md)",
 		in(groupExport, exporting, []string{cmdVerify}).
 			saying("verify the Parquet segments at this directory or URL against their manifest, and against --staging when it holds a store", cmdVerify))
@@ -316,17 +342,26 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	defValue(d, &cfg.VerifyBlocks, "verify-blocks", "what is recomputed of every block before it is staged: full (the block hash from its header, and what the header commits to from the contents), header (evm: the block hash alone, for a chain with transactions the family's encoding does not cover; cometbft: the same as full, data_hash included) or links (nothing: a chain whose block hash is not the family's, as an EVM chain on a CometBFT engine; parent links are still checked)",
 		in(groupFetch, sourcing, []string{cmdPublish}).oneOf("full", "header", "links").
 			saying("what is recomputed of every staged block before it is published: full, header or links (see fetch)", cmdPublish))
+}
 
+// defineExportFlags defines the flags of export batches and streams.
+func defineExportFlags(d *flagDefs, fs *pflag.FlagSet, cfg *pipeline.Config, dc pipeline.Config) {
 	def(d, fs.IntVar, &cfg.BatchBlocks, "batch-blocks", dc.BatchBlocks, "blocks per export transaction", in(groupExport, exporting))
 	cfg.ExportStreams = dc.ExportStreams
 	defValue(d, autoCount{&cfg.ExportStreams, pipeline.MaxExportStreams}, "export-streams", "export, run, follow --backfill-from: split the range into this many contiguous sub-ranges exported at once over as many connections; auto: 1 when PostgreSQL is on this machine and the tables have BRIN indexes (a split leaves the rows out of the height order they need, for a small gain: docs/querying.md#indexes), 3/4 of the CPUs (rounded up) when it is on this machine without them, else 2 a CPU up to 16, at most half the server's free connections and one stream per --batch-blocks of the range (the job logs the count and why); a range an earlier run split resumes with its count",
 		in(groupExport, []string{cmdExport, cmdRun, cmdFollow}).oneOf("auto", "1", "2", "4"))
+}
 
+// defineFollowFlags defines the flags of follow.
+func defineFollowFlags(d *flagDefs, fs *pflag.FlagSet, cfg *pipeline.Config, dc pipeline.Config) {
 	def(d, fs.Uint64Var, &cfg.Confirmations, "confirmations", 0, "follow: export only blocks at least this many below the tip", in(groupFollow, []string{cmdFollow}))
 	def(d, fs.DurationVar, &cfg.PollInterval, "poll-interval", dc.PollInterval, "follow: how often to poll the chain tip", in(groupFollow, []string{cmdFollow}))
 	def(d, fs.Uint64Var, &cfg.ReorgWindow, "reorg-window", dc.ReorgWindow, "follow: how many exported heights a reorg may roll back before halting", in(groupFollow, []string{cmdFollow}))
 	def(d, fs.Uint64Var, &cfg.BackfillFrom, "backfill-from", 0, "follow: also fill from this height up to where the head stream started, beside it, as a backfill named --alias", in(groupFollow, []string{cmdFollow}))
+}
 
+// defineReportFlags defines the flags of the reports of the archive commands.
+func defineReportFlags(d *flagDefs, fs *pflag.FlagSet, cfg *pipeline.Config, dc pipeline.Config) {
 	def(d, fs.Uint64Var, &cfg.ChunkBlocks, "chunk-blocks", 0, "publish: blocks a chunk holds; chunk k holds heights k×N to k×N+N-1 (0: the archive's own size, else 1000)", in(groupReport, []string{cmdPublish}))
 	def(d, fs.BoolVar, &cfg.MergeParts, "merge-parts", false, "publish: write DEST's manifest from the manifest parts under it (publish --shards writes one a shard) and its earlier manifest; reads no staging store", in(groupReport, []string{cmdPublish}))
 	def(d, fs.BoolVar, &cfg.JSON, "json", false, "print the report as JSON", in(groupReport, reporting))
@@ -337,13 +372,15 @@ func defineFlags(fs *pflag.FlagSet, cfg *pipeline.Config, proc *processFlags) ma
 	def(d, fs.Uint64Var, &cfg.Below, "below", 0, "prune: delete staged heights below this one", in(groupReport, []string{cmdPrune}))
 	def(d, fs.BoolVar, &cfg.Force, "force", false, "prune: delete even heights no target has exported, a target lacks, or a target cannot confirm (gone, reset, unreachable): they may be the only copy", in(groupReport, []string{cmdPrune}))
 	def(d, fs.BoolVar, &cfg.DryRun, "dry-run", false, "prune: print the heights and size a prune would delete, and which targets hold them; delete nothing", in(groupReport, []string{cmdPrune}))
+}
 
+// defineWatchFlags defines the flags of logs, progress, metrics and the heap limit.
+func defineWatchFlags(d *flagDefs, fs *pflag.FlagSet, cfg *pipeline.Config, dc pipeline.Config, proc *processFlags) {
 	def(d, fs.StringVar, &cfg.HTTPAddr, "http", "", "serve /healthz, /readyz and Prometheus /metrics on this address (e.g. 127.0.0.1:9464; :0 picks a port)", in(groupWatch, staged))
 	def(d, fs.DurationVar, &cfg.Progress, "progress-interval", dc.Progress, "interval of progress log lines (0: none)", in(groupWatch, staged))
 	def(d, fs.StringVar, &cfg.LogFormat, "log-format", dc.LogFormat, "log format: text or json", in(groupWatch, every).oneOf("text", "json"))
 	def(d, fs.StringVar, &cfg.LogLevel, "log-level", dc.LogLevel, "log level: debug, info, warn, error", in(groupWatch, every).oneOf("debug", "info", "warn", "error"))
 	def(d, fs.Int64Var, &proc.memLimit, "memory-limit", 0, "soft limit of the Go heap in MiB, so memory stays flat over any range (0: by chain, cometbft 128, evm 448, times the export streams within 3/4 of a container's memory; negative: none; GOMEMLIMIT wins)", in(groupWatch, every))
-	return d.values
 }
 
 // newFlags returns a flag set holding every flag, bound to a new Config.
