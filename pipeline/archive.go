@@ -116,13 +116,13 @@ func Checksum(ctx context.Context, cfg *Job, out io.Writer) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		var err error
-		connA, a, err = checksumOf(gctx, cfg.PG, "--pg", ccfg, false)
+		connA, a, err = checksumOf(gctx, cfg.PGConn, "--pg", pgOptionsOf(cfg, nil, nil), ccfg, false)
 		return err
 	})
 	if cfg.Against != "" {
 		g.Go(func() error {
 			var err error
-			connB, b, err = checksumOf(gctx, cfg.Against, "--against", bcfg, cfg.AgainstSchema == "")
+			connB, b, err = checksumOf(gctx, cfg.AgainstConn, "--against", pgOptionsOf(cfg, nil, nil), bcfg, cfg.AgainstSchema == "")
 			return err
 		})
 	}
@@ -168,13 +168,13 @@ func recordedDecodersOf(ctx context.Context, cfg *Job) (*Job, []string, error) {
 	return useRecordedDecoders(ctx, cfg, conn)
 }
 
-// checksumOf digests ccfg.Schema in the database dsn (given as flag);
-// defaulted says that the --against schema is --schema's, no
+// checksumOf digests ccfg.Schema in the database pc reaches (given as
+// flag); defaulted says that the --against schema is --schema's, no
 // --against-schema given.
-func checksumOf(ctx context.Context, dsn, flag string, ccfg archive.ChecksumConfig, defaulted bool) (*pgx.Conn, archive.Digest, error) {
-	conn, err := pgx.Connect(ctx, dsn)
+func checksumOf(ctx context.Context, pc *pgx.ConnConfig, flag string, o pgOptions, ccfg archive.ChecksumConfig, defaulted bool) (*pgx.Conn, archive.Digest, error) {
+	conn, err := connectPG(ctx, pc, o)
 	if err != nil {
-		return nil, archive.Digest{}, fmt.Errorf("%s: connect to PostgreSQL: %s", flag, redactPGError(err, dsn))
+		return nil, archive.Digest{}, fmt.Errorf("%s: %w", flag, err)
 	}
 	d, err := archive.Checksum(ctx, conn, ccfg)
 	var mt *archive.MissingTableError

@@ -30,9 +30,8 @@ type Job struct {
 	// Family is the chain family: --chain's, or the staging store's where
 	// the store decides (withFamily).
 	Family *family.Family
-	// PGConn is --pg parsed once, with blockhaul's application_name and a
-	// connect timeout where the DSN sets neither (pgConnConfig); nil
-	// without --pg. Every connection of the job is made from it
+	// PGConn is --pg parsed once, with blockhaul's application_name where
+	// the DSN names none (pgConnConfig); nil without --pg. Every connection of the job is made from it
 	// (openSession, connectPG).
 	PGConn *pgx.ConnConfig
 	// AgainstConn is checksum's --against, parsed as PGConn is; nil

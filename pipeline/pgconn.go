@@ -28,10 +28,9 @@ const applicationName = "blockhaul"
 const dialTimeout = 30 * time.Second
 
 // pgConnConfig parses dsn into the configuration every connection of a job
-// is made from: blockhaul's application_name unless the DSN names one, and
-// a connect timeout unless it sets one, so that a server that does not
-// answer is a fault, not a hang (at a job's start it fails the job, later
-// it is retried).
+// is made from: blockhaul's application_name unless the DSN names one. Its
+// ConnectTimeout is the DSN's connect_timeout (0: none given), which
+// openSession bounds by dialTimeout.
 func pgConnConfig(dsn string) (*pgx.ConnConfig, error) {
 	pc, err := pgx.ParseConfig(dsn)
 	if err != nil {
@@ -39,9 +38,6 @@ func pgConnConfig(dsn string) (*pgx.ConnConfig, error) {
 	}
 	if _, ok := pc.RuntimeParams["application_name"]; !ok {
 		pc.RuntimeParams["application_name"] = applicationName
-	}
-	if pc.ConnectTimeout == 0 {
-		pc.ConnectTimeout = dialTimeout
 	}
 	return pc, nil
 }
@@ -71,7 +67,13 @@ func openSession(ctx context.Context, pc *pgx.ConnConfig, o pgOptions) (*export.
 		return nil, fmt.Errorf("connect to PostgreSQL: no --pg given")
 	}
 	dial := func(ctx context.Context) (*pgx.Conn, error) {
-		conn, err := pgx.ConnectConfig(ctx, pc.Copy())
+		c := pc.Copy()
+		if c.ConnectTimeout == 0 {
+			// A server that does not answer is a fault, not a hang: at
+			// the job's start it fails the job, later it is retried.
+			c.ConnectTimeout = dialTimeout
+		}
+		conn, err := pgx.ConnectConfig(ctx, c)
 		if err != nil {
 			return nil, markConnectRefusal(&redactedError{msg: "connect to PostgreSQL: " + redactPassword(err.Error(), pc.Password), err: err})
 		}

@@ -29,7 +29,7 @@ func Prune(ctx context.Context, cfg *Job, out io.Writer, log *slog.Logger) error
 		return err
 	}
 	defer store.Close()
-	o := archive.PruneOptions{Below: cfg.Below, Force: cfg.Force, DryRun: cfg.DryRun, Reach: reachTarget(cfg.PG)}
+	o := archive.PruneOptions{Below: cfg.Below, Force: cfg.Force, DryRun: cfg.DryRun, Reach: reachTarget(cfg.PGConn, pgOptionsOf(cfg, log, nil))}
 	id, ok := store.Identity()
 	f := family.Of(id.Family)
 	if ok && f != nil {
@@ -51,32 +51,27 @@ func Prune(ctx context.Context, cfg *Job, out io.Writer, log *slog.Logger) error
 // sets connect_timeout: a target that does not answer is not confirmed.
 const pruneDialTimeout = 10 * time.Second
 
-// reachTarget connects to a target's database on the server dsn names,
-// with its credentials: the target's own database, and only when the
-// server is the target's cluster.
-func reachTarget(dsn string) func(context.Context, archive.TargetRef) (*pgx.Conn, error) {
+// reachTarget connects to a target's database on the server --pg (pg,
+// parsed by Resolve; nil without it) reaches, with its credentials, as
+// every connection is made (connectPG): the target's own database, and
+// only when the server is the target's cluster.
+func reachTarget(pg *pgx.ConnConfig, o pgOptions) func(context.Context, archive.TargetRef) (*pgx.Conn, error) {
 	return func(ctx context.Context, t archive.TargetRef) (*pgx.Conn, error) {
-		if dsn == "" {
+		if pg == nil {
 			return nil, errors.New("no --pg given to reach its server (prune asks each target itself)")
 		}
-		pc, err := pgx.ParseConfig(dsn)
-		if err != nil {
-			return nil, fmt.Errorf("--pg: %s", redactPGError(err, dsn))
-		}
+		pc := pg.Copy()
 		pc.Database = t.Database
-		if _, ok := pc.RuntimeParams["application_name"]; !ok {
-			pc.RuntimeParams["application_name"] = applicationName
-		}
 		if pc.ConnectTimeout == 0 {
 			pc.ConnectTimeout = pruneDialTimeout
 		}
-		conn, err := pgx.ConnectConfig(ctx, pc)
+		conn, err := connectPG(ctx, pc, o)
 		var pe *pgconn.PgError
 		switch {
 		case errors.As(err, &pe) && pe.Code == "3D000":
 			return nil, fmt.Errorf("database %s does not exist on the server --pg reaches (dropped?)", t.Database)
 		case err != nil:
-			return nil, errors.New(redactPGError(err, dsn))
+			return nil, err
 		}
 		cluster, _, err := export.ClusterOf(ctx, conn)
 		if err == nil && cluster != t.Cluster {
