@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/blockhaul/blockhaul/chain"
+	"github.com/blockhaul/blockhaul/family"
 	"github.com/blockhaul/blockhaul/internal/pgtest"
 )
 
@@ -22,6 +23,7 @@ func smallConfig(t testing.TB) Config {
 		DatabaseURL:         pgtest.BaseURL(),
 		CometBFTBlocks:      300,
 		EVMBlocks:           30,
+		AptosBlocks:         30,
 		BatchBlocks:         100,
 		FetchBlocks:         300,
 		FetchWorkers:        4,
@@ -52,8 +54,8 @@ func TestRunSmall(t *testing.T) {
 	if runtime.GOOS == "linux" && (!res.CPU.Known || res.CPU.Bench <= 0 || res.CPU.Capacity <= res.CPU.Bench) {
 		t.Errorf("cpu usage: %+v", res.CPU)
 	}
-	if len(res.Densities) != 2 {
-		t.Fatalf("densities = %d, want 2", len(res.Densities))
+	if len(res.Densities) != len(family.All()) {
+		t.Fatalf("densities = %d, want one a family (%d)", len(res.Densities), len(family.All()))
 	}
 	for _, d := range res.Densities {
 		if d.Export.Rows == 0 || d.Export.Rows != d.Baseline.Rows {
@@ -227,11 +229,12 @@ func checkDecoding(t *testing.T, res Result) {
 // of every secondary index and key, and the ratios of the times.
 func checkLimits(t *testing.T, res Result) {
 	t.Helper()
-	if len(res.Limits) != 2 {
-		t.Fatalf("limit section: %d families, want 2", len(res.Limits))
+	if len(res.Limits) != len(family.All()) {
+		t.Fatalf("limit section: %d families, want one a family (%d)", len(res.Limits), len(family.All()))
 	}
 	for _, l := range res.Limits {
-		want := map[string]uint64{"cometbft": 200, "evm": 20}[l.Chain]
+		// Aptos has no limit range of its own: its section's blocks.
+		want := map[string]uint64{"cometbft": 200, "evm": 20, "aptos": 30}[l.Chain]
 		if l.Blocks != want || l.Rows <= l.Blocks || l.Export.Rows != l.Rows || l.Export2.Rows != l.Rows || l.Limit.Rows != l.Rows {
 			t.Errorf("%s: %d blocks (want %d), rows %d: export %d, 2 streams %d, limit %d", l.Chain, l.Blocks, want, l.Rows, l.Export.Rows, l.Export2.Rows, l.Limit.Rows)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/blockhaul/blockhaul/export"
 	"github.com/blockhaul/blockhaul/loader"
@@ -303,6 +304,10 @@ func copyStreams(ctx context.Context, f *fill) error {
 		f.exported = res
 		return err
 	}
+	start := time.Now()
+	// The fill's time is the parts' together, as export.RunStreams gives
+	// it (the summary's export time, the bench's fill).
+	defer func() { f.exported.Duration = time.Since(start) }()
 	if f.src != nil {
 		lcfg := loaderConfig(f.job, f.log, f.c)
 		for _, p := range parts[1:] {
