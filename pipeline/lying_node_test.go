@@ -138,8 +138,9 @@ func recordedNodeRun(t *testing.T) (*cometReplay, Config) {
 
 // A store that holds a lie (block 16 with a hash its header does not give,
 // staged before blocks were verified) halts export at 17 with a
-// continuity break that names block 16 as the wrong one and removes it;
-// a run against a sound node then refetches 16 and completes.
+// continuity break that names block 16 as the wrong one; export only
+// reads staging and leaves it there. A run against a sound node removes
+// it, saying so, and the next run refetches 16 and completes.
 func TestExportNamesTheWrongBlockAndARefetchRepairsIt(t *testing.T) {
 	node, cfg := recordedNodeRun(t)
 
@@ -151,11 +152,8 @@ func TestExportNamesTheWrongBlockAndARefetchRepairsIt(t *testing.T) {
 	})
 
 	exportBreaks(t, cfg, "block 16's stored hash does not match its header")
-
-	cfg.Command = CmdRun
-	if _, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatalf("run after the break: %v", err)
-	}
+	stillStaged(t, cfg, 16)
+	runHeals(t, cfg, "block 16's stored hash does not match its header")
 	store := stagingtest.Open(t, cfg.Staging, staging.Options{})
 	defer store.Close()
 	b, err := store.Get(16)
@@ -232,9 +230,10 @@ func forgeParent(t *testing.T, blk, results json.RawMessage) json.RawMessage {
 }
 
 // A store holding a forged block that hashes correctly (block 16 with
-// another parent and its hash recomputed) halts export at 16: nothing in
-// the two records says which of 15 and 16 is of the chain, so both are
-// removed and named; a run against a sound node refetches them and
+// another parent and its hash recomputed) halts export at 16, which leaves
+// staging as it is. A run against a sound node meets the same break:
+// nothing in the two records says which of 15 and 16 is of the chain, so
+// it removes both and names them; the next run refetches them and
 // completes with the chain's blocks.
 func TestExportRemovesBothBlocksOfAnUnlinkedPairAndARefetchRepairsThem(t *testing.T) {
 	node, cfg := recordedNodeRun(t)
@@ -245,20 +244,38 @@ func TestExportRemovesBothBlocksOfAnUnlinkedPairAndARefetchRepairsThem(t *testin
 		return blk
 	})
 
-	exportBreaks(t, cfg, "blocks 15 and 16 each hash correctly but do not link")
+	exportBreaks(t, cfg, "continuity break at height 16")
+	stillStaged(t, cfg, 15, 16)
+	runHeals(t, cfg, "blocks 15 and 16 each hash correctly but do not link")
+	wantRecordedHashes(t, cfg.Staging, 15, 16)
+}
+
+// stillStaged wants heights staged: export, which only reads staging,
+// removed nothing.
+func stillStaged(t *testing.T, cfg Config, heights ...uint64) {
+	t.Helper()
 	store := stagingtest.Open(t, cfg.Staging, staging.Options{})
-	for _, h := range []uint64{15, 16} {
-		if _, err := store.Get(h); !errors.Is(err, staging.ErrNotFound) {
-			t.Errorf("block %d still staged after the break (err %v)", h, err)
+	defer store.Close()
+	for _, h := range heights {
+		if _, err := store.Get(h); err != nil {
+			t.Errorf("block %d not staged after export's break: %v", h, err)
 		}
 	}
-	store.Close()
+}
 
+// runHeals runs cfg against its sound node: the first run meets the break,
+// removes what it names (want) and exits 4 saying so; the second refetches
+// and completes.
+func runHeals(t *testing.T, cfg Config, want string) {
+	t.Helper()
 	cfg.Command = CmdRun
-	if _, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatalf("run after the break: %v", err)
+	_, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler))
+	if code := ExitCode(err); code != ExitData || !strings.Contains(fmt.Sprint(err), want) {
+		t.Fatalf("the first run after the break: exit %d, want %d saying %q: %v", code, ExitData, want, err)
 	}
-	wantRecordedHashes(t, cfg.Staging, 15, 16)
+	if _, err := Run(context.Background(), cfg, io.Discard, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("the run after the removal: %v", err)
+	}
 }
 
 // exportBreaks exports cfg's staged range and wants a data error (exit 4)
