@@ -18,7 +18,11 @@ func TestStatusShowsRangesGapsAndBothCheckpoints(t *testing.T) {
 	mustRunWith(t, testConfig(CmdRun, dsn, stg, nil, 1, 100), src)
 	mustRunWith(t, testConfig(CmdFetch, dsn, stg, nil, 151, 200), src)
 	cfg := testConfig(CmdStatus, dsn, stg, nil, 0, 0)
-	cfg.PG = dsn + "&password=hunter2"
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&" // $DATABASE_URL may carry parameters of its own, or none
+	}
+	cfg.PG = dsn + sep + "password=hunter2"
 	var out bytes.Buffer
 	if _, err := Run(context.Background(), cfg, &out, quiet); err != nil {
 		t.Fatal(err)
